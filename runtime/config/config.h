@@ -1,0 +1,220 @@
+/* The resolved slurm-rl configuration as typed C structs, and how to get one.
+ *
+ * A config is FILE, then its `defaults:` chain, then KEY=VALUE overrides, then
+ * `${a.b}` references, then validation against the key table in schema.c.
+ * Every step reports into one rl_diags list so that a user sees every problem
+ * of a config in one run. */
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "diag.h"
+
+/* A number that YAML may leave as null ("not set"). */
+struct rl_opt_int {
+	bool set;
+	int64_t value;
+};
+struct rl_opt_float {
+	bool set;
+	double value;
+};
+struct rl_int_list {
+	size_t n;
+	int64_t *v;
+};
+struct rl_float_list {
+	size_t n;
+	double *v;
+};
+struct rl_str_list {
+	size_t n;
+	char **v;
+};
+
+struct rl_cfg_grpo {
+	int64_t num_prompts_per_step;
+	int64_t num_generations_per_prompt;
+	int64_t max_rollout_turns;
+	int64_t max_num_epochs;
+	int64_t max_num_steps;
+	bool normalize_rewards;
+	bool use_leave_one_out_baseline;
+	int64_t val_period;
+	bool val_at_start;
+	int64_t max_val_samples;
+	int64_t val_batch_size;
+	bool overlong_filtering;
+	int64_t seed;
+	struct rl_opt_float advantage_clip_low;
+	struct rl_opt_float advantage_clip_high;
+	struct {
+		bool enabled;
+		int64_t max_trajectory_age_steps;
+	} async_grpo;
+};
+
+struct rl_cfg_loss_fn {
+	double reference_policy_kl_penalty;
+	char *reference_policy_kl_type;
+	struct rl_opt_float kl_input_clamp_value;
+	struct rl_opt_float kl_output_clamp_value;
+	double ratio_clip_min;
+	double ratio_clip_max;
+	struct rl_opt_float ratio_clip_c;
+	bool use_on_policy_kl_approximation;
+	bool use_importance_sampling_correction;
+	struct rl_opt_float truncated_importance_sampling_ratio;
+	char *truncated_importance_sampling_type; /* NULL when not set */
+	struct rl_opt_float truncated_importance_sampling_ratio_min;
+	bool token_level_loss;
+	bool sequence_level_importance_ratios;
+	bool disable_ppo_ratio;
+	bool force_on_policy_ratio;
+};
+
+struct rl_cfg_checkpointing {
+	bool enabled;
+	char *checkpoint_dir;
+	char *metric_name; /* NULL: keep the newest only */
+	bool higher_is_better;
+	struct rl_opt_int keep_top_k;
+	int64_t save_period;
+	char *model_save_format;
+	char *resume;
+	char *signal;
+	bool async_save;
+};
+
+struct rl_cfg_parallel {
+	bool autoplan; /* `policy.parallel: auto` */
+	int64_t tensor;
+	int64_t pipeline;
+	int64_t context;
+	int64_t expert;
+	int64_t expert_tensor;
+	bool sequence_parallel;
+	struct rl_opt_int num_layers_in_first_pipeline_stage;
+	struct rl_opt_int num_layers_in_last_pipeline_stage;
+	bool activation_checkpointing;
+	bool distributed_optimizer;
+};
+
+struct rl_cfg_policy {
+	char *model_name;
+	char *tokenizer_name; /* resolved to model_name when null */
+	char *backend;
+	int64_t train_global_batch_size;
+	int64_t train_micro_batch_size;
+	int64_t generation_batch_size;
+	int64_t logprob_batch_size;
+	int64_t max_total_sequence_length;
+	char *precision;
+	struct rl_opt_int logprob_chunk_size;
+	struct rl_opt_float max_grad_norm;
+	int64_t make_sequence_length_divisible_by;
+	struct rl_cfg_parallel parallel;
+	struct {
+		bool enabled;
+		struct rl_opt_int train_mb_tokens;   /* null resolves from the batch sizes */
+		struct rl_opt_int logprob_mb_tokens; /* null resolves from the batch sizes */
+		char *algorithm;
+		int64_t sequence_length_round;
+	} sequence_packing;
+	struct {
+		char *name;
+		double lr;
+		double weight_decay;
+		struct rl_float_list betas;
+		double eps;
+		bool foreach;
+		bool fused;
+	} optimizer;
+	struct {
+		char *type;
+		int64_t warmup_steps;
+		struct rl_opt_int decay_steps;
+		double min_lr;
+	} lr_schedule;
+	struct {
+		struct rl_opt_int max_new_tokens; /* null resolves to max_total_sequence_length */
+		double temperature;
+		double top_p;
+		struct rl_opt_int top_k;
+		struct rl_int_list stop_token_ids;
+		struct rl_str_list stop_strings;
+		struct {
+			bool enabled;
+			struct rl_opt_int gpus_per_node;
+			struct rl_opt_int num_nodes;
+		} colocated;
+	} generation;
+};
+
+struct rl_cfg_data {
+	char *dataset_name;
+	char *train_path;
+	char *validation_path;
+	char *input_key;
+	char *output_key;
+	char *prompt_file;
+	char *prompt_template;
+	char *system_prompt_file;
+	char *system_prompt;
+	bool shuffle;
+	struct rl_opt_int max_input_seq_length; /* null resolves to max_total_sequence_length */
+};
+
+/* One entry of the `env:` map: a named reward environment. */
+struct rl_cfg_env {
+	char *name;
+	char *command;
+	double timeout;
+	int64_t num_workers;
+};
+
+struct rl_cfg_logger {
+	char *log_dir;
+	int64_t num_val_samples_to_print;
+};
+
+struct rl_cfg_cluster {
+	int64_t gpus_per_node;
+	int64_t num_nodes;
+};
+
+struct rl_config {
+	struct rl_cfg_grpo grpo;
+	struct rl_cfg_loss_fn loss_fn;
+	struct rl_cfg_checkpointing checkpointing;
+	struct rl_cfg_policy policy;
+	struct rl_cfg_data data;
+	struct rl_cfg_env *env;
+	size_t n_env;
+	struct rl_cfg_logger logger;
+	struct rl_cfg_cluster cluster;
+	char *source; /* the file the config came from */
+};
+
+/* Loads PATH (or, with text != NULL, the TEXT named PATH whose `defaults:`
+ * resolve against base_dir), applies the overrides ("key.path=value"), resolves
+ * references and validates. Returns 0 and fills *cfg, or -1 with every problem
+ * in *diags (and *cfg zeroed). */
+int rl_config_load(const char *path, char *const *overrides, size_t n_overrides,
+		   struct rl_config *cfg, struct rl_diags *diags);
+int rl_config_load_text(const char *name, const char *text, size_t len, const char *base_dir,
+			char *const *overrides, size_t n_overrides, struct rl_config *cfg,
+			struct rl_diags *diags);
+void rl_config_free(struct rl_config *cfg);
+
+/* The resolved config as YAML, every key with its effective value. */
+int rl_config_write_yaml(const struct rl_config *cfg, FILE *out);
+
+/* Finds an env entry by name, or NULL. */
+const struct rl_cfg_env *rl_config_env(const struct rl_config *cfg, const char *name);
+
+#endif

@@ -1,0 +1,73 @@
+#define _GNU_SOURCE
+#include "diag.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void rl_diag_add(struct rl_diags *d, const char *file, int line, int col, const char *key,
+		 const char *fmt, ...)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 8;
+		struct rl_diag *v = realloc(d->v, cap * sizeof(*v));
+		if (!v)
+			return; /* out of memory: losing a message beats crashing */
+		d->v = v;
+		d->cap = cap;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = NULL;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	d->v[d->n++] = (struct rl_diag){
+		.file = dup_or_null(file), .line = line, .col = col, .key = dup_or_null(key), .msg = msg, .seq = d->n};
+}
+
+static int cmp_diag(const void *a, const void *b)
+{
+	const struct rl_diag *x = a, *y = b;
+	int c = strcmp(x->file ? x->file : "", y->file ? y->file : "");
+	if (c)
+		return c;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->col != y->col)
+		return x->col < y->col ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void rl_diags_print(struct rl_diags *d, FILE *out)
+{
+	/* Sorted by position so that the output reads like the file, whatever
+	 * order the checks ran in. */
+	qsort(d->v, d->n, sizeof(*d->v), cmp_diag);
+	for (size_t i = 0; i < d->n; i++) {
+		const struct rl_diag *e = &d->v[i];
+		if (e->line > 0)
+			fprintf(out, "%s:%d:%d: error: ", e->file ? e->file : "<config>", e->line, e->col);
+		else
+			fprintf(out, "%s: error: ", e->file ? e->file : "<config>");
+		if (e->key)
+			fprintf(out, "%s: ", e->key);
+		fprintf(out, "%s\n", e->msg ? e->msg : "(out of memory)");
+	}
+}
+
+void rl_diags_free(struct rl_diags *d)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		free(d->v[i].file);
+		free(d->v[i].key);
+		free(d->v[i].msg);
+	}
+	free(d->v);
+	*d = (struct rl_diags){0};
+}

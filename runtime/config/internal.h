@@ -1,0 +1,34 @@
+/* Steps of config loading shared between the files of runtime/config. */
+#ifndef RL_CONFIG_INTERNAL_H
+#define RL_CONFIG_INTERNAL_H
+
+#include "config.h"
+#include "schema.h"
+#include "ynode.h"
+
+/* Where each schema key was set (file NULL when it kept its default). */
+struct rl_key_pos {
+	const char *file;
+	int line, col;
+};
+
+/* refs.c: replaces every `${a.b.c}` in the tree. */
+void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
+
+/* overrides.c: applies "key.path=value" arguments to the tree. */
+void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root,
+			    char *const *overrides, size_t n, struct rl_diags *diags);
+
+/* validate.c: checks the tree against the schema and fills cfg (which the
+ * caller zeroed); pos has rl_schema_len entries. */
+void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
+		      struct rl_diags *diags);
+/* Stores one value for key k at base (cfg, or an env element). */
+bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
+		  struct rl_diags *diags);
+
+/* rules.c: constraints between keys, checked after every key is valid. */
+void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,
+			const char *root_file, struct rl_diags *diags);
+
+#endif

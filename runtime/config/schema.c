@@ -1,0 +1,458 @@
+/* Every config key. Names follow NeMo-RL wherever the concept is the same, so
+ * that its configs read the same here; keys NeMo-RL has and slurm-rl does not
+ * implement are listed as UNSUPPORTED so that they fail loudly instead of
+ * being ignored. Keys of one section must stay contiguous (the printer nests
+ * by walking this table in order; tests/unit/test_schema.c checks it). */
+#include "schema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define OFF(f) offsetof(struct rl_config, f)
+#define EOFF(f) offsetof(struct rl_cfg_env, f)
+#define RANGE(lo, hi) .min = (lo), .max = (hi)
+#define AT_LEAST(lo) RANGE(lo, INFINITY)
+#define ANY_NUMBER RANGE(-INFINITY, INFINITY)
+#define NOT_YET(p, why) {p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, NULL, 0}
+#define NOT_YET_UNLESS(p, ok, why) {p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, ok, 0}
+
+const struct rl_key rl_schema[] = {
+	/* grpo: the algorithm */
+	{"grpo.num_prompts_per_step", RL_T_INT, OFF(grpo.num_prompts_per_step), "32", AT_LEAST(1),
+	 .doc = "distinct prompts sampled per step"},
+	{"grpo.num_generations_per_prompt", RL_T_INT, OFF(grpo.num_generations_per_prompt), "16",
+	 AT_LEAST(1), .doc = "samples generated per prompt (the GRPO group size)"},
+	{"grpo.max_rollout_turns", RL_T_INT, OFF(grpo.max_rollout_turns), "1", RANGE(1, 1),
+	 .doc = "turns per rollout; multi-turn rollouts are not supported yet"},
+	{"grpo.max_num_epochs", RL_T_INT, OFF(grpo.max_num_epochs), "1", AT_LEAST(1),
+	 .doc = "passes over the training data"},
+	{"grpo.max_num_steps", RL_T_INT, OFF(grpo.max_num_steps), "1000000", AT_LEAST(1),
+	 .doc = "stop after this many steps (or when the epochs run out)"},
+	{"grpo.normalize_rewards", RL_T_BOOL, OFF(grpo.normalize_rewards), "true",
+	 .doc = "divide advantages by the group's reward std when it is > 0"},
+	{"grpo.use_leave_one_out_baseline", RL_T_BOOL, OFF(grpo.use_leave_one_out_baseline), "true",
+	 .doc = "baseline of a sample is the mean reward of the other samples of its group"},
+	{"grpo.val_period", RL_T_INT, OFF(grpo.val_period), "0", AT_LEAST(0),
+	 .doc = "validate every N steps; 0 disables validation"},
+	{"grpo.val_at_start", RL_T_BOOL, OFF(grpo.val_at_start), "false",
+	 .doc = "validate once before the first step"},
+	{"grpo.max_val_samples", RL_T_INT, OFF(grpo.max_val_samples), "256", AT_LEAST(1),
+	 .doc = "validation prompts per validation"},
+	{"grpo.val_batch_size", RL_T_INT, OFF(grpo.val_batch_size), "256", AT_LEAST(1),
+	 .doc = "prompts generated together during validation"},
+	{"grpo.overlong_filtering", RL_T_BOOL, OFF(grpo.overlong_filtering), "false",
+	 .doc = "exclude samples cut off by max_new_tokens from the loss"},
+	{"grpo.seed", RL_T_INT, OFF(grpo.seed), "42", RANGE(0, 4294967295.0),
+	 .doc = "seed of data order, sampling and initialisation"},
+	{"grpo.advantage_clip_low", RL_T_OPT_FLOAT, OFF(grpo.advantage_clip_low), "null", ANY_NUMBER,
+	 .doc = "clip advantages below this value; null: no clip"},
+	{"grpo.advantage_clip_high", RL_T_OPT_FLOAT, OFF(grpo.advantage_clip_high), "null", ANY_NUMBER,
+	 .doc = "clip advantages above this value; null: no clip"},
+	{"grpo.async_grpo.enabled", RL_T_BOOL, OFF(grpo.async_grpo.enabled), "false",
+	 .doc = "train on a replay buffer while generation continues"},
+	{"grpo.async_grpo.max_trajectory_age_steps", RL_T_INT,
+	 OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
+	 .doc = "oldest trajectory (in steps) that training may use"},
+	NOT_YET_UNLESS("grpo.reward_shaping", NULL, "reward shaping is not implemented; shape rewards in an env command"),
+	NOT_YET_UNLESS("grpo.reward_scaling", NULL, "reward scaling is not implemented; scale rewards in an env command"),
+
+	/* loss_fn: NeMo-RL's ClippedPGLossFn */
+	{"loss_fn.reference_policy_kl_penalty", RL_T_FLOAT, OFF(loss_fn.reference_policy_kl_penalty),
+	 "0.01", AT_LEAST(0), .doc = "weight of the KL term to the reference policy"},
+	{"loss_fn.reference_policy_kl_type", RL_T_ENUM, OFF(loss_fn.reference_policy_kl_type), "k3",
+	 .choices = "k1|k2|k3", .doc = "KL estimator"},
+	{"loss_fn.kl_input_clamp_value", RL_T_OPT_FLOAT, OFF(loss_fn.kl_input_clamp_value), "null",
+	 AT_LEAST(0), .flags = RL_K_MIN_OPEN, .doc = "clamp the log-ratio fed to the KL estimator; null: no clamp"},
+	{"loss_fn.kl_output_clamp_value", RL_T_OPT_FLOAT, OFF(loss_fn.kl_output_clamp_value), "null",
+	 AT_LEAST(0), .flags = RL_K_MIN_OPEN, .doc = "clamp the per-token KL; null: no clamp"},
+	{"loss_fn.ratio_clip_min", RL_T_FLOAT, OFF(loss_fn.ratio_clip_min), "0.2", RANGE(0, 1),
+	 .doc = "ratio clipped below at 1 - ratio_clip_min"},
+	{"loss_fn.ratio_clip_max", RL_T_FLOAT, OFF(loss_fn.ratio_clip_max), "0.2", AT_LEAST(0),
+	 .doc = "ratio clipped above at 1 + ratio_clip_max"},
+	{"loss_fn.ratio_clip_c", RL_T_OPT_FLOAT, OFF(loss_fn.ratio_clip_c), "null", AT_LEAST(1),
+	 .flags = RL_K_MIN_OPEN, .doc = "dual-clip constant (> 1) for negative advantages; null: off"},
+	{"loss_fn.use_on_policy_kl_approximation", RL_T_BOOL,
+	 OFF(loss_fn.use_on_policy_kl_approximation), "false",
+	 .doc = "weight the KL term by the importance ratio to the generation policy"},
+	{"loss_fn.use_importance_sampling_correction", RL_T_BOOL,
+	 OFF(loss_fn.use_importance_sampling_correction), "false",
+	 .doc = "correct for generation/training logprob mismatch"},
+	{"loss_fn.truncated_importance_sampling_ratio", RL_T_OPT_FLOAT,
+	 OFF(loss_fn.truncated_importance_sampling_ratio), "null", AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+	 .doc = "upper bound of the importance weight; null: no truncation"},
+	{"loss_fn.truncated_importance_sampling_type", RL_T_ENUM,
+	 OFF(loss_fn.truncated_importance_sampling_type), "null", .choices = "tis|icepop|seq-mask-tis",
+	 .flags = RL_K_NULLABLE, .doc = "how weights past the bound are treated"},
+	{"loss_fn.truncated_importance_sampling_ratio_min", RL_T_OPT_FLOAT,
+	 OFF(loss_fn.truncated_importance_sampling_ratio_min), "null", AT_LEAST(0),
+	 .doc = "lower bound for icepop / seq-mask-tis"},
+	{"loss_fn.token_level_loss", RL_T_BOOL, OFF(loss_fn.token_level_loss), "true",
+	 .doc = "average over tokens of the step (true) or over sequences (false)"},
+	{"loss_fn.sequence_level_importance_ratios", RL_T_BOOL,
+	 OFF(loss_fn.sequence_level_importance_ratios), "false",
+	 .doc = "one importance ratio per sequence (GSPO); needs token_level_loss false"},
+	{"loss_fn.disable_ppo_ratio", RL_T_BOOL, OFF(loss_fn.disable_ppo_ratio), "false",
+	 .doc = "REINFORCE/RLOO: no ratio, no clipping"},
+	{"loss_fn.force_on_policy_ratio", RL_T_BOOL, OFF(loss_fn.force_on_policy_ratio), "false",
+	 .doc = "ratio fixed at 1 (one update per rollout)"},
+	NOT_YET_UNLESS("loss_fn.use_kl_in_reward", "false", "the KL penalty lives in the loss"),
+
+	/* checkpointing */
+	{"checkpointing.enabled", RL_T_BOOL, OFF(checkpointing.enabled), "true",
+	 .doc = "write checkpoints (periodic and on preemption)"},
+	{"checkpointing.checkpoint_dir", RL_T_STRING, OFF(checkpointing.checkpoint_dir), "results/grpo",
+	 .doc = "where step_N/ directories are written"},
+	{"checkpointing.metric_name", RL_T_STRING, OFF(checkpointing.metric_name), "val_reward",
+	 .flags = RL_K_NULLABLE, .doc = "metric that ranks checkpoints for keep_top_k"},
+	{"checkpointing.higher_is_better", RL_T_BOOL, OFF(checkpointing.higher_is_better), "true",
+	 .doc = "direction of metric_name"},
+	{"checkpointing.keep_top_k", RL_T_OPT_INT, OFF(checkpointing.keep_top_k), "3", AT_LEAST(1),
+	 .doc = "keep the best k checkpoints plus the newest; null: keep all"},
+	{"checkpointing.save_period", RL_T_INT, OFF(checkpointing.save_period), "10", AT_LEAST(1),
+	 .doc = "save every N steps"},
+	{"checkpointing.model_save_format", RL_T_ENUM, OFF(checkpointing.model_save_format),
+	 "safetensors", .choices = "safetensors", .doc = "tensor file format of shards"},
+	{"checkpointing.resume", RL_T_ENUM, OFF(checkpointing.resume), "auto", .choices = "auto|never|must",
+	 .doc = "resume from the newest complete checkpoint: if any, never, or fail without one"},
+	{"checkpointing.signal", RL_T_ENUM, OFF(checkpointing.signal), "SIGUSR1",
+	 .choices = "SIGUSR1|SIGUSR2|SIGHUP|SIGALRM|SIGURG|SIGXCPU",
+	 .doc = "signal (besides SIGTERM) that triggers checkpoint and requeue"},
+	{"checkpointing.async_save", RL_T_BOOL, OFF(checkpointing.async_save), "true",
+	 .doc = "write checkpoints in the background after a host copy"},
+	NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",
+		       "slurm-rl saves on the preemption signal and the job's end time instead"),
+	NOT_YET_UNLESS("checkpointing.save_consolidated", "false",
+		       "use `rlrun ckpt export` to write Hugging Face files"),
+
+	/* policy: the model and how it is trained */
+	{"policy.model_name", RL_T_STRING, OFF(policy.model_name), NULL, .flags = RL_K_REQUIRED,
+	 .doc = "local directory with the Hugging Face model files (config.json, safetensors)"},
+	{"policy.tokenizer.name", RL_T_STRING, OFF(policy.tokenizer_name), "null",
+	 .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
+	NOT_YET_UNLESS("policy.tokenizer.chat_template", "null", "chat templates are not implemented yet"),
+	{"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
+	 .doc = "op backend; auto: cuda where a GPU is visible, else cpu"},
+	{"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
+	 AT_LEAST(1), .doc = "samples per optimizer update"},
+	{"policy.train_micro_batch_size", RL_T_INT, OFF(policy.train_micro_batch_size), "4",
+	 AT_LEAST(1), .doc = "samples per forward/backward (gradient accumulation)"},
+	{"policy.generation_batch_size", RL_T_INT, OFF(policy.generation_batch_size), "32",
+	 AT_LEAST(1), .doc = "sequences decoded together"},
+	{"policy.logprob_batch_size", RL_T_INT, OFF(policy.logprob_batch_size), "4", AT_LEAST(1),
+	 .doc = "samples per logprob forward"},
+	{"policy.max_total_sequence_length", RL_T_INT, OFF(policy.max_total_sequence_length), "512",
+	 AT_LEAST(2), .doc = "prompt plus response tokens"},
+	{"policy.precision", RL_T_ENUM, OFF(policy.precision), "bfloat16",
+	 .choices = "bfloat16|float32", .doc = "training weights; bfloat16 keeps fp32 master weights"},
+	{"policy.logprob_chunk_size", RL_T_OPT_INT, OFF(policy.logprob_chunk_size), "null",
+	 AT_LEAST(1), .doc = "vocabulary chunk of the fused logprob; null: backend default"},
+	{"policy.max_grad_norm", RL_T_OPT_FLOAT, OFF(policy.max_grad_norm), "1.0", AT_LEAST(0),
+	 .flags = RL_K_MIN_OPEN, .doc = "clip the global gradient norm; null: no clipping"},
+	{"policy.make_sequence_length_divisible_by", RL_T_INT,
+	 OFF(policy.make_sequence_length_divisible_by), "1", AT_LEAST(1),
+	 .doc = "pad sequences to a multiple of this"},
+	{"policy.parallel", RL_T_AUTO_SECTION, OFF(policy.parallel.autoplan), "false",
+	 .doc = "`auto` lets the planner choose the sizes below"},
+	{"policy.parallel.tensor", RL_T_INT, OFF(policy.parallel.tensor), "1", AT_LEAST(1),
+	 .doc = "tensor-parallel size"},
+	{"policy.parallel.pipeline", RL_T_INT, OFF(policy.parallel.pipeline), "1", AT_LEAST(1),
+	 .doc = "pipeline-parallel size"},
+	{"policy.parallel.context", RL_T_INT, OFF(policy.parallel.context), "1", AT_LEAST(1),
+	 .doc = "context-parallel size"},
+	{"policy.parallel.expert", RL_T_INT, OFF(policy.parallel.expert), "1", AT_LEAST(1),
+	 .doc = "expert-parallel size"},
+	{"policy.parallel.expert_tensor", RL_T_INT, OFF(policy.parallel.expert_tensor), "1",
+	 AT_LEAST(1), .doc = "tensor-parallel size inside experts"},
+	{"policy.parallel.sequence_parallel", RL_T_BOOL, OFF(policy.parallel.sequence_parallel),
+	 "false", .doc = "split norms and residuals along the sequence across the TP group"},
+	{"policy.parallel.num_layers_in_first_pipeline_stage", RL_T_OPT_INT,
+	 OFF(policy.parallel.num_layers_in_first_pipeline_stage), "null", AT_LEAST(1),
+	 .doc = "uneven pipeline: layers of the first stage"},
+	{"policy.parallel.num_layers_in_last_pipeline_stage", RL_T_OPT_INT,
+	 OFF(policy.parallel.num_layers_in_last_pipeline_stage), "null", AT_LEAST(1),
+	 .doc = "uneven pipeline: layers of the last stage"},
+	{"policy.parallel.activation_checkpointing", RL_T_BOOL,
+	 OFF(policy.parallel.activation_checkpointing), "false",
+	 .doc = "recompute activations in the backward pass"},
+	{"policy.parallel.distributed_optimizer", RL_T_BOOL, OFF(policy.parallel.distributed_optimizer),
+	 "true", .doc = "shard fp32 master weights and Adam state over data parallel (ZeRO-1)"},
+	NOT_YET("policy.dtensor_cfg", "slurm-rl has no DTensor backend; set sizes under policy.parallel"),
+	NOT_YET("policy.megatron_cfg", "slurm-rl is its own Megatron-style backend; set sizes under policy.parallel"),
+	NOT_YET_UNLESS("policy.dynamic_batching", NULL, "use policy.sequence_packing"),
+	{"policy.sequence_packing.enabled", RL_T_BOOL, OFF(policy.sequence_packing.enabled), "true",
+	 .doc = "pack sequences into micro-batches of train_mb_tokens"},
+	{"policy.sequence_packing.train_mb_tokens", RL_T_OPT_INT,
+	 OFF(policy.sequence_packing.train_mb_tokens), "null", AT_LEAST(1),
+	 .doc = "tokens per training micro-batch; null: max_total_sequence_length x train_micro_batch_size"},
+	{"policy.sequence_packing.logprob_mb_tokens", RL_T_OPT_INT,
+	 OFF(policy.sequence_packing.logprob_mb_tokens), "null", AT_LEAST(1),
+	 .doc = "tokens per logprob micro-batch; null: max_total_sequence_length x logprob_batch_size"},
+	{"policy.sequence_packing.algorithm", RL_T_ENUM, OFF(policy.sequence_packing.algorithm),
+	 "first_fit_decreasing", .choices = "first_fit_decreasing", .doc = "bin-packing algorithm"},
+	{"policy.sequence_packing.sequence_length_round", RL_T_INT,
+	 OFF(policy.sequence_packing.sequence_length_round), "64", AT_LEAST(1),
+	 .doc = "round packed lengths up to a multiple of this"},
+	{"policy.optimizer.name", RL_T_ENUM, OFF(policy.optimizer.name), "torch.optim.AdamW",
+	 .choices = "torch.optim.AdamW", .doc = "optimizer (NeMo-RL's name for AdamW)"},
+	{"policy.optimizer.kwargs.lr", RL_T_FLOAT, OFF(policy.optimizer.lr), "5e-06", AT_LEAST(0),
+	 .doc = "peak learning rate"},
+	{"policy.optimizer.kwargs.weight_decay", RL_T_FLOAT, OFF(policy.optimizer.weight_decay), "0.01",
+	 AT_LEAST(0), .doc = "decoupled weight decay"},
+	{"policy.optimizer.kwargs.betas", RL_T_FLOAT_LIST, OFF(policy.optimizer.betas), "[0.9, 0.999]",
+	 RANGE(0, 1), .list_len = 2, .doc = "Adam beta1, beta2, each in [0, 1]"},
+	{"policy.optimizer.kwargs.eps", RL_T_FLOAT, OFF(policy.optimizer.eps), "1e-08", AT_LEAST(0),
+	 .flags = RL_K_MIN_OPEN, .doc = "Adam epsilon"},
+	{"policy.optimizer.kwargs.foreach", RL_T_BOOL, OFF(policy.optimizer.foreach), "false",
+	 .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
+	{"policy.optimizer.kwargs.fused", RL_T_BOOL, OFF(policy.optimizer.fused), "false",
+	 .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
+	NOT_YET("policy.scheduler", "torch scheduler lists are not read; use policy.lr_schedule"),
+	{"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
+	 .choices = "constant|linear_warmup|cosine", .doc = "learning-rate schedule"},
+	{"policy.lr_schedule.warmup_steps", RL_T_INT, OFF(policy.lr_schedule.warmup_steps), "0",
+	 AT_LEAST(0), .doc = "linear warmup from 0 over this many steps"},
+	{"policy.lr_schedule.decay_steps", RL_T_OPT_INT, OFF(policy.lr_schedule.decay_steps), "null",
+	 AT_LEAST(1), .doc = "cosine: steps to decay over; null: grpo.max_num_steps"},
+	{"policy.lr_schedule.min_lr", RL_T_FLOAT, OFF(policy.lr_schedule.min_lr), "0", AT_LEAST(0),
+	 .doc = "cosine: floor of the learning rate"},
+	NOT_YET_UNLESS("policy.generation.backend", NULL,
+		       "slurm-rl generates with its own engine; remove the key"),
+	{"policy.generation.max_new_tokens", RL_T_OPT_INT, OFF(policy.generation.max_new_tokens), "null",
+	 AT_LEAST(1), .doc = "response length limit; null: max_total_sequence_length"},
+	{"policy.generation.temperature", RL_T_FLOAT, OFF(policy.generation.temperature), "1.0",
+	 AT_LEAST(0), .doc = "sampling temperature; 0 is greedy"},
+	{"policy.generation.top_p", RL_T_FLOAT, OFF(policy.generation.top_p), "1.0", RANGE(0, 1),
+	 .flags = RL_K_MIN_OPEN, .doc = "nucleus sampling mass"},
+	{"policy.generation.top_k", RL_T_OPT_INT, OFF(policy.generation.top_k), "null", AT_LEAST(1),
+	 .doc = "sample among the k most likely tokens; null: all"},
+	{"policy.generation.stop_token_ids", RL_T_INT_LIST, OFF(policy.generation.stop_token_ids),
+	 "null", AT_LEAST(0), .doc = "token ids that end a sample (besides EOS)"},
+	{"policy.generation.stop_strings", RL_T_STRING_LIST, OFF(policy.generation.stop_strings), "null",
+	 .doc = "strings that end a sample"},
+	NOT_YET("policy.generation.vllm_cfg", "slurm-rl does not use vLLM"),
+	NOT_YET_UNLESS("policy.generation.vllm_kwargs", "{}", "slurm-rl does not use vLLM"),
+	{"policy.generation.colocated.enabled", RL_T_BOOL, OFF(policy.generation.colocated.enabled),
+	 "true", .doc = "generation shares the training GPUs"},
+	{"policy.generation.colocated.resources.gpus_per_node", RL_T_OPT_INT,
+	 OFF(policy.generation.colocated.gpus_per_node), "null", AT_LEAST(1),
+	 .doc = "non-colocated: GPUs per node reserved for generation"},
+	{"policy.generation.colocated.resources.num_nodes", RL_T_OPT_INT,
+	 OFF(policy.generation.colocated.num_nodes), "null", AT_LEAST(1),
+	 .doc = "non-colocated: nodes reserved for generation"},
+
+	/* data */
+	{"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",
+	 .choices = "jsonl|arithmetic|copy|sort",
+	 .doc = "jsonl: data.train.path; others: built-in synthetic tasks made from grpo.seed"},
+	{"data.train.path", RL_T_STRING, OFF(data.train_path), "null", .flags = RL_K_NULLABLE,
+	 .doc = "JSONL training set (one object per line)"},
+	{"data.validation.path", RL_T_STRING, OFF(data.validation_path), "null",
+	 .flags = RL_K_NULLABLE, .doc = "JSONL validation set"},
+	{"data.input_key", RL_T_STRING, OFF(data.input_key), "problem",
+	 .doc = "JSONL field holding the problem"},
+	{"data.output_key", RL_T_STRING, OFF(data.output_key), "expected_answer",
+	 .doc = "JSONL field holding the reference answer"},
+	{"data.prompt_file", RL_T_STRING, OFF(data.prompt_file), "null", .flags = RL_K_NULLABLE,
+	 .doc = "prompt template file with {problem}"},
+	{"data.prompt_template", RL_T_STRING, OFF(data.prompt_template), "null",
+	 .flags = RL_K_NULLABLE, .doc = "inline prompt template with {problem}"},
+	{"data.system_prompt_file", RL_T_STRING, OFF(data.system_prompt_file), "null",
+	 .flags = RL_K_NULLABLE, .doc = "system prompt file"},
+	{"data.system_prompt", RL_T_STRING, OFF(data.system_prompt), "null", .flags = RL_K_NULLABLE,
+	 .doc = "inline system prompt"},
+	{"data.shuffle", RL_T_BOOL, OFF(data.shuffle), "true", .doc = "shuffle each epoch by grpo.seed"},
+	{"data.max_input_seq_length", RL_T_OPT_INT, OFF(data.max_input_seq_length), "null",
+	 AT_LEAST(1), .doc = "prompt token limit; null: max_total_sequence_length"},
+
+	/* env: named reward environments, env.<name>.* */
+	{"env.*.command", RL_T_STRING, EOFF(command), "null", .flags = RL_K_NULLABLE | RL_K_IN_ENV,
+	 .doc = "external reward program: one JSON sample per line in, one reward per line out"},
+	{"env.*.timeout", RL_T_FLOAT, EOFF(timeout), "60", AT_LEAST(0), .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
+	 .doc = "seconds before the reward program is killed (its samples score 0)"},
+	{"env.*.num_workers", RL_T_INT, EOFF(num_workers), "1", AT_LEAST(1), .flags = RL_K_IN_ENV,
+	 .doc = "reward programs run in parallel"},
+	NOT_YET_UNLESS("env.*.math_verify_impl", NULL, "slurm-rl's math reward is built in"),
+
+	/* logger */
+	{"logger.log_dir", RL_T_STRING, OFF(logger.log_dir), "logs",
+	 .doc = "metrics.jsonl and logs go here"},
+	{"logger.num_val_samples_to_print", RL_T_INT, OFF(logger.num_val_samples_to_print), "0",
+	 AT_LEAST(0), .doc = "validation samples printed on the terminal"},
+	NOT_YET_UNLESS("logger.wandb_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET_UNLESS("logger.tensorboard_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET_UNLESS("logger.mlflow_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET_UNLESS("logger.swanlab_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET_UNLESS("logger.monitor_gpus", "false", "GPU monitoring is not implemented yet"),
+	NOT_YET("logger.wandb", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET("logger.tensorboard", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET("logger.mlflow", "use metrics.jsonl and `rlrun plot`"),
+	NOT_YET("logger.gpu_monitoring", "GPU monitoring is not implemented yet"),
+
+	/* cluster: used without Slurm; under Slurm the allocation decides */
+	{"cluster.gpus_per_node", RL_T_INT, OFF(cluster.gpus_per_node), "1", AT_LEAST(0),
+	 .doc = "GPUs per node when not under Slurm (0: CPU backend)"},
+	{"cluster.num_nodes", RL_T_INT, OFF(cluster.num_nodes), "1", AT_LEAST(1),
+	 .doc = "nodes when not under Slurm"},
+};
+
+const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);
+
+/* Matches the first plen characters of a schema path (with `*` components)
+ * against the start of a concrete dotted path; returns the length of path
+ * matched, or 0 on mismatch. */
+static size_t match_prefix(const char *pattern, size_t plen, const char *path)
+{
+	const char *p = pattern, *end = pattern + plen, *s = path;
+	while (p < end) {
+		if (*p == '*') {
+			size_t n = strcspn(s, ".");
+			if (n == 0)
+				return 0;
+			s += n;
+			p++;
+			continue;
+		}
+		if (*p != *s)
+			return 0;
+		p++;
+		s++;
+	}
+	return (size_t)(s - path);
+}
+
+const struct rl_key *rl_schema_find(const char *path)
+{
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const struct rl_key *k = &rl_schema[i];
+		size_t n = match_prefix(k->path, strlen(k->path), path);
+		if (!n)
+			continue;
+		if (path[n] == '\0')
+			return k;
+		/* everything under an unsupported section is unsupported */
+		if (path[n] == '.' && k->type == RL_T_UNSUPPORTED)
+			return k;
+	}
+	return NULL;
+}
+
+bool rl_schema_is_section(const char *path)
+{
+	size_t len = strlen(path);
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const char *kp = rl_schema[i].path;
+		for (const char *dot = strchr(kp, '.'); dot; dot = strchr(dot + 1, '.'))
+			if (match_prefix(kp, (size_t)(dot - kp), path) == len)
+				return true;
+	}
+	return false;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 200 || lb > 200)
+		return (size_t)-1;
+	size_t row[201];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			if (up + 1 < best)
+				best = up + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+bool rl_schema_suggest(const char *path, char *out, size_t cap)
+{
+	/* A misspelt leaf is the common case: compare against keys and sections
+	 * cut to the same depth, and accept a distance up to a third of the
+	 * length so that unrelated names are not offered. */
+	size_t best = (size_t)-1;
+	int depth = 0;
+	for (const char *c = path; *c; c++)
+		depth += *c == '.';
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const char *kp = rl_schema[i].path;
+		char cut[256];
+		size_t n = strlen(kp);
+		if (strchr(kp, '*') || n >= sizeof(cut))
+			continue;
+		memcpy(cut, kp, n + 1);
+		int d = 0;
+		for (char *c = cut; *c; c++)
+			if (*c == '.' && d++ == depth) {
+				*c = '\0';
+				break;
+			}
+		size_t dist = edit_distance(path, cut);
+		if (dist < best && strlen(cut) < cap) {
+			best = dist;
+			memcpy(out, cut, strlen(cut) + 1);
+		}
+	}
+	return best <= strlen(path) / 3 + 1;
+}
+
+const char *rl_key_type_name(const struct rl_key *k)
+{
+	switch (k->type) {
+	case RL_T_BOOL:
+		return "bool";
+	case RL_T_INT:
+		return "int";
+	case RL_T_OPT_INT:
+		return "int or null";
+	case RL_T_FLOAT:
+		return "float";
+	case RL_T_OPT_FLOAT:
+		return "float or null";
+	case RL_T_STRING:
+		return k->flags & RL_K_NULLABLE ? "string or null" : "string";
+	case RL_T_ENUM:
+		return k->flags & RL_K_NULLABLE ? "enum or null" : "enum";
+	case RL_T_INT_LIST:
+		return "list of int";
+	case RL_T_FLOAT_LIST:
+		return "list of float";
+	case RL_T_STRING_LIST:
+		return "list of string";
+	case RL_T_AUTO_SECTION:
+		return "auto or section";
+	case RL_T_UNSUPPORTED:
+		return "not supported";
+	}
+	return "?";
+}
+
+bool rl_key_range_text(const struct rl_key *k, char *out, size_t cap)
+{
+	bool numeric = k->type == RL_T_INT || k->type == RL_T_OPT_INT || k->type == RL_T_FLOAT ||
+		       k->type == RL_T_OPT_FLOAT || k->type == RL_T_INT_LIST || k->type == RL_T_FLOAT_LIST;
+	if (!numeric || (isinf(k->min) && isinf(k->max))) {
+		*out = '\0';
+		return false;
+	}
+	char lo[32] = "-inf", hi[32] = "inf";
+	if (!isinf(k->min))
+		snprintf(lo, sizeof(lo), "%.15g", k->min);
+	if (!isinf(k->max))
+		snprintf(hi, sizeof(hi), "%.15g", k->max);
+	snprintf(out, cap, "%s%s, %s%s", k->flags & RL_K_MIN_OPEN ? "(" : "[", lo, hi,
+		 isinf(k->max) ? ")" : "]");
+	return true;
+}

@@ -1,0 +1,413 @@
+/* The tree, checked key by key against the schema, into struct rl_config.
+ * Defaults are stored first, from the same table, through the same code. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "scalar.h"
+
+static void *field(void *base, const struct rl_key *k)
+{
+	return (char *)base + k->offset;
+}
+
+static void bad(struct rl_diags *d, const struct rl_ynode *v, const char *path, const char *what)
+{
+	if (v->kind == RL_Y_SCALAR)
+		rl_diag_add(d, v->file, v->line, v->col, path, "expected %s, got %s%s%s", what,
+			    v->plain ? "" : "\"", v->text, v->plain ? "" : "\"");
+	else
+		rl_diag_add(d, v->file, v->line, v->col, path, "expected %s, got a %s", what,
+			    v->kind == RL_Y_MAP ? "mapping" : "list");
+}
+
+static bool in_range(const struct rl_key *k, double x)
+{
+	if (k->flags & RL_K_MIN_OPEN ? !(x > k->min) : !(x >= k->min))
+		return false;
+	return x <= k->max;
+}
+
+static void range_error(struct rl_diags *d, const struct rl_ynode *v, const char *path,
+			const struct rl_key *k)
+{
+	char range[80];
+	rl_key_range_text(k, range, sizeof(range));
+	rl_diag_add(d, v->file, v->line, v->col, path, "%s is out of range: expected a value in %s",
+		    v->text, range);
+}
+
+static bool read_int(const struct rl_key *k, const struct rl_ynode *v, const char *path,
+		     int64_t *out, struct rl_diags *d)
+{
+	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_int(v->text, out)) {
+		bad(d, v, path, "an integer");
+		return false;
+	}
+	if (!in_range(k, (double)*out)) {
+		range_error(d, v, path, k);
+		return false;
+	}
+	return true;
+}
+
+static bool read_float(const struct rl_key *k, const struct rl_ynode *v, const char *path,
+		       double *out, struct rl_diags *d)
+{
+	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_float(v->text, out)) {
+		bad(d, v, path, "a number");
+		return false;
+	}
+	if (!in_range(k, *out)) {
+		range_error(d, v, path, k);
+		return false;
+	}
+	return true;
+}
+
+static bool choice_ok(const char *choices, const char *s)
+{
+	size_t n = strlen(s);
+	for (const char *c = choices; c; c = strchr(c, '|')) {
+		if (*c == '|')
+			c++;
+		if (strncmp(c, s, n) == 0 && (c[n] == '|' || c[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+static bool read_string(const struct rl_key *k, const struct rl_ynode *v, const char *path,
+			char **out, struct rl_diags *d)
+{
+	if (rl_yscalar_is_null(v) && (k->flags & RL_K_NULLABLE)) {
+		free(*out);
+		*out = NULL;
+		return true;
+	}
+	if (v->kind != RL_Y_SCALAR || rl_yscalar_is_null(v)) {
+		bad(d, v, path, k->type == RL_T_ENUM ? "one of the words below" : "a string");
+		if (k->type == RL_T_ENUM)
+			rl_diag_add(d, v->file, v->line, v->col, path, "allowed: %s", k->choices);
+		return false;
+	}
+	if (k->type == RL_T_ENUM && !choice_ok(k->choices, v->text)) {
+		rl_diag_add(d, v->file, v->line, v->col, path, "expected one of %s, got %s", k->choices,
+			    v->text);
+		return false;
+	}
+	char *s = strdup(v->text);
+	if (!s)
+		return false;
+	free(*out);
+	*out = s;
+	return true;
+}
+
+/* Lists: null reads as the empty list where the key allows any length. */
+static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const char *path, void *dst,
+		      struct rl_diags *d)
+{
+	bool is_null = rl_yscalar_is_null(v);
+	if (!is_null && v->kind != RL_Y_SEQ) {
+		bad(d, v, path, "a list");
+		return false;
+	}
+	size_t n = is_null ? 0 : v->n;
+	if (k->list_len && n != k->list_len) {
+		rl_diag_add(d, v->file, v->line, v->col, path, "expected a list of %zu numbers, got %zu",
+			    k->list_len, n);
+		return false;
+	}
+	bool ok = true;
+	if (k->type == RL_T_STRING_LIST) {
+		struct rl_str_list *l = dst, nl = {0};
+		nl.v = calloc(n ? n : 1, sizeof(char *));
+		for (size_t i = 0; nl.v && i < n; i++) {
+			const struct rl_ynode *e = v->items[i].value;
+			if (e->kind != RL_Y_SCALAR || rl_yscalar_is_null(e)) {
+				bad(d, e, path, "a string");
+				ok = false;
+			} else if ((nl.v[nl.n] = strdup(e->text))) {
+				nl.n++;
+			}
+		}
+		for (size_t i = 0; i < l->n; i++)
+			free(l->v[i]);
+		free(l->v);
+		*l = nl;
+	} else if (k->type == RL_T_INT_LIST) {
+		struct rl_int_list *l = dst;
+		int64_t *nv = calloc(n ? n : 1, sizeof(*nv));
+		for (size_t i = 0; nv && i < n; i++)
+			ok = read_int(k, v->items[i].value, path, &nv[i], d) && ok;
+		free(l->v);
+		*l = (struct rl_int_list){.n = nv ? n : 0, .v = nv};
+	} else {
+		struct rl_float_list *l = dst;
+		double *nv = calloc(n ? n : 1, sizeof(*nv));
+		for (size_t i = 0; nv && i < n; i++)
+			ok = read_float(k, v->items[i].value, path, &nv[i], d) && ok;
+		free(l->v);
+		*l = (struct rl_float_list){.n = nv ? n : 0, .v = nv};
+	}
+	return ok;
+}
+
+bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
+		  struct rl_diags *d)
+{
+	void *dst = field(base, k);
+	switch (k->type) {
+	case RL_T_BOOL: {
+		bool b;
+		if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_bool(v->text, &b)) {
+			bad(d, v, path, "true or false");
+			return false;
+		}
+		*(bool *)dst = b;
+		return true;
+	}
+	case RL_T_INT:
+		return read_int(k, v, path, dst, d);
+	case RL_T_FLOAT:
+		return read_float(k, v, path, dst, d);
+	case RL_T_OPT_INT: {
+		struct rl_opt_int *o = dst;
+		if (rl_yscalar_is_null(v)) {
+			*o = (struct rl_opt_int){0};
+			return true;
+		}
+		o->set = read_int(k, v, path, &o->value, d);
+		return o->set;
+	}
+	case RL_T_OPT_FLOAT: {
+		struct rl_opt_float *o = dst;
+		if (rl_yscalar_is_null(v)) {
+			*o = (struct rl_opt_float){0};
+			return true;
+		}
+		o->set = read_float(k, v, path, &o->value, d);
+		return o->set;
+	}
+	case RL_T_STRING:
+	case RL_T_ENUM:
+		return read_string(k, v, path, dst, d);
+	case RL_T_INT_LIST:
+	case RL_T_FLOAT_LIST:
+	case RL_T_STRING_LIST:
+		return read_list(k, v, path, dst, d);
+	case RL_T_AUTO_SECTION:
+	case RL_T_UNSUPPORTED:
+		break;
+	}
+	return false;
+}
+
+/* ---- walking the tree ---- */
+
+struct walk {
+	struct rl_config *cfg;
+	struct rl_key_pos *pos;
+	struct rl_diags *d;
+};
+
+static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_env; i++)
+		if (strcmp(cfg->env[i].name, name) == 0)
+			return &cfg->env[i];
+	struct rl_cfg_env *v = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	cfg->env = v;
+	struct rl_cfg_env *e = &v[cfg->n_env];
+	*e = (struct rl_cfg_env){.name = strdup(name)};
+	if (!e->name)
+		return NULL;
+	cfg->n_env++;
+	/* an env starts from the table's defaults, like the rest of the config */
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const struct rl_key *k = &rl_schema[i];
+		if (!(k->flags & RL_K_IN_ENV) || !k->def)
+			continue;
+		struct rl_ysources src = {0};
+		struct rl_diags ignore = {0};
+		struct rl_ynode *dv = rl_yaml_parse_value(&src, "<default>", k->def, strlen(k->def), &ignore);
+		if (dv)
+			rl_cfg_store(k, dv, e, k->path, &ignore);
+		rl_ynode_free(dv);
+		rl_ysources_free(&src);
+		rl_diags_free(&ignore);
+	}
+	return e;
+}
+
+static bool matches_accept(const struct rl_key *k, const struct rl_ynode *v)
+{
+	if (!k->accept)
+		return false;
+	if (strcmp(k->accept, "{}") == 0)
+		return (v->kind == RL_Y_MAP && v->n == 0) || rl_yscalar_is_null(v);
+	if (strcmp(k->accept, "null") == 0)
+		return rl_yscalar_is_null(v);
+	return v->kind == RL_Y_SCALAR && v->plain && strcmp(v->text, k->accept) == 0;
+}
+
+/* The env name in "env.NAME" or "env.NAME.key", or NULL. */
+static char *env_name(const char *path)
+{
+	if (strncmp(path, "env.", 4) != 0)
+		return NULL;
+	return strndup(path + 4, strcspn(path + 4, "."));
+}
+
+static void walk_map(struct walk *w, const struct rl_ynode *map, const char *prefix);
+
+static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
+{
+	const struct rl_ynode *v = e->value;
+	if (v->reported)
+		return;
+	if (strcmp(path, "defaults") == 0) {
+		rl_diag_add(w->d, v->file, e->line, e->col, path,
+			    "defaults can only be given in a file, not as an override");
+		return;
+	}
+	const struct rl_key *k = rl_schema_find(path);
+	if (!k) {
+		if (rl_schema_is_section(path)) {
+			char *env = env_name(path);
+			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env))
+				rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
+			free(env);
+			if (v->kind == RL_Y_MAP)
+				walk_map(w, v, path);
+			else if (!rl_yscalar_is_null(v))
+				bad(w->d, v, path, "a mapping of keys");
+			return;
+		}
+		char near[256];
+		if (rl_schema_suggest(path, near, sizeof(near)))
+			rl_diag_add(w->d, v->file, e->line, e->col, path, "unknown key; did you mean %s?", near);
+		else
+			rl_diag_add(w->d, v->file, e->line, e->col, path, "unknown key");
+		return;
+	}
+	if (k->type == RL_T_UNSUPPORTED) {
+		if (!matches_accept(k, v))
+			rl_diag_add(w->d, v->file, e->line, e->col, path, "not supported yet: %s", k->doc);
+		return;
+	}
+	size_t idx = (size_t)(k - rl_schema);
+	w->pos[idx] = (struct rl_key_pos){.file = v->file, .line = e->line, .col = e->col};
+	if (k->type == RL_T_AUTO_SECTION) {
+		bool *autoplan = field(w->cfg, k);
+		if (v->kind == RL_Y_SCALAR && v->plain && strcmp(v->text, "auto") == 0) {
+			*autoplan = true;
+		} else if (v->kind == RL_Y_MAP) {
+			*autoplan = false;
+			walk_map(w, v, path);
+		} else if (!rl_yscalar_is_null(v)) {
+			bad(w->d, v, path, "`auto` or a mapping of sizes");
+		}
+		return;
+	}
+	void *base = w->cfg;
+	if (k->flags & RL_K_IN_ENV) {
+		char *env = env_name(path);
+		base = env ? env_entry(w->cfg, env) : NULL;
+		free(env);
+		if (!base) {
+			rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
+			return;
+		}
+	}
+	rl_cfg_store(k, v, base, path, w->d);
+}
+
+static void walk_map(struct walk *w, const struct rl_ynode *map, const char *prefix)
+{
+	for (size_t i = 0; i < map->n; i++) {
+		const struct rl_yentry *e = &map->items[i];
+		char *path = NULL;
+		if (asprintf(&path, "%s%s%s", prefix, *prefix ? "." : "", e->key) < 0)
+			return;
+		visit(w, e, path);
+		free(path);
+	}
+}
+
+static void store_defaults(struct rl_config *cfg, struct rl_diags *d)
+{
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const struct rl_key *k = &rl_schema[i];
+		if (!k->def || (k->flags & RL_K_IN_ENV) || k->type == RL_T_UNSUPPORTED ||
+		    k->type == RL_T_AUTO_SECTION)
+			continue;
+		struct rl_ysources src = {0};
+		struct rl_ynode *v = rl_yaml_parse_value(&src, "<schema default>", k->def, strlen(k->def), d);
+		if (v)
+			rl_cfg_store(k, v, cfg, k->path, d);
+		rl_ynode_free(v);
+		rl_ysources_free(&src);
+	}
+}
+
+/* Where a missing key should have been: its innermost section present in
+ * the tree, else the top of the file. */
+static struct rl_key_pos section_position(const struct rl_ynode *root, const char *path)
+{
+	struct rl_key_pos at = {.file = root->file, .line = 1, .col = 1};
+	const struct rl_ynode *map = root;
+	const char *part = path;
+	for (const char *dot; (dot = strchr(part, '.')); part = dot + 1) {
+		char name[128];
+		size_t n = (size_t)(dot - part);
+		if (n >= sizeof(name))
+			break;
+		memcpy(name, part, n);
+		name[n] = '\0';
+		const struct rl_yentry *e = rl_ymap_find(map, name);
+		if (!e || e->value->kind != RL_Y_MAP)
+			break;
+		at = (struct rl_key_pos){.file = e->value->file, .line = e->line, .col = e->col};
+		map = e->value;
+	}
+	return at;
+}
+
+/* Keys whose null default means "derived from other keys". */
+static void derive(struct rl_config *cfg, struct rl_diags *d)
+{
+	struct rl_cfg_policy *p = &cfg->policy;
+	if (!p->tokenizer_name && p->model_name && !(p->tokenizer_name = strdup(p->model_name)))
+		rl_diag_add(d, cfg->source, 0, 0, NULL, "out of memory");
+	struct rl_opt_int *derived[] = {&p->generation.max_new_tokens, &cfg->data.max_input_seq_length,
+					&p->sequence_packing.train_mb_tokens,
+					&p->sequence_packing.logprob_mb_tokens};
+	int64_t values[] = {p->max_total_sequence_length, p->max_total_sequence_length,
+			    p->max_total_sequence_length * p->train_micro_batch_size,
+			    p->max_total_sequence_length * p->logprob_batch_size};
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+		if (!derived[i]->set)
+			*derived[i] = (struct rl_opt_int){.set = true, .value = values[i]};
+}
+
+void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
+		      struct rl_diags *diags)
+{
+	store_defaults(cfg, diags);
+	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
+	walk_map(&w, root, "");
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const struct rl_key *k = &rl_schema[i];
+		if (!(k->flags & RL_K_REQUIRED) || pos[i].file)
+			continue;
+		struct rl_key_pos at = section_position(root, k->path);
+		rl_diag_add(diags, at.file, at.line, at.col, k->path, "missing required key (%s)", k->doc);
+	}
+	derive(cfg, diags);
+}
