@@ -1,0 +1,17 @@
+/* The rlrun subcommands. Each returns the process exit status:
+ * 0 success, 1 failure or not implemented, 2 usage error or invalid config. */
+#ifndef RL_COMMANDS_H
+#define RL_COMMANDS_H
+
+#include <stddef.h>
+
+enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2 };
+
+int rl_cmd_config(int argc, char **argv);
+
+/* The default config compiled into rlrun (etc/examples/grpo-tiny.yaml). */
+extern const char rl_default_config[];
+extern const size_t rl_default_config_len;
+#define RL_DEFAULT_CONFIG_NAME "grpo-tiny.yaml (built in)"
+
+#endif

@@ -1,0 +1,57 @@
+/* rlrun: one process per task of a slurm-rl job, and the command-line tool
+ * that checks and explains its configs. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char usage[] =
+	"usage: rlrun COMMAND [ARGS...]\n"
+	"\n"
+	"Reinforcement-learning post-training (GRPO) of language models, placed by Slurm.\n"
+	"\n"
+	"commands:\n"
+	"  config [CONFIG] [KEY=VALUE...]   print the resolved config (errors as FILE:LINE:COL)\n"
+	"  config --schema[=text|man]       every config key: type, default, range, meaning\n"
+	"  train, plan, forward, generate, tokenize, ckpt, plot\n"
+	"                                   not implemented yet in this release\n"
+	"\n"
+	"options:\n"
+	"  -h, --help       this text\n"
+	"  -V, --version    the version\n"
+	"\n"
+	"See rlrun(1), rl-config(5) and spank_rl(8).\n";
+
+static const char *const not_yet[] = {"train", "plan",	   "forward", "generate",
+				      "tokenize", "ckpt", "plot", NULL};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return RL_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+		fputs(usage, stdout);
+		return RL_EXIT_OK;
+	}
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("rlrun (slurm-rl) %s\n", PACKAGE_VERSION);
+		return RL_EXIT_OK;
+	}
+	if (strcmp(cmd, "config") == 0)
+		return rl_cmd_config(argc - 1, argv + 1);
+	for (const char *const *n = not_yet; *n; n++) {
+		if (strcmp(cmd, *n) == 0) {
+			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd, PACKAGE_VERSION);
+			return RL_EXIT_FAIL;
+		}
+	}
+	fprintf(stderr, "rlrun: unknown command '%s'\n%s", cmd, usage);
+	return RL_EXIT_USAGE;
+}

@@ -1,0 +1,70 @@
+#!/bin/sh
+# rlrun's command line as a user meets it: exit statuses, the resolved
+# config, errors with positions, the built-in default.
+. "$(dirname "$0")/lib.sh"
+tiny=$top_srcdir/etc/examples/grpo-tiny.yaml
+
+expect_status 0 "rlrun --version" -- "$RLRUN" --version
+expect_grep "$WORK/out" '^rlrun \(slurm-rl\) [0-9]+\.[0-9]+\.[0-9]+$' "version line"
+expect_status 0 "rlrun --help" -- "$RLRUN" --help
+expect_grep "$WORK/out" 'config \[CONFIG\]' "help lists config"
+expect_status 2 "rlrun without a command is a usage error" -- "$RLRUN"
+expect_status 2 "unknown command" -- "$RLRUN" frobnicate
+
+for cmd in train plan forward generate tokenize ckpt plot; do
+	expect_status 1 "rlrun $cmd is not pretended" -- "$RLRUN" $cmd "$tiny"
+	expect_grep "$WORK/err" "not implemented yet" "rlrun $cmd says so"
+done
+
+expect_status 0 "config with an override" -- "$RLRUN" config "$tiny" grpo.num_prompts_per_step=3
+cp "$WORK/out" "$WORK/resolved.yaml"
+# the value sits under grpo: (two-space indent, right after the section line)
+if awk '/^grpo:$/ {g=1; next} /^[^ ]/ {g=0} g && /^  num_prompts_per_step: 3$/ {found=1} END {exit !found}' "$WORK/resolved.yaml"; then
+	ok "override printed under grpo"
+else
+	not_ok "grpo.num_prompts_per_step: 3 not found under grpo:"
+fi
+expect_grep "$WORK/resolved.yaml" '^  num_generations_per_prompt: 8$' "file value kept"
+expect_grep "$WORK/resolved.yaml" '^  max_num_epochs: 1$' "table default filled in"
+
+# the printed config is itself a valid config that resolves to the same
+expect_status 0 "resolved output reads back" -- "$RLRUN" config "$WORK/resolved.yaml"
+tail -n +2 "$WORK/out" > "$WORK/again.yaml"
+tail -n +2 "$WORK/resolved.yaml" > "$WORK/first.yaml"
+if cmp -s "$WORK/first.yaml" "$WORK/again.yaml"; then ok "round trip is exact"; else
+	not_ok "round trip differs:"; diff "$WORK/first.yaml" "$WORK/again.yaml" | head
+fi
+
+# no CONFIG: the built-in copy of grpo-tiny.yaml
+expect_status 0 "built-in default config" -- env -u RL_CONFIG "$RLRUN" config
+tail -n +2 "$WORK/out" > "$WORK/builtin.yaml"
+expect_status 0 "the example file" -- "$RLRUN" config "$tiny"
+tail -n +2 "$WORK/out" > "$WORK/file.yaml"
+if cmp -s "$WORK/builtin.yaml" "$WORK/file.yaml"; then ok "built-in default equals etc/examples/grpo-tiny.yaml"; else
+	not_ok "built-in default differs from the example file"
+fi
+expect_status 0 "RL_CONFIG is honoured" -- env RL_CONFIG="$top_srcdir/tests/configs/chain/child.yaml" "$RLRUN" config
+expect_grep "$WORK/out" '^  model_name: models/middle$' "RL_CONFIG's file was loaded"
+
+# four kinds of error in one file: four positioned errors, status 2
+bad=$top_srcdir/tests/configs/four-errors.yaml
+expect_status 2 "bad config exits 2" -- "$RLRUN" config "$bad"
+n=$(grep -cE "^[^:]+four-errors\.yaml:[0-9]+:[0-9]+: error: [a-z_.]+: " "$WORK/err")
+if [ "$n" = 4 ]; then ok "four FILE:LINE:COL: error: KEY: lines"; else
+	not_ok "expected 4 positioned errors, got $n:"; sed 's/^/  | /' "$WORK/err"
+fi
+expect_grep "$WORK/err" 'four-errors\.yaml:5:3: error: grpo\.num_prompts_per_stepp: unknown key; did you mean grpo\.num_prompts_per_step\?' "unknown key with suggestion"
+expect_grep "$WORK/err" 'four-errors\.yaml:6:31: error: grpo\.num_generations_per_prompt: expected an integer' "wrong type"
+expect_grep "$WORK/err" 'four-errors\.yaml:10:12: error: policy\.generation\.top_p: 1\.5 is out of range' "out of range"
+expect_grep "$WORK/err" 'four-errors\.yaml:12:11: error: policy\.tokenizer\.name: undefined reference \$\{policy\.no_such_key\}' "bad reference"
+
+expect_status 2 "bad override value" -- "$RLRUN" config "$tiny" grpo.seed=-1
+expect_grep "$WORK/err" '^<command line>:1:11: error: grpo\.seed: -1 is out of range' "override error points into the argument"
+expect_status 2 "missing file" -- "$RLRUN" config "$WORK/none.yaml"
+expect_grep "$WORK/err" 'none\.yaml: error: cannot read config: No such file' "missing file named"
+
+expect_status 0 "--schema" -- "$RLRUN" config --schema
+expect_grep "$WORK/out" '^grpo\.num_prompts_per_step$' "schema lists keys"
+expect_grep "$WORK/out" 'int in \[1, inf\), default 32' "schema shows type, range and default"
+expect_status 2 "--schema with a bad format" -- "$RLRUN" config --schema=html
+finish

@@ -1,0 +1,37 @@
+# Shared by the shell tests: where things are, and check helpers that say
+# what was expected. Run by `make check` with top_srcdir/top_builddir set.
+set -u
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+RLRUN=$top_builddir/rlrun
+failures=0
+checks=0
+WORK=$(mktemp -d /tmp/rl-cli-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+ok() { checks=$((checks + 1)); echo "ok: $*"; }
+not_ok() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*"; }
+
+# expect_status WANT DESCRIPTION -- COMMAND...: runs COMMAND, output in $WORK/out, $WORK/err
+expect_status() {
+	want=$1 desc=$2
+	shift 3
+	"$@" >"$WORK/out" 2>"$WORK/err"
+	got=$?
+	if [ "$got" = "$want" ]; then ok "$desc"; else
+		not_ok "$desc: exit status $got, expected $want"
+		sed 's/^/  | /' "$WORK/err" | head -20
+	fi
+}
+
+expect_grep() { # FILE PATTERN DESCRIPTION
+	if grep -qE -- "$2" "$1"; then ok "$3"; else
+		not_ok "$3: no line matches /$2/ in:"
+		sed 's/^/  | /' "$1" | head -20
+	fi
+}
+
+finish() {
+	echo "$((checks - failures)) passed, $failures failed"
+	[ "$failures" = 0 ]
+}
