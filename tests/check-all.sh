@@ -1,0 +1,55 @@
+#!/bin/sh
+# The whole test suite, as CI runs it: the CPU build with -Werror, the same
+# under AddressSanitizer + UBSan, and the CUDA build (compiled and linked;
+# its GPU tests skip with the reason where no GPU is present). Each build
+# lives in build/<name>, out of the source tree. Ends with one line:
+# "N passed, N failed, N skipped".
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+# an in-tree ./configure (README command 1 is out of tree) blocks VPATH builds
+[ -f config.status ] && make distclean >/dev/null
+autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+
+pass=0 fail=0 skip=0
+run_build() { # NAME CONFIGURE-ARGS...
+	name=$1
+	shift
+	echo "=== build/$name: configure $*"
+	mkdir -p "build/$name"
+	status=0
+	(cd "build/$name" && "$top/configure" --enable-werror "$@" >configure.log 2>&1) || {
+		tail -20 "build/$name/configure.log"
+		return 1
+	}
+	(cd "build/$name" && make -j"$jobs" >make.log 2>&1) || {
+		tail -40 "build/$name/make.log"
+		return 1
+	}
+	(cd "build/$name" && make -j"$jobs" check) || status=$?
+	log="build/$name/test-suite.log"
+	# the Criterion and shell-test summaries, so that the CI log shows them
+	grep -hE '^\[====\] Synthesis|^[0-9]+ passed, [0-9]+ failed' build/"$name"/tests/unit/*.log build/"$name"/tests/cli/*.log 2>/dev/null || true
+	grep -h '^SKIP' build/"$name"/tests/cli/*.log build/"$name"/tests/unit/*.log 2>/dev/null | sed 's/^/  /' || true
+	grep -h '^\[SKIP\]' build/"$name"/tests/unit/*.log 2>/dev/null | sed 's/^/  /' || true
+	p=$(sed -n 's/^# PASS: *//p' "$log") f=$(sed -n 's/^# FAIL: *//p' "$log")
+	e=$(sed -n 's/^# ERROR: *//p' "$log") s=$(sed -n 's/^# SKIP: *//p' "$log")
+	pass=$((pass + p)) fail=$((fail + f + e)) skip=$((skip + s))
+	[ "$status" = 0 ] || cat "$log"
+	return "$status"
+}
+
+rc=0
+run_build cpu || rc=1
+run_build sanitize --enable-sanitizers || rc=1
+nvcc=$(command -v nvcc || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -n "$nvcc" ]; then
+	run_build cuda --with-cuda="$(dirname "$(dirname "$nvcc")")" || rc=1
+else
+	echo "=== build/cuda: skipped, no nvcc on this machine"
+fi
+echo "test programs: $pass passed, $fail failed, $skip skipped"
+echo "$pass passed, $fail failed, $skip skipped"
+exit $rc
