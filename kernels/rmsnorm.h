@@ -17,15 +17,15 @@ extern "C" {
  * Returns 0, or -1 on bad arguments (rows < 0, dim <= 0, a NULL pointer other
  * than rstd) and, for CUDA, on a launch error. rows == 0 does nothing. */
 typedef int (*rl_rmsnorm_forward_fn)(float *y, float *rstd, const float *x, const float *weight,
-				     int rows, int dim, float eps, void *stream);
+                                     int rows, int dim, float eps, void *stream);
 
 /* Accumulates in double: it is the reference the kernels are held to. */
 int rl_rmsnorm_forward_cpu(float *y, float *rstd, const float *x, const float *weight, int rows,
-			   int dim, float eps, void *stream);
+                           int dim, float eps, void *stream);
 
 /* Only defined when built --with-cuda (RL_HAVE_CUDA). */
 int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *weight, int rows,
-			    int dim, float eps, void *stream);
+                            int dim, float eps, void *stream);
 
 #ifdef __cplusplus
 }

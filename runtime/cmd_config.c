@@ -8,10 +8,10 @@
 #include "runtime/config/schema_doc.h"
 
 static const char usage[] =
-	"usage: rlrun config [CONFIG] [KEY=VALUE...]\n"
-	"       rlrun config --schema[=text|man]\n"
-	"Prints the resolved config as YAML. CONFIG defaults to $RL_CONFIG, then to\n"
-	"the built-in grpo-tiny.yaml. Errors are FILE:LINE:COL lines, exit status 2.\n";
+    "usage: rlrun config [CONFIG] [KEY=VALUE...]\n"
+    "       rlrun config --schema[=text|man]\n"
+    "Prints the resolved config as YAML. CONFIG defaults to $RL_CONFIG, then to\n"
+    "the built-in grpo-tiny.yaml. Errors are FILE:LINE:COL lines, exit status 2.\n";
 
 int rl_cmd_config(int argc, char **argv)
 {
@@ -31,10 +31,13 @@ int rl_cmd_config(int argc, char **argv)
 			const char *fmt = a[8] ? a + 9 : "text";
 			free(overrides);
 			if (strcmp(fmt, "text") != 0 && strcmp(fmt, "man") != 0) {
-				fprintf(stderr, "rlrun config: --schema takes text or man, not '%s'\n", fmt);
+				fprintf(stderr,
+				        "rlrun config: --schema takes text or man, not '%s'\n",
+				        fmt);
 				return RL_EXIT_USAGE;
 			}
-			rl_schema_print(stdout, strcmp(fmt, "man") == 0 ? RL_SCHEMA_ROFF : RL_SCHEMA_TEXT);
+			rl_schema_print(stdout,
+			                strcmp(fmt, "man") == 0 ? RL_SCHEMA_ROFF : RL_SCHEMA_TEXT);
 			return fflush(stdout) == 0 ? RL_EXIT_OK : RL_EXIT_FAIL;
 		}
 		if (a[0] == '-' && a[1] == '-') {
@@ -47,7 +50,8 @@ int rl_cmd_config(int argc, char **argv)
 		else if (!path)
 			path = a;
 		else {
-			fprintf(stderr, "rlrun config: more than one CONFIG ('%s' and '%s')\n%s", path, a, usage);
+			fprintf(stderr, "rlrun config: more than one CONFIG ('%s' and '%s')\n%s",
+			        path, a, usage);
 			free(overrides);
 			return RL_EXIT_USAGE;
 		}
@@ -58,14 +62,14 @@ int rl_cmd_config(int argc, char **argv)
 	struct rl_config cfg;
 	struct rl_diags diags = {0};
 	int rc = path ? rl_config_load(path, overrides, n_overrides, &cfg, &diags)
-		      : rl_config_load_text(RL_DEFAULT_CONFIG_NAME, rl_default_config,
-					    rl_default_config_len, NULL, overrides, n_overrides, &cfg,
-					    &diags);
+	              : rl_config_load_text(RL_DEFAULT_CONFIG_NAME, rl_default_config,
+	                                    rl_default_config_len, NULL, overrides, n_overrides,
+	                                    &cfg, &diags);
 	free(overrides);
 	if (rc != 0) {
 		rl_diags_print(&diags, stderr);
-		fprintf(stderr, "rlrun config: %zu error%s in %s\n", diags.n, diags.n == 1 ? "" : "s",
-			path ? path : RL_DEFAULT_CONFIG_NAME);
+		fprintf(stderr, "rlrun config: %zu error%s in %s\n", diags.n,
+		        diags.n == 1 ? "" : "s", path ? path : RL_DEFAULT_CONFIG_NAME);
 		rl_diags_free(&diags);
 		return RL_EXIT_USAGE;
 	}

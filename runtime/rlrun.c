@@ -10,24 +10,24 @@
 #include "commands.h"
 
 static const char usage[] =
-	"usage: rlrun COMMAND [ARGS...]\n"
-	"\n"
-	"Reinforcement-learning post-training (GRPO) of language models, placed by Slurm.\n"
-	"\n"
-	"commands:\n"
-	"  config [CONFIG] [KEY=VALUE...]   print the resolved config (errors as FILE:LINE:COL)\n"
-	"  config --schema[=text|man]       every config key: type, default, range, meaning\n"
-	"  train, plan, forward, generate, tokenize, ckpt, plot\n"
-	"                                   not implemented yet in this release\n"
-	"\n"
-	"options:\n"
-	"  -h, --help       this text\n"
-	"  -V, --version    the version\n"
-	"\n"
-	"See rlrun(1), rl-config(5) and spank_rl(8).\n";
+    "usage: rlrun COMMAND [ARGS...]\n"
+    "\n"
+    "Reinforcement-learning post-training (GRPO) of language models, placed by Slurm.\n"
+    "\n"
+    "commands:\n"
+    "  config [CONFIG] [KEY=VALUE...]   print the resolved config (errors as FILE:LINE:COL)\n"
+    "  config --schema[=text|man]       every config key: type, default, range, meaning\n"
+    "  train, plan, forward, generate, tokenize, ckpt, plot\n"
+    "                                   not implemented yet in this release\n"
+    "\n"
+    "options:\n"
+    "  -h, --help       this text\n"
+    "  -V, --version    the version\n"
+    "\n"
+    "See rlrun(1), rl-config(5) and spank_rl(8).\n";
 
-static const char *const not_yet[] = {"train", "plan",	   "forward", "generate",
-				      "tokenize", "ckpt", "plot", NULL};
+static const char *const not_yet[] = {"train",    "plan", "forward", "generate",
+                                      "tokenize", "ckpt", "plot",    NULL};
 
 int main(int argc, char **argv)
 {
@@ -48,7 +48,8 @@ int main(int argc, char **argv)
 		return rl_cmd_config(argc - 1, argv + 1);
 	for (const char *const *n = not_yet; *n; n++) {
 		if (strcmp(cmd, *n) == 0) {
-			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd, PACKAGE_VERSION);
+			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd,
+			        PACKAGE_VERSION);
 			return RL_EXIT_FAIL;
 		}
 	}

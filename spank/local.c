@@ -37,7 +37,8 @@ int rl_spank_local_user_init(spank_t sp)
 {
 	char real[PATH_MAX];
 	if (!realpath(rl_spank.config_arg, real)) {
-		slurm_error("%s: --rl-config=%s: %s", RL_SPANK_PREFIX, rl_spank.config_arg, strerror(errno));
+		slurm_error("%s: --rl-config=%s: %s", RL_SPANK_PREFIX, rl_spank.config_arg,
+		            strerror(errno));
 		return -1;
 	}
 	char **overrides;
@@ -73,8 +74,8 @@ int rl_spank_local_user_init(spank_t sp)
 				break;
 		}
 		free(text);
-		slurm_error("%s: %zu error%s in %s", RL_SPANK_PREFIX, diags.n, diags.n == 1 ? "" : "s",
-			    real);
+		slurm_error("%s: %zu error%s in %s", RL_SPANK_PREFIX, diags.n,
+		            diags.n == 1 ? "" : "s", real);
 	}
 	rl_diags_free(&diags);
 	return rc == 0 ? 0 : -1;

@@ -30,9 +30,10 @@ static int on_rl_config(int val, const char *optarg, int remote)
 }
 
 static struct spank_option rl_options[] = {
-	{"rl-config", "FILE", "slurm-rl: check this GRPO config before the job starts and give it to every task (RL_CONFIG)",
-	 1, 0, on_rl_config},
-	SPANK_OPTIONS_TABLE_END,
+    {"rl-config", "FILE",
+     "slurm-rl: check this GRPO config before the job starts and give it to every task (RL_CONFIG)",
+     1, 0, on_rl_config},
+    SPANK_OPTIONS_TABLE_END,
 };
 
 int slurm_spank_init(spank_t sp, int ac, char **av)

@@ -6,7 +6,7 @@
 #include "kernels/rmsnorm.h"
 
 int rl_rmsnorm_forward_cpu(float *y, float *rstd, const float *x, const float *weight, int rows,
-			   int dim, float eps, void *stream)
+                           int dim, float eps, void *stream)
 {
 	(void)stream;
 	if (!y || !x || !weight || rows < 0 || dim <= 0)

@@ -4,6 +4,6 @@
 #include "kernels/ops.h"
 
 extern "C" const struct rl_ops rl_ops_cuda = {
-	/* .name = */ "cuda",
-	/* .rmsnorm_forward = */ rl_rmsnorm_forward_cuda,
+    /* .name = */ "cuda",
+    /* .rmsnorm_forward = */ rl_rmsnorm_forward_cuda,
 };

@@ -9,7 +9,7 @@
 
 /* A multiple of the warp size: the cross-warp step assumes whole warps. */
 #define RL_RMSNORM_THREADS 256
-#define RL_WARP 32
+#define RL_WARP            32
 
 static __device__ float rl_warp_sum(float v)
 {
@@ -38,9 +38,9 @@ static __device__ float rl_block_sum(float v)
  * aligned and can be read as float4. */
 template <bool VEC>
 static __global__ void __launch_bounds__(RL_RMSNORM_THREADS)
-rl_rmsnorm_forward_kernel(float *__restrict__ y, float *__restrict__ rstd,
-			  const float *__restrict__ x, const float *__restrict__ weight, int dim,
-			  float eps)
+    rl_rmsnorm_forward_kernel(float *__restrict__ y, float *__restrict__ rstd,
+                              const float *__restrict__ x, const float *__restrict__ weight,
+                              int dim, float eps)
 {
 	size_t row = blockIdx.x;
 	const float *xr = x + row * dim;
@@ -74,7 +74,8 @@ rl_rmsnorm_forward_kernel(float *__restrict__ y, float *__restrict__ rstd,
 		float4 *y4 = reinterpret_cast<float4 *>(yr);
 		for (int i = threadIdx.x; i < dim / 4; i += RL_RMSNORM_THREADS) {
 			float4 v = x4[i], w = w4[i];
-			y4[i] = make_float4(v.x * s * w.x, v.y * s * w.y, v.z * s * w.z, v.w * s * w.w);
+			y4[i] =
+			    make_float4(v.x * s * w.x, v.y * s * w.y, v.z * s * w.z, v.w * s * w.w);
 		}
 	} else {
 		for (int i = threadIdx.x; i < dim; i += RL_RMSNORM_THREADS)
@@ -88,7 +89,7 @@ static bool rl_aligned16(const void *p)
 }
 
 extern "C" int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *weight,
-				       int rows, int dim, float eps, void *stream)
+                                       int rows, int dim, float eps, void *stream)
 {
 	if (!y || !x || !weight || rows < 0 || dim <= 0)
 		return -1;
@@ -100,9 +101,9 @@ extern "C" int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, co
 
 	if (vec)
 		rl_rmsnorm_forward_kernel<true>
-			<<<rows, RL_RMSNORM_THREADS, 0, st>>>(y, rstd, x, weight, dim, eps);
+		    <<<rows, RL_RMSNORM_THREADS, 0, st>>>(y, rstd, x, weight, dim, eps);
 	else
 		rl_rmsnorm_forward_kernel<false>
-			<<<rows, RL_RMSNORM_THREADS, 0, st>>>(y, rstd, x, weight, dim, eps);
+		    <<<rows, RL_RMSNORM_THREADS, 0, st>>>(y, rstd, x, weight, dim, eps);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

@@ -205,10 +205,10 @@ struct rl_config {
  * references and validates. Returns 0 and fills *cfg, or -1 with every problem
  * in *diags (and *cfg zeroed). */
 int rl_config_load(const char *path, char *const *overrides, size_t n_overrides,
-		   struct rl_config *cfg, struct rl_diags *diags);
+                   struct rl_config *cfg, struct rl_diags *diags);
 int rl_config_load_text(const char *name, const char *text, size_t len, const char *base_dir,
-			char *const *overrides, size_t n_overrides, struct rl_config *cfg,
-			struct rl_diags *diags);
+                        char *const *overrides, size_t n_overrides, struct rl_config *cfg,
+                        struct rl_diags *diags);
 void rl_config_free(struct rl_config *cfg);
 
 /* The resolved config as YAML, every key with its effective value. */

@@ -11,7 +11,7 @@ static char *dup_or_null(const char *s)
 }
 
 void rl_diag_add(struct rl_diags *d, const char *file, int line, int col, const char *key,
-		 const char *fmt, ...)
+                 const char *fmt, ...)
 {
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 8;
@@ -27,8 +27,12 @@ void rl_diag_add(struct rl_diags *d, const char *file, int line, int col, const 
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	d->v[d->n++] = (struct rl_diag){
-		.file = dup_or_null(file), .line = line, .col = col, .key = dup_or_null(key), .msg = msg, .seq = d->n};
+	d->v[d->n++] = (struct rl_diag){.file = dup_or_null(file),
+	                                .line = line,
+	                                .col = col,
+	                                .key = dup_or_null(key),
+	                                .msg = msg,
+	                                .seq = d->n};
 }
 
 static int cmp_diag(const void *a, const void *b)
@@ -52,7 +56,8 @@ void rl_diags_print(struct rl_diags *d, FILE *out)
 	for (size_t i = 0; i < d->n; i++) {
 		const struct rl_diag *e = &d->v[i];
 		if (e->line > 0)
-			fprintf(out, "%s:%d:%d: error: ", e->file ? e->file : "<config>", e->line, e->col);
+			fprintf(out, "%s:%d:%d: error: ", e->file ? e->file : "<config>", e->line,
+			        e->col);
 		else
 			fprintf(out, "%s: error: ", e->file ? e->file : "<config>");
 		if (e->key)

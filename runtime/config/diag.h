@@ -26,7 +26,7 @@ struct rl_diags {
 #endif
 
 void rl_diag_add(struct rl_diags *d, const char *file, int line, int col, const char *key,
-		 const char *fmt, ...) RL_PRINTF(6, 7);
+                 const char *fmt, ...) RL_PRINTF(6, 7);
 void rl_diags_print(struct rl_diags *d, FILE *out);
 void rl_diags_free(struct rl_diags *d);
 

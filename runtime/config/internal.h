@@ -16,19 +16,19 @@ struct rl_key_pos {
 void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 
 /* overrides.c: applies "key.path=value" arguments to the tree. */
-void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root,
-			    char *const *overrides, size_t n, struct rl_diags *diags);
+void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root, char *const *overrides,
+                            size_t n, struct rl_diags *diags);
 
 /* validate.c: checks the tree against the schema and fills cfg (which the
  * caller zeroed); pos has rl_schema_len entries. */
 void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
-		      struct rl_diags *diags);
+                      struct rl_diags *diags);
 /* Stores one value for key k at base (cfg, or an env element). */
 bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
-		  struct rl_diags *diags);
+                  struct rl_diags *diags);
 
 /* rules.c: constraints between keys, checked after every key is valid. */
 void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,
-			const char *root_file, struct rl_diags *diags);
+                        const char *root_file, struct rl_diags *diags);
 
 #endif

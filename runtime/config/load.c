@@ -63,8 +63,8 @@ static char *read_file(struct load *ld, const char *path, const struct rl_ynode 
 		return buf;
 	free(buf);
 	if (from)
-		rl_diag_add(ld->diags, from->file, from->line, from->col, "defaults", "cannot read %s: %s",
-			    path, why);
+		rl_diag_add(ld->diags, from->file, from->line, from->col, "defaults",
+		            "cannot read %s: %s", path, why);
 	else
 		rl_diag_add(ld->diags, path, 0, 0, NULL, "cannot read config: %s", why);
 	return NULL;
@@ -86,7 +86,7 @@ static void merge_into(struct rl_ynode *dst, struct rl_ynode *src)
 }
 
 static struct rl_ynode *load_tree(struct load *ld, const char *name, const char *text, size_t len,
-				  const char *dir, const char *id);
+                                  const char *dir, const char *id);
 
 static bool adopt_parent(struct rl_ynode *merged, struct rl_ynode *parent)
 {
@@ -103,20 +103,22 @@ static struct rl_ynode *load_parent(struct load *ld, const struct rl_ynode *entr
 {
 	if (entry->kind != RL_Y_SCALAR || rl_yscalar_is_null(entry)) {
 		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults",
-			    "expected a file name or a list of file names");
+		            "expected a file name or a list of file names");
 		return NULL;
 	}
 	char path[PATH_MAX];
-	int n = entry->text[0] == '/' ? snprintf(path, sizeof(path), "%s", entry->text)
-				      : snprintf(path, sizeof(path), "%s/%s", dir ? dir : ".", entry->text);
+	int n = entry->text[0] == '/'
+	            ? snprintf(path, sizeof(path), "%s", entry->text)
+	            : snprintf(path, sizeof(path), "%s/%s", dir ? dir : ".", entry->text);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
-		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults", "path too long");
+		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults",
+		            "path too long");
 		return NULL;
 	}
 	char real[PATH_MAX];
 	if (!realpath(path, real)) {
-		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults", "cannot read %s: %s",
-			    path, strerror(errno));
+		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults",
+		            "cannot read %s: %s", path, strerror(errno));
 		return NULL;
 	}
 	for (int i = 0; i < ld->depth; i++) {
@@ -129,12 +131,12 @@ static struct rl_ynode *load_parent(struct load *ld, const struct rl_ynode *entr
 		}
 		strncat(chain, real, sizeof(chain) - strlen(chain) - 1);
 		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults",
-			    "cycle in defaults: %s", chain);
+		            "cycle in defaults: %s", chain);
 		return NULL;
 	}
 	if (ld->depth == MAX_DEFAULTS_DEPTH) {
 		rl_diag_add(ld->diags, entry->file, entry->line, entry->col, "defaults",
-			    "defaults nested deeper than %d files", MAX_DEFAULTS_DEPTH);
+		            "defaults nested deeper than %d files", MAX_DEFAULTS_DEPTH);
 		return NULL;
 	}
 	size_t len = 0;
@@ -151,7 +153,7 @@ static struct rl_ynode *load_parent(struct load *ld, const struct rl_ynode *entr
 /* Parses one file and merges its defaults chain underneath it. `id`
  * identifies it on the cycle-detection stack. */
 static struct rl_ynode *load_tree(struct load *ld, const char *name, const char *text, size_t len,
-				  const char *dir, const char *id)
+                                  const char *dir, const char *id)
 {
 	struct rl_ynode *root = rl_yaml_parse(&ld->src, name, text, len, ld->diags);
 	if (!root)
@@ -188,7 +190,7 @@ static struct rl_ynode *load_tree(struct load *ld, const char *name, const char 
 }
 
 static int finish(struct load *ld, struct rl_ynode *root, const char *name, char *const *overrides,
-		  size_t n_overrides, struct rl_config *cfg)
+                  size_t n_overrides, struct rl_config *cfg)
 {
 	*cfg = (struct rl_config){0};
 	size_t errors_before = ld->diags->n;
@@ -220,8 +222,8 @@ static int finish(struct load *ld, struct rl_ynode *root, const char *name, char
 }
 
 int rl_config_load_text(const char *name, const char *text, size_t len, const char *base_dir,
-			char *const *overrides, size_t n_overrides, struct rl_config *cfg,
-			struct rl_diags *diags)
+                        char *const *overrides, size_t n_overrides, struct rl_config *cfg,
+                        struct rl_diags *diags)
 {
 	struct load ld = {.diags = diags};
 	struct rl_ynode *root = load_tree(&ld, name, text, len, base_dir, name);
@@ -229,7 +231,7 @@ int rl_config_load_text(const char *name, const char *text, size_t len, const ch
 }
 
 int rl_config_load(const char *path, char *const *overrides, size_t n_overrides,
-		   struct rl_config *cfg, struct rl_diags *diags)
+                   struct rl_config *cfg, struct rl_diags *diags)
 {
 	struct load ld = {.diags = diags};
 	size_t len = 0;

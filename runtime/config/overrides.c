@@ -22,7 +22,7 @@ static void place(struct rl_ynode *n, int line, int col_offset)
 }
 
 static void apply_one(struct rl_ysources *src, struct rl_ynode *root, const char *arg, int index,
-		      struct rl_diags *diags)
+                      struct rl_diags *diags)
 {
 	const char *file = rl_ysources_intern(src, CMDLINE);
 	const char *key = arg;
@@ -32,7 +32,8 @@ static void apply_one(struct rl_ysources *src, struct rl_ynode *root, const char
 	size_t key_len = eq ? (size_t)(eq - key) : 0;
 	if (!eq || key_len == 0 || key[0] == '.' || key[key_len - 1] == '.' ||
 	    memmem(key, key_len, "..", 2)) {
-		rl_diag_add(diags, file, index, 1, NULL, "'%s': expected KEY=VALUE with a dotted key", arg);
+		rl_diag_add(diags, file, index, 1, NULL,
+		            "'%s': expected KEY=VALUE with a dotted key", arg);
 		return;
 	}
 	int value_col = (int)(eq + 1 - arg) + 1;
@@ -85,8 +86,8 @@ static void apply_one(struct rl_ysources *src, struct rl_ynode *root, const char
 	free(path);
 }
 
-void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root,
-			    char *const *overrides, size_t n, struct rl_diags *diags)
+void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root, char *const *overrides,
+                            size_t n, struct rl_diags *diags)
 {
 	for (size_t i = 0; i < n; i++)
 		apply_one(src, root, overrides[i], (int)i + 1, diags);

@@ -22,7 +22,7 @@ struct refs {
 };
 
 static void fail(struct refs *r, struct rl_ynode *at, const char *key, const char *fmt,
-		 const char *arg)
+                 const char *arg)
 {
 	if (!at->reported)
 		rl_diag_add(r->diags, at->file, at->line, at->col, key, fmt, arg);
@@ -36,7 +36,8 @@ static struct rl_ynode *lookup(struct rl_ynode *root, const char *path)
 	if (!copy)
 		return NULL;
 	char *save = NULL;
-	for (char *part = strtok_r(copy, ".", &save); part && n; part = strtok_r(NULL, ".", &save)) {
+	for (char *part = strtok_r(copy, ".", &save); part && n;
+	     part = strtok_r(NULL, ".", &save)) {
 		if (n->kind == RL_Y_MAP) {
 			struct rl_yentry *e = rl_ymap_find(n, part);
 			n = e ? e->value : NULL;
@@ -90,7 +91,10 @@ static void resolve_scalar(struct refs *r, struct rl_ynode *n, const char *key, 
 			} else if (strstr(expr, "${")) {
 				fail(r, n, key, "nested references are not supported: %s", n->text);
 			} else if (strchr(expr, ':')) {
-				fail(r, n, key, "interpolation resolvers are not supported: ${%s}; write the value", expr);
+				fail(r, n, key,
+				     "interpolation resolvers are not supported: ${%s}; write the "
+				     "value",
+				     expr);
 			} else {
 				struct rl_ynode *target = lookup(r->root, expr);
 				if (!target) {
@@ -99,12 +103,14 @@ static void resolve_scalar(struct refs *r, struct rl_ynode *n, const char *key, 
 					resolve_node(r, target, expr, depth + 1);
 					bool whole = p == n->text && close[1] == '\0';
 					if (target->reported) {
-						/* already reported at the target: one cause, one message */
+						/* already reported at the target: one cause, one
+						 * message */
 						n->reported = true;
 					} else if (whole) {
 						free(expr);
 						free(out);
-						/* take the referenced value whole, at this position */
+						/* take the referenced value whole, at this position
+						 */
 						struct rl_ynode *copy = rl_ynode_copy(target);
 						n->resolving = false;
 						if (!copy)
@@ -120,7 +126,9 @@ static void resolve_scalar(struct refs *r, struct rl_ynode *n, const char *key, 
 						n->resolved = true;
 						return;
 					} else if (target->kind != RL_Y_SCALAR) {
-						fail(r, n, key, "${%s} is a mapping or list; only a whole value can refer to it",
+						fail(r, n, key,
+						     "${%s} is a mapping or list; only a whole "
+						     "value can refer to it",
 						     expr);
 					} else {
 						expansion = target->text;
@@ -168,7 +176,8 @@ static void resolve_node(struct refs *r, struct rl_ynode *n, const char *key, in
 		return;
 	}
 	if (n->resolving) {
-		fail(r, n, key, "reference cycle through %s", "a mapping that contains its own reference");
+		fail(r, n, key, "reference cycle through %s",
+		     "a mapping that contains its own reference");
 		return;
 	}
 	n->resolving = true;

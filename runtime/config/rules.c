@@ -21,7 +21,7 @@ static void rule_error(struct rules *r, const char *path, const char *msg)
 }
 
 void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,
-			const char *root_file, struct rl_diags *diags)
+                        const char *root_file, struct rl_diags *diags)
 {
 	struct rules r = {.pos = pos, .root_file = root_file, .d = diags};
 	const struct rl_cfg_loss_fn *l = &cfg->loss_fn;
@@ -29,36 +29,40 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 
 	if (l->sequence_level_importance_ratios && l->token_level_loss)
 		rule_error(&r, "loss_fn.sequence_level_importance_ratios",
-			   "sequence-level ratios need loss_fn.token_level_loss: false");
+		           "sequence-level ratios need loss_fn.token_level_loss: false");
 	if (l->truncated_importance_sampling_ratio.set && !l->use_importance_sampling_correction)
 		rule_error(&r, "loss_fn.truncated_importance_sampling_ratio",
-			   "needs loss_fn.use_importance_sampling_correction: true");
+		           "needs loss_fn.use_importance_sampling_correction: true");
 	if (l->truncated_importance_sampling_ratio.set && !l->truncated_importance_sampling_type)
 		rule_error(&r, "loss_fn.truncated_importance_sampling_ratio",
-			   "needs loss_fn.truncated_importance_sampling_type (tis, icepop or seq-mask-tis)");
+		           "needs loss_fn.truncated_importance_sampling_type (tis, icepop or "
+		           "seq-mask-tis)");
 	if (l->truncated_importance_sampling_type && !l->truncated_importance_sampling_ratio.set)
 		rule_error(&r, "loss_fn.truncated_importance_sampling_type",
-			   "has no effect without loss_fn.truncated_importance_sampling_ratio");
+		           "has no effect without loss_fn.truncated_importance_sampling_ratio");
 	if (l->truncated_importance_sampling_type &&
 	    strcmp(l->truncated_importance_sampling_type, "seq-mask-tis") == 0 &&
 	    l->sequence_level_importance_ratios)
 		rule_error(&r, "loss_fn.truncated_importance_sampling_type",
-			   "seq-mask-tis is incompatible with sequence_level_importance_ratios");
+		           "seq-mask-tis is incompatible with sequence_level_importance_ratios");
 	if (cfg->grpo.async_grpo.enabled && !l->use_importance_sampling_correction)
-		rule_error(&r, "grpo.async_grpo.enabled",
-			   "asynchronous GRPO needs loss_fn.use_importance_sampling_correction: true");
+		rule_error(
+		    &r, "grpo.async_grpo.enabled",
+		    "asynchronous GRPO needs loss_fn.use_importance_sampling_correction: true");
 	if (p->train_global_batch_size % p->train_micro_batch_size != 0)
 		rule_error(&r, "policy.train_micro_batch_size",
-			   "must divide policy.train_global_batch_size");
+		           "must divide policy.train_global_batch_size");
 	if (strcmp(cfg->data.dataset_name, "jsonl") == 0 && !cfg->data.train_path)
 		rule_error(&r, "data.train.path", "required when data.dataset_name is jsonl");
 	if (cfg->data.prompt_file && cfg->data.prompt_template)
-		rule_error(&r, "data.prompt_template", "give data.prompt_file or data.prompt_template, not both");
+		rule_error(&r, "data.prompt_template",
+		           "give data.prompt_file or data.prompt_template, not both");
 	if (cfg->data.system_prompt_file && cfg->data.system_prompt)
 		rule_error(&r, "data.system_prompt",
-			   "give data.system_prompt_file or data.system_prompt, not both");
+		           "give data.system_prompt_file or data.system_prompt, not both");
 	if (!p->generation.colocated.enabled && !p->generation.colocated.gpus_per_node.set &&
 	    !p->generation.colocated.num_nodes.set)
 		rule_error(&r, "policy.generation.colocated.enabled",
-			   "non-colocated generation needs colocated.resources.gpus_per_node or num_nodes");
+		           "non-colocated generation needs colocated.resources.gpus_per_node or "
+		           "num_nodes");
 }

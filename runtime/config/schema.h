@@ -9,14 +9,14 @@
 #include <stdint.h>
 
 enum rl_key_type {
-	RL_T_BOOL,	   /* bool */
-	RL_T_INT,	   /* int64_t */
-	RL_T_OPT_INT,	   /* struct rl_opt_int: an integer or null */
-	RL_T_FLOAT,	   /* double */
-	RL_T_OPT_FLOAT,	   /* struct rl_opt_float: a number or null */
-	RL_T_STRING,	   /* char *, NULL when null is allowed and given */
-	RL_T_ENUM,	   /* char *, one of `choices` */
-	RL_T_INT_LIST,	   /* struct rl_int_list; null reads as empty */
+	RL_T_BOOL,         /* bool */
+	RL_T_INT,          /* int64_t */
+	RL_T_OPT_INT,      /* struct rl_opt_int: an integer or null */
+	RL_T_FLOAT,        /* double */
+	RL_T_OPT_FLOAT,    /* struct rl_opt_float: a number or null */
+	RL_T_STRING,       /* char *, NULL when null is allowed and given */
+	RL_T_ENUM,         /* char *, one of `choices` */
+	RL_T_INT_LIST,     /* struct rl_int_list; null reads as empty */
 	RL_T_FLOAT_LIST,   /* struct rl_float_list */
 	RL_T_STRING_LIST,  /* struct rl_str_list; null reads as empty */
 	RL_T_AUTO_SECTION, /* bool: the section is the word `auto` instead of a mapping */
@@ -27,20 +27,20 @@ enum {
 	RL_K_REQUIRED = 1u << 0, /* no default: the config must set it */
 	RL_K_NULLABLE = 1u << 1, /* STRING / ENUM: null is a valid value */
 	RL_K_MIN_OPEN = 1u << 2, /* the lower bound itself is excluded */
-	RL_K_IN_ENV = 1u << 3,	 /* offset is into struct rl_cfg_env (path env.*.x) */
+	RL_K_IN_ENV = 1u << 3,   /* offset is into struct rl_cfg_env (path env.*.x) */
 };
 
 struct rl_key {
-	const char *path;  /* dotted; `*` matches one name (env.*.command) */
+	const char *path; /* dotted; `*` matches one name (env.*.command) */
 	enum rl_key_type type;
-	size_t offset;	   /* into struct rl_config (or rl_cfg_env) */
-	const char *def;   /* default as YAML text; NULL for required keys */
-	double min, max;   /* for numbers; min > max means unbounded */
+	size_t offset;       /* into struct rl_config (or rl_cfg_env) */
+	const char *def;     /* default as YAML text; NULL for required keys */
+	double min, max;     /* for numbers; min > max means unbounded */
 	const char *choices; /* ENUM: "a|b|c" */
 	unsigned flags;
-	const char *doc;   /* one line; for UNSUPPORTED: what to do instead */
+	const char *doc;    /* one line; for UNSUPPORTED: what to do instead */
 	const char *accept; /* UNSUPPORTED: the one harmless value (the feature off), or NULL */
-	size_t list_len;   /* FLOAT_LIST: exact length, 0 for any */
+	size_t list_len;    /* FLOAT_LIST: exact length, 0 for any */
 };
 
 extern const struct rl_key rl_schema[];

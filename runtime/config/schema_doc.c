@@ -42,8 +42,9 @@ void rl_schema_print(FILE *out, enum rl_schema_format format)
 		const struct rl_key *k = &rl_schema[i];
 		char what[256];
 		if (k->type == RL_T_UNSUPPORTED)
-			snprintf(what, sizeof(what), "not supported yet%s%s", k->accept ? "; accepted only as " : "",
-				 k->accept ? k->accept : "");
+			snprintf(what, sizeof(what), "not supported yet%s%s",
+			         k->accept ? "; accepted only as " : "",
+			         k->accept ? k->accept : "");
 		else
 			describe(k, what, sizeof(what));
 		if (format == RL_SCHEMA_TEXT) {

@@ -17,10 +17,10 @@ static void bad(struct rl_diags *d, const struct rl_ynode *v, const char *path, 
 {
 	if (v->kind == RL_Y_SCALAR)
 		rl_diag_add(d, v->file, v->line, v->col, path, "expected %s, got %s%s%s", what,
-			    v->plain ? "" : "\"", v->text, v->plain ? "" : "\"");
+		            v->plain ? "" : "\"", v->text, v->plain ? "" : "\"");
 	else
 		rl_diag_add(d, v->file, v->line, v->col, path, "expected %s, got a %s", what,
-			    v->kind == RL_Y_MAP ? "mapping" : "list");
+		            v->kind == RL_Y_MAP ? "mapping" : "list");
 }
 
 static bool in_range(const struct rl_key *k, double x)
@@ -31,16 +31,16 @@ static bool in_range(const struct rl_key *k, double x)
 }
 
 static void range_error(struct rl_diags *d, const struct rl_ynode *v, const char *path,
-			const struct rl_key *k)
+                        const struct rl_key *k)
 {
 	char range[80];
 	rl_key_range_text(k, range, sizeof(range));
 	rl_diag_add(d, v->file, v->line, v->col, path, "%s is out of range: expected a value in %s",
-		    v->text, range);
+	            v->text, range);
 }
 
 static bool read_int(const struct rl_key *k, const struct rl_ynode *v, const char *path,
-		     int64_t *out, struct rl_diags *d)
+                     int64_t *out, struct rl_diags *d)
 {
 	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_int(v->text, out)) {
 		bad(d, v, path, "an integer");
@@ -54,7 +54,7 @@ static bool read_int(const struct rl_key *k, const struct rl_ynode *v, const cha
 }
 
 static bool read_float(const struct rl_key *k, const struct rl_ynode *v, const char *path,
-		       double *out, struct rl_diags *d)
+                       double *out, struct rl_diags *d)
 {
 	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_float(v->text, out)) {
 		bad(d, v, path, "a number");
@@ -80,7 +80,7 @@ static bool choice_ok(const char *choices, const char *s)
 }
 
 static bool read_string(const struct rl_key *k, const struct rl_ynode *v, const char *path,
-			char **out, struct rl_diags *d)
+                        char **out, struct rl_diags *d)
 {
 	if (rl_yscalar_is_null(v) && (k->flags & RL_K_NULLABLE)) {
 		free(*out);
@@ -94,8 +94,8 @@ static bool read_string(const struct rl_key *k, const struct rl_ynode *v, const 
 		return false;
 	}
 	if (k->type == RL_T_ENUM && !choice_ok(k->choices, v->text)) {
-		rl_diag_add(d, v->file, v->line, v->col, path, "expected one of %s, got %s", k->choices,
-			    v->text);
+		rl_diag_add(d, v->file, v->line, v->col, path, "expected one of %s, got %s",
+		            k->choices, v->text);
 		return false;
 	}
 	char *s = strdup(v->text);
@@ -108,7 +108,7 @@ static bool read_string(const struct rl_key *k, const struct rl_ynode *v, const 
 
 /* Lists: null reads as the empty list where the key allows any length. */
 static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const char *path, void *dst,
-		      struct rl_diags *d)
+                      struct rl_diags *d)
 {
 	bool is_null = rl_yscalar_is_null(v);
 	if (!is_null && v->kind != RL_Y_SEQ) {
@@ -117,8 +117,8 @@ static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const ch
 	}
 	size_t n = is_null ? 0 : v->n;
 	if (k->list_len && n != k->list_len) {
-		rl_diag_add(d, v->file, v->line, v->col, path, "expected a list of %zu numbers, got %zu",
-			    k->list_len, n);
+		rl_diag_add(d, v->file, v->line, v->col, path,
+		            "expected a list of %zu numbers, got %zu", k->list_len, n);
 		return false;
 	}
 	bool ok = true;
@@ -157,7 +157,7 @@ static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const ch
 }
 
 bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
-		  struct rl_diags *d)
+                  struct rl_diags *d)
 {
 	void *dst = field(base, k);
 	switch (k->type) {
@@ -235,7 +235,8 @@ static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name)
 			continue;
 		struct rl_ysources src = {0};
 		struct rl_diags ignore = {0};
-		struct rl_ynode *dv = rl_yaml_parse_value(&src, "<default>", k->def, strlen(k->def), &ignore);
+		struct rl_ynode *dv =
+		    rl_yaml_parse_value(&src, "<default>", k->def, strlen(k->def), &ignore);
 		if (dv)
 			rl_cfg_store(k, dv, e, k->path, &ignore);
 		rl_ynode_free(dv);
@@ -273,7 +274,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		return;
 	if (strcmp(path, "defaults") == 0) {
 		rl_diag_add(w->d, v->file, e->line, e->col, path,
-			    "defaults can only be given in a file, not as an override");
+		            "defaults can only be given in a file, not as an override");
 		return;
 	}
 	const struct rl_key *k = rl_schema_find(path);
@@ -291,14 +292,16 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		}
 		char near[256];
 		if (rl_schema_suggest(path, near, sizeof(near)))
-			rl_diag_add(w->d, v->file, e->line, e->col, path, "unknown key; did you mean %s?", near);
+			rl_diag_add(w->d, v->file, e->line, e->col, path,
+			            "unknown key; did you mean %s?", near);
 		else
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "unknown key");
 		return;
 	}
 	if (k->type == RL_T_UNSUPPORTED) {
 		if (!matches_accept(k, v))
-			rl_diag_add(w->d, v->file, e->line, e->col, path, "not supported yet: %s", k->doc);
+			rl_diag_add(w->d, v->file, e->line, e->col, path, "not supported yet: %s",
+			            k->doc);
 		return;
 	}
 	size_t idx = (size_t)(k - rl_schema);
@@ -348,7 +351,8 @@ static void store_defaults(struct rl_config *cfg, struct rl_diags *d)
 		    k->type == RL_T_AUTO_SECTION)
 			continue;
 		struct rl_ysources src = {0};
-		struct rl_ynode *v = rl_yaml_parse_value(&src, "<schema default>", k->def, strlen(k->def), d);
+		struct rl_ynode *v =
+		    rl_yaml_parse_value(&src, "<schema default>", k->def, strlen(k->def), d);
 		if (v)
 			rl_cfg_store(k, v, cfg, k->path, d);
 		rl_ynode_free(v);
@@ -385,19 +389,19 @@ static void derive(struct rl_config *cfg, struct rl_diags *d)
 	struct rl_cfg_policy *p = &cfg->policy;
 	if (!p->tokenizer_name && p->model_name && !(p->tokenizer_name = strdup(p->model_name)))
 		rl_diag_add(d, cfg->source, 0, 0, NULL, "out of memory");
-	struct rl_opt_int *derived[] = {&p->generation.max_new_tokens, &cfg->data.max_input_seq_length,
-					&p->sequence_packing.train_mb_tokens,
-					&p->sequence_packing.logprob_mb_tokens};
+	struct rl_opt_int *derived[] = {
+	    &p->generation.max_new_tokens, &cfg->data.max_input_seq_length,
+	    &p->sequence_packing.train_mb_tokens, &p->sequence_packing.logprob_mb_tokens};
 	int64_t values[] = {p->max_total_sequence_length, p->max_total_sequence_length,
-			    p->max_total_sequence_length * p->train_micro_batch_size,
-			    p->max_total_sequence_length * p->logprob_batch_size};
+	                    p->max_total_sequence_length * p->train_micro_batch_size,
+	                    p->max_total_sequence_length * p->logprob_batch_size};
 	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
 		if (!derived[i]->set)
 			*derived[i] = (struct rl_opt_int){.set = true, .value = values[i]};
 }
 
 void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
-		      struct rl_diags *diags)
+                      struct rl_diags *diags)
 {
 	store_defaults(cfg, diags);
 	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
@@ -407,7 +411,8 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 		if (!(k->flags & RL_K_REQUIRED) || pos[i].file)
 			continue;
 		struct rl_key_pos at = section_position(root, k->path);
-		rl_diag_add(diags, at.file, at.line, at.col, k->path, "missing required key (%s)", k->doc);
+		rl_diag_add(diags, at.file, at.line, at.col, k->path, "missing required key (%s)",
+		            k->doc);
 	}
 	derive(cfg, diags);
 }

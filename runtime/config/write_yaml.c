@@ -24,9 +24,10 @@ static void emit(struct out *o, yaml_event_t *ev)
 static void scalar(struct out *o, const char *text, bool force_quotes)
 {
 	yaml_event_t ev;
-	yaml_scalar_style_t style = force_quotes ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE;
+	yaml_scalar_style_t style =
+	    force_quotes ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE;
 	yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text),
-				     !force_quotes, 1, style);
+	                             !force_quotes, 1, style);
 	emit(o, &ev);
 }
 
@@ -57,11 +58,12 @@ static void begin(struct out *o, bool map, bool flow)
 {
 	yaml_event_t ev;
 	if (map)
-		yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
-						    flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
+		yaml_mapping_start_event_initialize(
+		    &ev, NULL, NULL, 1, flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
 	else
 		yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-						     flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE);
+		                                     flow ? YAML_FLOW_SEQUENCE_STYLE
+		                                          : YAML_BLOCK_SEQUENCE_STYLE);
 	emit(o, &ev);
 }
 

@@ -113,7 +113,7 @@ struct rl_yentry *rl_ymap_find(const struct rl_ynode *map, const char *key)
 }
 
 struct rl_yentry *rl_ymap_set(struct rl_ynode *map, const char *key, int line, int col,
-			      struct rl_ynode *value)
+                              struct rl_ynode *value)
 {
 	struct rl_yentry *e = rl_ymap_find(map, key);
 	if (e) {
@@ -185,8 +185,8 @@ static bool next_event(struct parse *p, yaml_event_t *ev)
 	const yaml_mark_t *m = &p->parser.problem_mark;
 	char msg[512];
 	snprintf(msg, sizeof(msg), "YAML syntax: %s%s%s",
-		 p->parser.problem ? p->parser.problem : "malformed document",
-		 p->parser.context ? " " : "", p->parser.context ? p->parser.context : "");
+	         p->parser.problem ? p->parser.problem : "malformed document",
+	         p->parser.context ? " " : "", p->parser.context ? p->parser.context : "");
 	perr(p, (int)m->line + 1, (int)m->column + 1, msg);
 	return false;
 }
@@ -221,7 +221,8 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 /* Parses the items of a mapping or sequence until its end event. */
 static bool parse_children(struct parse *p, struct rl_ynode *n, int depth)
 {
-	yaml_event_type_t end = n->kind == RL_Y_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+	yaml_event_type_t end =
+	    n->kind == RL_Y_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
 	for (;;) {
 		yaml_event_t ev;
 		if (!next_event(p, &ev))
@@ -266,7 +267,8 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 	int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
 	struct rl_ynode *n = NULL;
 	if (depth > MAX_DEPTH || ++p->n_nodes > MAX_NODES) {
-		perr(p, line, col, depth > MAX_DEPTH ? "nesting deeper than 64 levels" : "document too large");
+		perr(p, line, col,
+		     depth > MAX_DEPTH ? "nesting deeper than 64 levels" : "document too large");
 		yaml_event_delete(ev);
 		return NULL;
 	}
@@ -274,7 +276,8 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 	case YAML_SCALAR_EVENT:
 		n = rl_ynode_new(RL_Y_SCALAR, p->file, line, col);
 		if (n) {
-			n->text = strndup((const char *)ev->data.scalar.value, ev->data.scalar.length);
+			n->text =
+			    strndup((const char *)ev->data.scalar.value, ev->data.scalar.length);
 			n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 			if (!n->text) {
 				rl_ynode_free(n);
@@ -291,7 +294,8 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 	case YAML_SEQUENCE_START_EVENT: {
 		bool map = ev->type == YAML_MAPPING_START_EVENT;
 		n = rl_ynode_new(map ? RL_Y_MAP : RL_Y_SEQ, p->file, line, col);
-		const yaml_char_t *anchor = map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor;
+		const yaml_char_t *anchor =
+		    map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor;
 		if (n)
 			remember_anchor(p, anchor, n);
 		yaml_event_delete(ev);
@@ -313,7 +317,8 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 			 * blow up memory exponentially ("billion laughs"). */
 			p->n_nodes += count_nodes(p->anchors[i].node);
 			if (p->n_nodes > MAX_NODES) {
-				perr(p, line, col, "document too large (aliases expand past the limit)");
+				perr(p, line, col,
+				     "document too large (aliases expand past the limit)");
 				yaml_event_delete(ev);
 				return NULL;
 			}
@@ -337,7 +342,7 @@ static struct rl_ynode *parse_node(struct parse *p, yaml_event_t *ev, int depth)
 }
 
 static struct rl_ynode *parse_document(struct rl_ysources *src, const char *file, const char *text,
-				       size_t len, bool mapping_root, struct rl_diags *diags)
+                                       size_t len, bool mapping_root, struct rl_diags *diags)
 {
 	struct parse p = {.file = rl_ysources_intern(src, file), .diags = diags};
 	struct rl_ynode *root = NULL;
@@ -396,13 +401,13 @@ static struct rl_ynode *parse_document(struct rl_ysources *src, const char *file
 }
 
 struct rl_ynode *rl_yaml_parse(struct rl_ysources *src, const char *file, const char *text,
-			       size_t len, struct rl_diags *diags)
+                               size_t len, struct rl_diags *diags)
 {
 	return parse_document(src, file, text, len, true, diags);
 }
 
 struct rl_ynode *rl_yaml_parse_value(struct rl_ysources *src, const char *file, const char *text,
-				     size_t len, struct rl_diags *diags)
+                                     size_t len, struct rl_diags *diags)
 {
 	return parse_document(src, file, text, len, false, diags);
 }

@@ -23,11 +23,11 @@ struct rl_ynode {
 	enum rl_ykind kind;
 	const char *file; /* interned in rl_ysources */
 	int line, col;
-	char *text;	/* scalar text */
-	bool plain;	/* unquoted scalar: may read as null, bool or number */
-	bool reported;	/* an error was reported here; later checks stay quiet */
+	char *text;     /* scalar text */
+	bool plain;     /* unquoted scalar: may read as null, bool or number */
+	bool reported;  /* an error was reported here; later checks stay quiet */
 	bool resolving; /* on the `${...}` resolution stack (cycle detection) */
-	bool resolved;	/* references already replaced: its text is literal now */
+	bool resolved;  /* references already replaced: its text is literal now */
 	size_t n, cap;
 	struct rl_yentry *items;
 };
@@ -44,12 +44,12 @@ void rl_ysources_free(struct rl_ysources *s);
 /* Parses one YAML document. An empty document is an empty mapping. Returns
  * NULL after adding a diagnostic with libyaml's position. */
 struct rl_ynode *rl_yaml_parse(struct rl_ysources *src, const char *file, const char *text,
-			       size_t len, struct rl_diags *diags);
+                               size_t len, struct rl_diags *diags);
 
 /* Parses one YAML value of any kind (an override's right-hand side). Returns
  * NULL for an empty text or after adding a diagnostic. */
 struct rl_ynode *rl_yaml_parse_value(struct rl_ysources *src, const char *file, const char *text,
-				     size_t len, struct rl_diags *diags);
+                                     size_t len, struct rl_diags *diags);
 
 struct rl_ynode *rl_ynode_new(enum rl_ykind kind, const char *file, int line, int col);
 struct rl_ynode *rl_ynode_copy(const struct rl_ynode *n);
@@ -58,7 +58,7 @@ void rl_ynode_free(struct rl_ynode *n);
 struct rl_yentry *rl_ymap_find(const struct rl_ynode *map, const char *key);
 /* Sets key to value (taking ownership), replacing and freeing an old value. */
 struct rl_yentry *rl_ymap_set(struct rl_ynode *map, const char *key, int line, int col,
-			      struct rl_ynode *value);
+                              struct rl_ynode *value);
 /* Removes key and returns its value (the caller owns it), or NULL. */
 struct rl_ynode *rl_ymap_take(struct rl_ynode *map, const char *key);
 

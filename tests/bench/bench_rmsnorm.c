@@ -40,13 +40,14 @@ static const int shapes[][2] = {{1024, 1024}, {4096, 2048}, {8192, 4096}, {2048,
 
 static void bench_cpu(void)
 {
-	printf("%-6s %6s %6s %12s %12s %8s\n", "device", "rows", "dim", "rmsnorm GB/s", "memcpy GB/s",
-	       "ratio");
+	printf("%-6s %6s %6s %12s %12s %8s\n", "device", "rows", "dim", "rmsnorm GB/s",
+	       "memcpy GB/s", "ratio");
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int rows = shapes[s][0], dim = shapes[s][1];
 		size_t n = (size_t)rows * (size_t)dim;
 		float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
-		float *w = malloc((size_t)dim * sizeof(float)), *rstd = malloc((size_t)rows * sizeof(float));
+		float *w = malloc((size_t)dim * sizeof(float)),
+		      *rstd = malloc((size_t)rows * sizeof(float));
 		if (!x || !y || !w || !rstd)
 			return;
 		for (size_t i = 0; i < n; i++)
@@ -72,7 +73,8 @@ static void bench_cuda(void)
 	int count = 0;
 	cudaError_t err = cudaGetDeviceCount(&count);
 	if (err != cudaSuccess || count == 0) {
-		printf("cuda: skipped (%s)\n", err != cudaSuccess ? cudaGetErrorString(err) : "no device");
+		printf("cuda: skipped (%s)\n",
+		       err != cudaSuccess ? cudaGetErrorString(err) : "no device");
 		return;
 	}
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -80,14 +82,16 @@ static void bench_cuda(void)
 		size_t n = (size_t)rows * (size_t)dim;
 		float *x, *y, *w, *rstd;
 		if (cudaMalloc((void **)&x, n * 4) || cudaMalloc((void **)&y, n * 4) ||
-		    cudaMalloc((void **)&w, (size_t)dim * 4) || cudaMalloc((void **)&rstd, (size_t)rows * 4))
+		    cudaMalloc((void **)&w, (size_t)dim * 4) ||
+		    cudaMalloc((void **)&rstd, (size_t)rows * 4))
 			return;
 		cudaMemset(x, 0, n * 4);
 		cudaMemset(w, 0, (size_t)dim * 4);
 		double t_op, t_copy;
 		TIME_IT(t_op, (rl_rmsnorm_forward_cuda(y, rstd, x, w, rows, dim, 1e-6f, NULL),
-			       cudaDeviceSynchronize()));
-		TIME_IT(t_copy, (cudaMemcpy(y, x, n * 4, cudaMemcpyDeviceToDevice), cudaDeviceSynchronize()));
+		               cudaDeviceSynchronize()));
+		TIME_IT(t_copy, (cudaMemcpy(y, x, n * 4, cudaMemcpyDeviceToDevice),
+		                 cudaDeviceSynchronize()));
 		double bytes = 2.0 * (double)n * sizeof(float);
 		printf("%-6s %6d %6d %12.2f %12.2f %8.2f\n", "cuda", rows, dim, bytes / t_op / 1e9,
 		       bytes / t_copy / 1e9, t_copy / t_op);

@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rl_config cfg;
 	struct rl_diags diags = {0};
 	/* a base directory that does not exist: `defaults:` fail cleanly */
-	if (rl_config_load_text("fuzz.yaml", text, size, "/nonexistent-fuzz-dir", ov, override ? 1 : 0,
-				&cfg, &diags) == 0) {
+	if (rl_config_load_text("fuzz.yaml", text, size, "/nonexistent-fuzz-dir", ov,
+	                        override ? 1 : 0, &cfg, &diags) == 0) {
 		FILE *devnull = fopen("/dev/null", "w");
 		if (devnull) {
 			rl_config_write_yaml(&cfg, devnull);

@@ -20,7 +20,7 @@ static char *src_path(const char *rel)
 
 /* Loads text as a file in a temporary directory; returns the load status. */
 static int load_text(const char *text, char *const *ov, size_t n, struct rl_config *cfg,
-		     struct rl_diags *d)
+                     struct rl_diags *d)
 {
 	char *dir = tmp_dir();
 	char *path = write_file(dir, "c.yaml", text);
@@ -45,8 +45,10 @@ Test(config, example_tiny_loads_with_file_values_and_defaults)
 	cr_expect_float_eq(c.policy.optimizer.lr, 1.0e-3, 1e-15);
 	cr_assert_eq(c.policy.optimizer.betas.n, 2);
 	cr_expect_float_eq(c.policy.optimizer.betas.v[1], 0.99, 1e-15);
-	cr_expect_str_eq(c.policy.tokenizer_name, c.policy.model_name, "null tokenizer follows the model");
-	cr_expect_eq(c.data.max_input_seq_length.value, 64, "a ${} reference to an int stays an int");
+	cr_expect_str_eq(c.policy.tokenizer_name, c.policy.model_name,
+	                 "null tokenizer follows the model");
+	cr_expect_eq(c.data.max_input_seq_length.value, 64,
+	             "a ${} reference to an int stays an int");
 	cr_expect_eq(c.policy.sequence_packing.train_mb_tokens.value, 64 * 8);
 	cr_expect(!c.policy.generation.top_k.set);
 	cr_expect(!c.policy.parallel.autoplan);
@@ -63,11 +65,13 @@ Test(config, override_reaches_inherited_key_and_references_see_it)
 	char *ov[] = {"policy.max_total_sequence_length=256", "++grpo.num_prompts_per_step=3"};
 	cr_assert_eq(rl_config_load(p, ov, 2, &c, &d), 0, "%s", diag_text(&d));
 	cr_expect_eq(c.grpo.seed, 3, "the file itself wins over its defaults");
-	cr_expect_str_eq(c.policy.model_name, "models/middle", "the middle file wins over the base");
+	cr_expect_str_eq(c.policy.model_name, "models/middle",
+	                 "the middle file wins over the base");
 	cr_expect_eq(c.grpo.num_generations_per_prompt, 2, "deep merge keeps the base's siblings");
-	cr_expect_eq(c.grpo.num_prompts_per_step, 3, "an override reaches a key only the base sets");
+	cr_expect_eq(c.grpo.num_prompts_per_step, 3,
+	             "an override reaches a key only the base sets");
 	cr_expect_eq(c.policy.generation.max_new_tokens.value, 256,
-		     "a reference resolved after overrides sees the overridden value");
+	             "a reference resolved after overrides sees the overridden value");
 	cr_expect_str_eq(c.data.dataset_name, "copy");
 	rl_config_free(&c);
 	rl_diags_free(&d);
@@ -99,7 +103,8 @@ Test(config, defaults_cycle_is_an_error_naming_the_chain)
 	char *p = src_path("tests/configs/chain/cycle_a.yaml");
 	cr_assert_neq(rl_config_load(p, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
-	cr_expect(strstr(t, "cycle_b.yaml:1:11: error: defaults: cycle in defaults:") != NULL, "%s", t);
+	cr_expect(strstr(t, "cycle_b.yaml:1:11: error: defaults: cycle in defaults:") != NULL, "%s",
+	          t);
 	cr_expect(strstr(t, "cycle_a.yaml -> ") != NULL, "%s", t);
 	free(t);
 	rl_diags_free(&d);
@@ -149,21 +154,34 @@ Test(config, wrong_types_are_named)
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text = MINIMAL "grpo:\n"
-				   "  normalize_rewards: yes\n"  /* 6 */
-				   "  seed: \"5\"\n"		 /* 7 */
-				   "  max_num_steps: [1]\n"	 /* 8 */
-				   "checkpointing:\n"
-				   "  checkpoint_dir: {a: 1}\n" /* 10 */
-				   "loss_fn:\n"
-				   "  reference_policy_kl_type: k4\n"; /* 12 */
+	                           "  normalize_rewards: yes\n" /* 6 */
+	                           "  seed: \"5\"\n"            /* 7 */
+	                           "  max_num_steps: [1]\n"     /* 8 */
+	                           "checkpointing:\n"
+	                           "  checkpoint_dir: {a: 1}\n" /* 10 */
+	                           "loss_fn:\n"
+	                           "  reference_policy_kl_type: k4\n"; /* 12 */
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 5, "%s", t);
-	cr_expect(strstr(t, ":6:22: error: grpo.normalize_rewards: expected true or false, got yes") != NULL, "%s", t);
-	cr_expect(strstr(t, ":7:9: error: grpo.seed: expected an integer, got \"5\"") != NULL, "%s", t);
-	cr_expect(strstr(t, ":8:18: error: grpo.max_num_steps: expected an integer, got a list") != NULL, "%s", t);
-	cr_expect(strstr(t, ":10:19: error: checkpointing.checkpoint_dir: expected a string, got a mapping") != NULL, "%s", t);
-	cr_expect(strstr(t, ":12:29: error: loss_fn.reference_policy_kl_type: expected one of k1|k2|k3, got k4") != NULL, "%s", t);
+	cr_expect(
+	    strstr(t, ":6:22: error: grpo.normalize_rewards: expected true or false, got yes") !=
+	        NULL,
+	    "%s", t);
+	cr_expect(strstr(t, ":7:9: error: grpo.seed: expected an integer, got \"5\"") != NULL, "%s",
+	          t);
+	cr_expect(strstr(t, ":8:18: error: grpo.max_num_steps: expected an integer, got a list") !=
+	              NULL,
+	          "%s", t);
+	cr_expect(
+	    strstr(
+	        t,
+	        ":10:19: error: checkpointing.checkpoint_dir: expected a string, got a mapping") !=
+	        NULL,
+	    "%s", t);
+	cr_expect(strstr(t, ":12:29: error: loss_fn.reference_policy_kl_type: expected one of "
+	                    "k1|k2|k3, got k4") != NULL,
+	          "%s", t);
 	free(t);
 	rl_diags_free(&d);
 }
@@ -172,8 +190,11 @@ Test(config, missing_required_key_points_at_its_section)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
-	cr_assert_neq(load_text("grpo:\n  seed: 1\npolicy:\n  precision: float32\ndata:\n  dataset_name: copy\n",
-				NULL, 0, &c, &d), 0);
+	cr_assert_neq(
+	    load_text(
+	        "grpo:\n  seed: 1\npolicy:\n  precision: float32\ndata:\n  dataset_name: copy\n",
+	        NULL, 0, &c, &d),
+	    0);
 	cr_assert_eq(d.n, 1);
 	cr_expect_str_eq(d.v[0].key, "policy.model_name");
 	cr_expect(d.v[0].line == 3 && d.v[0].col == 1);
@@ -186,13 +207,15 @@ Test(config, nemo_rl_keys_we_lack_say_not_supported)
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text = MINIMAL "logger:\n  wandb_enabled: false\n  tensorboard_enabled: true\n"
-				   "policy_x: 1\n";
+	                           "policy_x: 1\n";
 	char *ov[] = {"policy.dtensor_cfg.enabled=true"};
 	cr_assert_neq(load_text(text, ov, 1, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 3, "%s", t);
 	cr_expect(strstr(t, "logger.tensorboard_enabled: not supported yet") != NULL, "%s", t);
-	cr_expect(strstr(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet") != NULL, "%s", t);
+	cr_expect(strstr(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet") !=
+	              NULL,
+	          "%s", t);
 	cr_expect(strstr(t, "policy_x: unknown key; did you mean policy?") != NULL, "%s", t);
 	free(t);
 	rl_diags_free(&d);
@@ -202,9 +225,10 @@ Test(config, references_keep_types_and_interpolate_strings)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
-	const char *text = MINIMAL "grpo:\n  seed: 7\n  max_num_steps: ${grpo.seed}\n"
-				   "checkpointing:\n  checkpoint_dir: runs/s${grpo.seed}/\\${literal}\n"
-				   "logger:\n  log_dir: ${checkpointing.checkpoint_dir}\n";
+	const char *text =
+	    MINIMAL "grpo:\n  seed: 7\n  max_num_steps: ${grpo.seed}\n"
+	            "checkpointing:\n  checkpoint_dir: runs/s${grpo.seed}/\\${literal}\n"
+	            "logger:\n  log_dir: ${checkpointing.checkpoint_dir}\n";
 	cr_assert_eq(load_text(text, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
 	cr_expect_eq(c.grpo.max_num_steps, 7);
 	cr_expect_str_eq(c.checkpointing.checkpoint_dir, "runs/s7/${literal}");
@@ -217,12 +241,15 @@ Test(config, reference_errors)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
-	const char *text = MINIMAL "grpo:\n  seed: ${grpo.max_num_steps}\n  max_num_steps: ${grpo.seed}\n"
-				   "  max_num_epochs: ${mul:2,3}\n";
+	const char *text =
+	    MINIMAL "grpo:\n  seed: ${grpo.max_num_steps}\n  max_num_steps: ${grpo.seed}\n"
+	            "  max_num_epochs: ${mul:2,3}\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_expect(strstr(t, "reference cycle") != NULL, "%s", t);
-	cr_expect(strstr(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not supported: ${mul:2,3}") != NULL, "%s", t);
+	cr_expect(strstr(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not "
+	                    "supported: ${mul:2,3}") != NULL,
+	          "%s", t);
 	free(t);
 	rl_diags_free(&d);
 }
@@ -236,7 +263,10 @@ Test(config, parallel_auto_and_back)
 	cr_expect(c.policy.parallel.autoplan);
 	rl_config_free(&c);
 	char *ov2[] = {"policy.parallel.tensor=2"};
-	cr_assert_eq(load_text("policy:\n  model_name: m\n  parallel: auto\ndata:\n  dataset_name: copy\n", ov2, 1, &c, &d), 0, "%s", diag_text(&d));
+	cr_assert_eq(
+	    load_text("policy:\n  model_name: m\n  parallel: auto\ndata:\n  dataset_name: copy\n",
+	              ov2, 1, &c, &d),
+	    0, "%s", diag_text(&d));
 	cr_expect(!c.policy.parallel.autoplan, "an explicit size replaces auto");
 	cr_expect_eq(c.policy.parallel.tensor, 2);
 	rl_config_free(&c);
@@ -247,7 +277,8 @@ Test(config, env_entries_get_defaults)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
-	const char *text = MINIMAL "env:\n  math: {}\n  judge:\n    command: ./judge.py\n    timeout: 5\n";
+	const char *text =
+	    MINIMAL "env:\n  math: {}\n  judge:\n    command: ./judge.py\n    timeout: 5\n";
 	cr_assert_eq(load_text(text, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
 	cr_assert_eq(c.n_env, 2);
 	const struct rl_cfg_env *e = rl_config_env(&c, "judge");
@@ -268,7 +299,8 @@ Test(config, override_syntax_errors_point_into_the_argument)
 	cr_assert_neq(load_text(MINIMAL, ov, 4, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_expect_eq(d.n, 3, "%s", t);
-	cr_expect(strstr(t, "<command line>:2:1: error: 'noequals': expected KEY=VALUE") != NULL, "%s", t);
+	cr_expect(strstr(t, "<command line>:2:1: error: 'noequals': expected KEY=VALUE") != NULL,
+	          "%s", t);
 	cr_expect(strstr(t, "<command line>:3:") != NULL, "%s", t);
 	cr_expect(strstr(t, "<command line>:4:1: error: 'grpo..seed=2'") != NULL, "%s", t);
 	free(t);
@@ -322,11 +354,14 @@ Test(config, rules_between_keys)
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text = MINIMAL "loss_fn:\n  sequence_level_importance_ratios: true\n"
-				   "grpo:\n  async_grpo:\n    enabled: true\n";
+	                           "grpo:\n  async_grpo:\n    enabled: true\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_expect_eq(d.n, 2, "%s", t);
-	cr_expect(strstr(t, ":6:3: error: loss_fn.sequence_level_importance_ratios: sequence-level") != NULL, "%s", t);
+	cr_expect(
+	    strstr(t, ":6:3: error: loss_fn.sequence_level_importance_ratios: sequence-level") !=
+	        NULL,
+	    "%s", t);
 	cr_expect(strstr(t, ":9:5: error: grpo.async_grpo.enabled:") != NULL, "%s", t);
 	free(t);
 	rl_diags_free(&d);
@@ -349,13 +384,14 @@ Test(config, unreadable_files)
 Test(config, resolved_yaml_reads_back_identically)
 {
 	char *dir = tmp_dir();
-	const char *good = "policy:\n  model_name: m\n  tokenizer:\n    name: \"true\"\n"
-			   "  generation:\n    stop_strings: [\"</s>\", \"null\", \"\"]\n"
-			   "    stop_token_ids: [1, 2]\n    top_k: 5\n  parallel: auto\n"
-			   "data:\n  dataset_name: copy\n"
-			   "checkpointing:\n  checkpoint_dir: \"123\"\n  metric_name: \"a: b # c\"\n"
-			   "logger:\n  log_dir: \"l\\u00f6gs/\\t\\\\${x}\"\n"
-			   "env:\n  x:\n    timeout: 0.1\n";
+	const char *good =
+	    "policy:\n  model_name: m\n  tokenizer:\n    name: \"true\"\n"
+	    "  generation:\n    stop_strings: [\"</s>\", \"null\", \"\"]\n"
+	    "    stop_token_ids: [1, 2]\n    top_k: 5\n  parallel: auto\n"
+	    "data:\n  dataset_name: copy\n"
+	    "checkpointing:\n  checkpoint_dir: \"123\"\n  metric_name: \"a: b # c\"\n"
+	    "logger:\n  log_dir: \"l\\u00f6gs/\\t\\\\${x}\"\n"
+	    "env:\n  x:\n    timeout: 0.1\n";
 	char *p1 = write_file(dir, "in.yaml", good);
 	struct rl_config c1, c2;
 	struct rl_diags d = {0};

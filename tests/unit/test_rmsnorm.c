@@ -45,19 +45,19 @@ static float *rng_fill(uint32_t *s, size_t n, float lo, float hi)
 }
 
 static void expect_close(const char *what, size_t i, double got, double want, double rtol,
-			 double atol)
+                         double atol)
 {
 	cr_expect(fabs(got - want) <= rtol * fabs(want) + atol, "%s[%zu]: got %.9g, want %.9g",
-		  what, i, got, want);
+	          what, i, got, want);
 }
 
 Test(rmsnorm, table_unit_weights)
 {
-	const float x[4] = { 1, 2, 3, 4 }, w[4] = { 1, 1, 1, 1 };
+	const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1};
 	/* mean(x^2) = 30 / 4 = 7.5, rstd = 1 / sqrt(7.5) */
 	const double rstd_want = 0.36514837167011072;
-	const double y_want[4] = { 0.36514837167011072, 0.73029674334022143, 1.0954451150103321,
-				   1.4605934866804429 };
+	const double y_want[4] = {0.36514837167011072, 0.73029674334022143, 1.0954451150103321,
+	                          1.4605934866804429};
 	float y[4], rstd;
 
 	cr_assert_eq(rl_rmsnorm_forward_cpu(y, &rstd, x, w, 1, 4, 0.0f, NULL), 0);
@@ -68,14 +68,21 @@ Test(rmsnorm, table_unit_weights)
 
 Test(rmsnorm, table_weights_and_eps)
 {
-	const float x[9] = { 1, -2, 0.5f, 3, 0, -4, 0, 0, 0 };
-	const float w[3] = { 0.5f, -2, 1.5f };
+	const float x[9] = {1, -2, 0.5f, 3, 0, -4, 0, 0, 0};
+	const float w[3] = {0.5f, -2, 1.5f};
 	/* eps = 0.25. Row 0: 5.25 / 3 + 0.25 = 2, rstd = 1 / sqrt(2).
 	 * Row 1: 25 / 3 + 0.25 = 103 / 12. Row 2: all zero, so only eps is
 	 * left: rstd = 1 / sqrt(0.25) = 2 and y = 0. */
-	const double rstd_want[3] = { 0.70710678118654757, 0.34132807439314455, 2.0 };
-	const double y_want[9] = { 0.35355339059327379, 2.8284271247461903, 0.5303300858899106,
-				   0.51199211158971691, 0.0, -2.0479684463588677, 0.0, 0.0, 0.0 };
+	const double rstd_want[3] = {0.70710678118654757, 0.34132807439314455, 2.0};
+	const double y_want[9] = {0.35355339059327379,
+	                          2.8284271247461903,
+	                          0.5303300858899106,
+	                          0.51199211158971691,
+	                          0.0,
+	                          -2.0479684463588677,
+	                          0.0,
+	                          0.0,
+	                          0.0};
 	float y[9], rstd[3];
 
 	cr_assert_eq(rl_rmsnorm_forward_cpu(y, rstd, x, w, 3, 3, 0.25f, NULL), 0);
@@ -87,7 +94,7 @@ Test(rmsnorm, table_weights_and_eps)
 
 Test(rmsnorm, random_shapes_match_double_formula)
 {
-	static const int dims[] = { 1, 3, 7, 64, 1000, 4097 };
+	static const int dims[] = {1, 3, 7, 64, 1000, 4097};
 	uint32_t seed = 0x9e3779b9u;
 
 	for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
@@ -112,7 +119,7 @@ Test(rmsnorm, random_shapes_match_double_formula)
 			expect_close("rstd", (size_t)r, rstd[r], s, 1e-5, 0);
 			for (int i = 0; i < dim; i++)
 				expect_close("y", (size_t)r * dim + i, y[(size_t)r * dim + i],
-					     (double)xr[i] * s * (double)w[i], 1e-5, 0);
+				             (double)xr[i] * s * (double)w[i], 1e-5, 0);
 		}
 		/* rstd is optional and must not change y. */
 		float *y2 = malloc(n * sizeof(*y2));
@@ -137,7 +144,7 @@ Test(rmsnorm, zero_rows_is_a_noop)
 
 static void expect_bad_args(rl_rmsnorm_forward_fn f, const char *name)
 {
-	float x[4] = { 1, 2, 3, 4 }, w[4] = { 1, 1, 1, 1 }, y[4], rstd[1];
+	float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[4], rstd[1];
 
 	cr_expect_eq(f(y, rstd, x, w, -1, 4, 0, NULL), -1, "%s: rows < 0", name);
 	cr_expect_eq(f(y, rstd, x, w, 1, 0, 0, NULL), -1, "%s: dim == 0", name);
@@ -169,7 +176,7 @@ static void cuda_ok(cudaError_t err, const char *what)
 /* x_off, y_off and w_off shift the device pointers by whole floats, so that
  * an offset of 1 defeats the kernel's 16-byte alignment check. */
 static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, int w_off,
-		      cudaStream_t stream)
+                      cudaStream_t stream)
 {
 	size_t n = (size_t)rows * dim;
 	float eps = 1e-5f;
@@ -189,15 +196,15 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 	cuda_ok(cudaMalloc((void **)&drstd, (size_t)rows * sizeof(float)), "cudaMalloc rstd");
 	cuda_ok(cudaMemcpy(dx + x_off, x, n * sizeof(float), cudaMemcpyHostToDevice), "copy x");
 	cuda_ok(cudaMemcpy(dw + w_off, w, (size_t)dim * sizeof(float), cudaMemcpyHostToDevice),
-		"copy w");
+	        "copy w");
 
 	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(dy + y_off, drstd, dx + x_off, dw + w_off, rows,
-						 dim, eps, stream),
-		     0, "rows %d dim %d: launch failed", rows, dim);
+	                                         dim, eps, stream),
+	             0, "rows %d dim %d: launch failed", rows, dim);
 	cuda_ok(cudaStreamSynchronize(stream), "kernel");
 	cuda_ok(cudaMemcpy(y_gpu, dy + y_off, n * sizeof(float), cudaMemcpyDeviceToHost), "copy y");
 	cuda_ok(cudaMemcpy(rstd_gpu, drstd, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost),
-		"copy rstd");
+	        "copy rstd");
 
 	for (int r = 0; r < rows; r++)
 		expect_close("rstd", (size_t)r, rstd_gpu[r], rstd_cpu[r], 1e-5, 1e-6);
@@ -222,8 +229,8 @@ Test(rmsnorm, cuda_matches_cpu)
 #ifndef RL_HAVE_CUDA
 	cr_skip_test("built without --with-cuda");
 #else
-	static const int dims[] = { 1, 3, 4, 127, 256, 4097, 8192 };
-	static const int rows[] = { 1, 5, 64 };
+	static const int dims[] = {1, 3, 4, 127, 256, 4097, 8192};
+	static const int rows[] = {1, 5, 64};
 	uint32_t seed = 0x2545f491u;
 	cudaStream_t stream;
 	int count = 0;

@@ -20,14 +20,17 @@ Test(schema, paths_unique_documented_and_typed)
 		if (k->type == RL_T_ENUM) {
 			cr_expect_not_null(k->choices, "%s: enum without choices", k->path);
 		}
-		bool numeric = k->type == RL_T_INT || k->type == RL_T_OPT_INT || k->type == RL_T_FLOAT ||
-			       k->type == RL_T_OPT_FLOAT || k->type == RL_T_INT_LIST || k->type == RL_T_FLOAT_LIST;
+		bool numeric = k->type == RL_T_INT || k->type == RL_T_OPT_INT ||
+		               k->type == RL_T_FLOAT || k->type == RL_T_OPT_FLOAT ||
+		               k->type == RL_T_INT_LIST || k->type == RL_T_FLOAT_LIST;
 		if (numeric)
 			cr_expect(k->min <= k->max, "%s: empty range", k->path);
-		cr_expect(!(k->flags & RL_K_REQUIRED) == (k->def != NULL) || k->type == RL_T_UNSUPPORTED,
-			  "%s: a key has either a default or is required", k->path);
+		cr_expect(!(k->flags & RL_K_REQUIRED) == (k->def != NULL) ||
+		              k->type == RL_T_UNSUPPORTED,
+		          "%s: a key has either a default or is required", k->path);
 		if (k->type != RL_T_UNSUPPORTED && !(k->flags & RL_K_IN_ENV))
-			cr_expect_leq(k->offset, sizeof(struct rl_config) - 1, "%s: offset", k->path);
+			cr_expect_leq(k->offset, sizeof(struct rl_config) - 1, "%s: offset",
+			              k->path);
 	}
 }
 
@@ -45,9 +48,10 @@ Test(schema, sections_are_contiguous)
 			size_t len = (size_t)(dot - cur);
 			for (size_t j = 0; j + 1 < i; j++)
 				cr_expect(!(strncmp(rl_schema[j].path, cur, len) == 0 &&
-					    rl_schema[j].path[len] == '.' &&
-					    strncmp(rl_schema[i - 1].path, cur, len) != 0),
-					  "section %.*s of %s reopens after %s", (int)len, cur, cur, prev);
+				            rl_schema[j].path[len] == '.' &&
+				            strncmp(rl_schema[i - 1].path, cur, len) != 0),
+				          "section %.*s of %s reopens after %s", (int)len, cur, cur,
+				          prev);
 		}
 	}
 }
@@ -86,9 +90,11 @@ Test(schema, text_and_roff_docs_list_every_key)
 		char line[300];
 		snprintf(line, sizeof(line), "\n%s\n", rl_schema[i].path);
 		cr_expect(strstr(text, line) || strncmp(text, line + 1, strlen(line + 1)) == 0,
-			  "%s missing from --schema", rl_schema[i].path);
+		          "%s missing from --schema", rl_schema[i].path);
 	}
-	cr_expect(strstr(roff, ".B policy.generation.top_p\n(float in (0, 1], default 1.0)") != NULL, "%s", roff);
+	cr_expect(strstr(roff, ".B policy.generation.top_p\n(float in (0, 1], default 1.0)") !=
+	              NULL,
+	          "%s", roff);
 	cr_expect(strstr(roff, "\\-") != NULL, "hyphens are escaped for roff");
 	free(text);
 	free(roff);
