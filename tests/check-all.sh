@@ -29,13 +29,21 @@ run_build() { # NAME CONFIGURE-ARGS...
 	}
 	(cd "build/$name" && make -j"$jobs" check) || status=$?
 	log="build/$name/test-suite.log"
-	# the Criterion and shell-test summaries, so that the CI log shows them
-	grep -hE '^\[====\] Synthesis|^[0-9]+ passed, [0-9]+ failed' build/"$name"/tests/unit/*.log build/"$name"/tests/cli/*.log 2>/dev/null || true
-	grep -h '^SKIP' build/"$name"/tests/cli/*.log build/"$name"/tests/unit/*.log 2>/dev/null | sed 's/^/  /' || true
-	grep -h '^\[SKIP\]' build/"$name"/tests/unit/*.log 2>/dev/null | sed 's/^/  /' || true
-	p=$(sed -n 's/^# PASS: *//p' "$log") f=$(sed -n 's/^# FAIL: *//p' "$log")
-	e=$(sed -n 's/^# ERROR: *//p' "$log") s=$(sed -n 's/^# SKIP: *//p' "$log")
-	pass=$((pass + p)) fail=$((fail + f + e)) skip=$((skip + s))
+	# count test cases, not programs: Criterion's synthesis and skip lines,
+	# and the shell tests' "N passed, N failed" (exit 77: skipped whole)
+	logs=$(ls build/"$name"/tests/unit/*.log build/"$name"/tests/cli/*.log 2>/dev/null)
+	grep -h '^\[SKIP\]\|^SKIP:' $logs | sed 's/^/  skipped: /' || true
+	counts=$(awk '
+		/^\[====\] Synthesis:/ { for (i = 1; i <= NF; i++) {
+			if ($i == "Passing:") p += $(i + 1)
+			if ($i == "Failing:" || $i == "Crashing:") f += $(i + 1) } }
+		/^\[SKIP\]/ || /^SKIP:/ { s++ }
+		/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
+		END { print p + 0, f + 0, s + 0 }' $logs)
+	set -- $counts
+	echo "build/$name: $1 passed, $2 failed, $3 skipped"
+	pass=$((pass + $1)) fail=$((fail + $2)) skip=$((skip + $3))
+	grep -q '^# \(FAIL\|ERROR\): *[1-9]' "$log" && fail=$((fail + 1))
 	[ "$status" = 0 ] || cat "$log"
 	return "$status"
 }
@@ -50,6 +58,5 @@ if [ -n "$nvcc" ]; then
 else
 	echo "=== build/cuda: skipped, no nvcc on this machine"
 fi
-echo "test programs: $pass passed, $fail failed, $skip skipped"
 echo "$pass passed, $fail failed, $skip skipped"
 exit $rc
