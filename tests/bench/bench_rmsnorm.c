@@ -36,6 +36,14 @@ static double now(void)
 		(secs) = t_ / reps_;                                                               \
 	} while (0)
 
+static void print_row(const char *device, int rows, int dim, double t_op, double t_copy)
+{
+	/* the op reads x and writes y: the same bytes a copy of x moves */
+	double bytes = 2.0 * (double)rows * (double)dim * sizeof(float);
+	printf("%-6s %6d %6d %12.2f %12.2f %8.2f\n", device, rows, dim, bytes / t_op / 1e9,
+	       bytes / t_copy / 1e9, t_copy / t_op);
+}
+
 static const int shapes[][2] = {{1024, 1024}, {4096, 2048}, {8192, 4096}, {2048, 8192}};
 
 static void bench_cpu(void)
@@ -57,9 +65,7 @@ static void bench_cpu(void)
 		double t_op, t_copy;
 		TIME_IT(t_op, rl_rmsnorm_forward_cpu(y, rstd, x, w, rows, dim, 1e-6f, NULL));
 		TIME_IT(t_copy, memcpy(y, x, n * sizeof(float)));
-		double bytes = 2.0 * (double)n * sizeof(float);
-		printf("%-6s %6d %6d %12.2f %12.2f %8.2f\n", "cpu", rows, dim, bytes / t_op / 1e9,
-		       bytes / t_copy / 1e9, t_copy / t_op);
+		print_row("cpu", rows, dim, t_op, t_copy);
 		free(x);
 		free(y);
 		free(w);
@@ -92,9 +98,7 @@ static void bench_cuda(void)
 		               cudaDeviceSynchronize()));
 		TIME_IT(t_copy, (cudaMemcpy(y, x, n * 4, cudaMemcpyDeviceToDevice),
 		                 cudaDeviceSynchronize()));
-		double bytes = 2.0 * (double)n * sizeof(float);
-		printf("%-6s %6d %6d %12.2f %12.2f %8.2f\n", "cuda", rows, dim, bytes / t_op / 1e9,
-		       bytes / t_copy / 1e9, t_copy / t_op);
+		print_row("cuda", rows, dim, t_op, t_copy);
 		cudaFree(x);
 		cudaFree(y);
 		cudaFree(w);

@@ -49,6 +49,9 @@ static inline char *diag_text(struct rl_diags *d)
 	return text;
 }
 
+#define expect_contains(text, needle)                                                              \
+	cr_expect(strstr((text), (needle)) != NULL, "missing \"%s\" in:\n%s", (needle), (text))
+
 static inline const struct rl_diag *find_diag(const struct rl_diags *d, const char *key)
 {
 	for (size_t i = 0; i < d->n; i++)

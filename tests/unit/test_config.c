@@ -103,9 +103,8 @@ Test(config, defaults_cycle_is_an_error_naming_the_chain)
 	char *p = src_path("tests/configs/chain/cycle_a.yaml");
 	cr_assert_neq(rl_config_load(p, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
-	cr_expect(strstr(t, "cycle_b.yaml:1:11: error: defaults: cycle in defaults:") != NULL, "%s",
-	          t);
-	cr_expect(strstr(t, "cycle_a.yaml -> ") != NULL, "%s", t);
+	expect_contains(t, "cycle_b.yaml:1:11: error: defaults: cycle in defaults:");
+	expect_contains(t, "cycle_a.yaml -> ");
 	free(t);
 	rl_diags_free(&d);
 	free(p);
@@ -164,24 +163,17 @@ Test(config, wrong_types_are_named)
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 5, "%s", t);
-	cr_expect(
-	    strstr(t, ":6:22: error: grpo.normalize_rewards: expected true or false, got yes") !=
-	        NULL,
-	    "%s", t);
-	cr_expect(strstr(t, ":7:9: error: grpo.seed: expected an integer, got \"5\"") != NULL, "%s",
-	          t);
-	cr_expect(strstr(t, ":8:18: error: grpo.max_num_steps: expected an integer, got a list") !=
-	              NULL,
-	          "%s", t);
+	expect_contains(t, ":6:22: error: grpo.normalize_rewards: expected true or false, got yes");
+	expect_contains(t, ":7:9: error: grpo.seed: expected an integer, got \"5\"");
+	expect_contains(t, ":8:18: error: grpo.max_num_steps: expected an integer, got a list");
 	cr_expect(
 	    strstr(
 	        t,
 	        ":10:19: error: checkpointing.checkpoint_dir: expected a string, got a mapping") !=
 	        NULL,
 	    "%s", t);
-	cr_expect(strstr(t, ":12:29: error: loss_fn.reference_policy_kl_type: expected one of "
-	                    "k1|k2|k3, got k4") != NULL,
-	          "%s", t);
+	expect_contains(t, ":12:29: error: loss_fn.reference_policy_kl_type: expected one of "
+	                   "k1|k2|k3, got k4");
 	free(t);
 	rl_diags_free(&d);
 }
@@ -212,11 +204,9 @@ Test(config, nemo_rl_keys_we_lack_say_not_supported)
 	cr_assert_neq(load_text(text, ov, 1, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 3, "%s", t);
-	cr_expect(strstr(t, "logger.tensorboard_enabled: not supported yet") != NULL, "%s", t);
-	cr_expect(strstr(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet") !=
-	              NULL,
-	          "%s", t);
-	cr_expect(strstr(t, "policy_x: unknown key; did you mean policy?") != NULL, "%s", t);
+	expect_contains(t, "logger.tensorboard_enabled: not supported yet");
+	expect_contains(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet");
+	expect_contains(t, "policy_x: unknown key; did you mean policy?");
 	free(t);
 	rl_diags_free(&d);
 }
@@ -246,10 +236,9 @@ Test(config, reference_errors)
 	            "  max_num_epochs: ${mul:2,3}\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
-	cr_expect(strstr(t, "reference cycle") != NULL, "%s", t);
-	cr_expect(strstr(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not "
-	                    "supported: ${mul:2,3}") != NULL,
-	          "%s", t);
+	expect_contains(t, "reference cycle");
+	expect_contains(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not "
+	                   "supported: ${mul:2,3}");
 	free(t);
 	rl_diags_free(&d);
 }
@@ -299,10 +288,9 @@ Test(config, override_syntax_errors_point_into_the_argument)
 	cr_assert_neq(load_text(MINIMAL, ov, 4, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_expect_eq(d.n, 3, "%s", t);
-	cr_expect(strstr(t, "<command line>:2:1: error: 'noequals': expected KEY=VALUE") != NULL,
-	          "%s", t);
-	cr_expect(strstr(t, "<command line>:3:") != NULL, "%s", t);
-	cr_expect(strstr(t, "<command line>:4:1: error: 'grpo..seed=2'") != NULL, "%s", t);
+	expect_contains(t, "<command line>:2:1: error: 'noequals': expected KEY=VALUE");
+	expect_contains(t, "<command line>:3:");
+	expect_contains(t, "<command line>:4:1: error: 'grpo..seed=2'");
 	free(t);
 	rl_diags_free(&d);
 }
@@ -358,11 +346,8 @@ Test(config, rules_between_keys)
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_expect_eq(d.n, 2, "%s", t);
-	cr_expect(
-	    strstr(t, ":6:3: error: loss_fn.sequence_level_importance_ratios: sequence-level") !=
-	        NULL,
-	    "%s", t);
-	cr_expect(strstr(t, ":9:5: error: grpo.async_grpo.enabled:") != NULL, "%s", t);
+	expect_contains(t, ":6:3: error: loss_fn.sequence_level_importance_ratios: sequence-level");
+	expect_contains(t, ":9:5: error: grpo.async_grpo.enabled:");
 	free(t);
 	rl_diags_free(&d);
 }
