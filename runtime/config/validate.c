@@ -214,7 +214,27 @@ struct walk {
 	struct rl_diags *d;
 };
 
-static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name)
+/* Stores the table's default of every key of the config (env false) or of
+ * one env entry (env true) at base. A default that does not validate is a
+ * bug in the table, reported like any error. */
+static void store_defaults(void *base, bool env, struct rl_diags *d)
+{
+	for (size_t i = 0; i < rl_schema_len; i++) {
+		const struct rl_key *k = &rl_schema[i];
+		if (!k->def || !(k->flags & RL_K_IN_ENV) != !env || k->type == RL_T_UNSUPPORTED ||
+		    k->type == RL_T_AUTO_SECTION)
+			continue;
+		struct rl_ysources src = {0};
+		struct rl_ynode *v =
+		    rl_yaml_parse_value(&src, "<schema default>", k->def, strlen(k->def), d);
+		if (v)
+			rl_cfg_store(k, v, base, k->path, d);
+		rl_ynode_free(v);
+		rl_ysources_free(&src);
+	}
+}
+
+static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, struct rl_diags *d)
 {
 	for (size_t i = 0; i < cfg->n_env; i++)
 		if (strcmp(cfg->env[i].name, name) == 0)
@@ -229,20 +249,7 @@ static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name)
 		return NULL;
 	cfg->n_env++;
 	/* an env starts from the table's defaults, like the rest of the config */
-	for (size_t i = 0; i < rl_schema_len; i++) {
-		const struct rl_key *k = &rl_schema[i];
-		if (!(k->flags & RL_K_IN_ENV) || !k->def)
-			continue;
-		struct rl_ysources src = {0};
-		struct rl_diags ignore = {0};
-		struct rl_ynode *dv =
-		    rl_yaml_parse_value(&src, "<default>", k->def, strlen(k->def), &ignore);
-		if (dv)
-			rl_cfg_store(k, dv, e, k->path, &ignore);
-		rl_ynode_free(dv);
-		rl_ysources_free(&src);
-		rl_diags_free(&ignore);
-	}
+	store_defaults(e, true, d);
 	return e;
 }
 
@@ -281,7 +288,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 	if (!k) {
 		if (rl_schema_is_section(path)) {
 			char *env = env_name(path);
-			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env))
+			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env, w->d))
 				rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
 			free(env);
 			if (v->kind == RL_Y_MAP)
@@ -321,7 +328,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 	void *base = w->cfg;
 	if (k->flags & RL_K_IN_ENV) {
 		char *env = env_name(path);
-		base = env ? env_entry(w->cfg, env) : NULL;
+		base = env ? env_entry(w->cfg, env, w->d) : NULL;
 		free(env);
 		if (!base) {
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
@@ -340,23 +347,6 @@ static void walk_map(struct walk *w, const struct rl_ynode *map, const char *pre
 			return;
 		visit(w, e, path);
 		free(path);
-	}
-}
-
-static void store_defaults(struct rl_config *cfg, struct rl_diags *d)
-{
-	for (size_t i = 0; i < rl_schema_len; i++) {
-		const struct rl_key *k = &rl_schema[i];
-		if (!k->def || (k->flags & RL_K_IN_ENV) || k->type == RL_T_UNSUPPORTED ||
-		    k->type == RL_T_AUTO_SECTION)
-			continue;
-		struct rl_ysources src = {0};
-		struct rl_ynode *v =
-		    rl_yaml_parse_value(&src, "<schema default>", k->def, strlen(k->def), d);
-		if (v)
-			rl_cfg_store(k, v, cfg, k->path, d);
-		rl_ynode_free(v);
-		rl_ysources_free(&src);
 	}
 }
 
@@ -403,7 +393,7 @@ static void derive(struct rl_config *cfg, struct rl_diags *d)
 void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
                       struct rl_diags *diags)
 {
-	store_defaults(cfg, diags);
+	store_defaults(cfg, false, diags);
 	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
 	walk_map(&w, root, "");
 	for (size_t i = 0; i < rl_schema_len; i++) {
