@@ -68,18 +68,16 @@ static void apply_one(struct rl_ysources *src, struct rl_ynode *root, const char
 	struct rl_ynode *map = root;
 	char *save = NULL;
 	char *part = strtok_r(path, ".", &save);
-	for (char *next; (next = strtok_r(NULL, ".", &save)); part = next) {
+	for (char *next; map && (next = strtok_r(NULL, ".", &save)); part = next) {
 		struct rl_yentry *e = rl_ymap_find(map, part);
 		if (!e || e->value->kind != RL_Y_MAP) {
 			/* the override wins over a scalar in the way (parallel: auto) */
 			struct rl_ynode *m = rl_ynode_new(RL_Y_MAP, file, index, 1);
 			e = m ? rl_ymap_set(map, part, index, 1, m) : NULL;
-			if (!e)
-				break;
 		}
-		map = e->value;
+		map = e ? e->value : NULL;
 	}
-	if (part)
+	if (map && part)
 		rl_ymap_set(map, part, index, 1, value);
 	else
 		rl_ynode_free(value);
