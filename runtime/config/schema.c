@@ -17,6 +17,9 @@
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define AT_LEAST(lo)  RANGE(lo, INFINITY)
 #define ANY_NUMBER    RANGE(-INFINITY, INFINITY)
+/* Sizes that get multiplied together (tokens x batch) stay far from int64
+ * overflow: 2^24 of each is beyond any machine this will run on. */
+#define SIZE_RANGE(lo) RANGE(lo, 16777216)
 #define NOT_YET(p, why)                                                                            \
 	{                                                                                          \
 		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, NULL, 0                          \
@@ -28,10 +31,10 @@
 
 const struct rl_key rl_schema[] = {
     /* grpo: the algorithm */
-    {"grpo.num_prompts_per_step", RL_T_INT, OFF(grpo.num_prompts_per_step), "32", AT_LEAST(1),
+    {"grpo.num_prompts_per_step", RL_T_INT, OFF(grpo.num_prompts_per_step), "32", SIZE_RANGE(1),
      .doc = "distinct prompts sampled per step"},
     {"grpo.num_generations_per_prompt", RL_T_INT, OFF(grpo.num_generations_per_prompt), "16",
-     AT_LEAST(1), .doc = "samples generated per prompt (the GRPO group size)"},
+     SIZE_RANGE(1), .doc = "samples generated per prompt (the GRPO group size)"},
     {"grpo.max_rollout_turns", RL_T_INT, OFF(grpo.max_rollout_turns), "1", RANGE(1, 1),
      .doc = "turns per rollout; multi-turn rollouts are not supported yet"},
     {"grpo.max_num_epochs", RL_T_INT, OFF(grpo.max_num_epochs), "1", AT_LEAST(1),
@@ -148,15 +151,15 @@ const struct rl_key rl_schema[] = {
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
-     AT_LEAST(1), .doc = "samples per optimizer update"},
+     SIZE_RANGE(1), .doc = "samples per optimizer update"},
     {"policy.train_micro_batch_size", RL_T_INT, OFF(policy.train_micro_batch_size), "4",
-     AT_LEAST(1), .doc = "samples per forward/backward (gradient accumulation)"},
-    {"policy.generation_batch_size", RL_T_INT, OFF(policy.generation_batch_size), "32", AT_LEAST(1),
-     .doc = "sequences decoded together"},
-    {"policy.logprob_batch_size", RL_T_INT, OFF(policy.logprob_batch_size), "4", AT_LEAST(1),
+     SIZE_RANGE(1), .doc = "samples per forward/backward (gradient accumulation)"},
+    {"policy.generation_batch_size", RL_T_INT, OFF(policy.generation_batch_size), "32",
+     SIZE_RANGE(1), .doc = "sequences decoded together"},
+    {"policy.logprob_batch_size", RL_T_INT, OFF(policy.logprob_batch_size), "4", SIZE_RANGE(1),
      .doc = "samples per logprob forward"},
     {"policy.max_total_sequence_length", RL_T_INT, OFF(policy.max_total_sequence_length), "512",
-     AT_LEAST(2), .doc = "prompt plus response tokens"},
+     SIZE_RANGE(2), .doc = "prompt plus response tokens"},
     {"policy.precision", RL_T_ENUM, OFF(policy.precision), "bfloat16",
      .choices = "bfloat16|float32", .doc = "training weights; bfloat16 keeps fp32 master weights"},
     {"policy.logprob_chunk_size", RL_T_OPT_INT, OFF(policy.logprob_chunk_size), "null", AT_LEAST(1),

@@ -65,6 +65,6 @@ expect_grep "$WORK/err" 'none\.yaml: error: cannot read config: No such file' "m
 
 expect_status 0 "--schema" -- "$RLRUN" config --schema
 expect_grep "$WORK/out" '^grpo\.num_prompts_per_step$' "schema lists keys"
-expect_grep "$WORK/out" 'int in \[1, inf\), default 32' "schema shows type, range and default"
+expect_grep "$WORK/out" '^    int in \[1, 16777216\], default 32$' "schema shows type, range and default"
 expect_status 2 "--schema with a bad format" -- "$RLRUN" config --schema=html
 finish

@@ -412,3 +412,23 @@ Test(config, resolved_yaml_reads_back_identically)
 	free(dir);
 	rl_diags_free(&d);
 }
+
+/* Derived sizes multiply keys together: the table's bounds keep that from
+ * overflowing, and a number too large for int64 is not an integer. */
+Test(config, sizes_are_bounded_before_they_multiply)
+{
+	struct rl_config c;
+	struct rl_diags d = {0};
+	char *ov[] = {"policy.max_total_sequence_length=9223372036854775807",
+	              "policy.train_micro_batch_size=99999999999999999999"};
+	cr_assert_neq(load_text(MINIMAL, ov, 2, &c, &d), 0);
+	char *t = diag_text(&d);
+	cr_expect_eq(d.n, 2, "%s", t);
+	expect_contains(t,
+	                "<command line>:1:34: error: policy.max_total_sequence_length: "
+	                "9223372036854775807 is out of range: expected a value in [2, 16777216]");
+	expect_contains(t, "<command line>:2:31: error: policy.train_micro_batch_size: expected an "
+	                   "integer, got 99999999999999999999");
+	free(t);
+	rl_diags_free(&d);
+}
