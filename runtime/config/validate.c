@@ -42,28 +42,33 @@ static void range_error(struct rl_diags *d, const struct rl_ynode *v, const char
 static bool read_int(const struct rl_key *k, const struct rl_ynode *v, const char *path,
                      int64_t *out, struct rl_diags *d)
 {
-	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_int(v->text, out)) {
+	/* *out changes only for a valid value: later code may read the field */
+	int64_t x;
+	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_int(v->text, &x)) {
 		bad(d, v, path, "an integer");
 		return false;
 	}
-	if (!in_range(k, (double)*out)) {
+	if (!in_range(k, (double)x)) {
 		range_error(d, v, path, k);
 		return false;
 	}
+	*out = x;
 	return true;
 }
 
 static bool read_float(const struct rl_key *k, const struct rl_ynode *v, const char *path,
                        double *out, struct rl_diags *d)
 {
-	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_float(v->text, out)) {
+	double x;
+	if (v->kind != RL_Y_SCALAR || !v->plain || !rl_scalar_float(v->text, &x)) {
 		bad(d, v, path, "a number");
 		return false;
 	}
-	if (!in_range(k, *out)) {
+	if (!in_range(k, x)) {
 		range_error(d, v, path, k);
 		return false;
 	}
+	*out = x;
 	return true;
 }
 
@@ -393,6 +398,7 @@ static void derive(struct rl_config *cfg, struct rl_diags *d)
 void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct rl_key_pos *pos,
                       struct rl_diags *diags)
 {
+	size_t errors_before = diags->n;
 	store_defaults(cfg, false, diags);
 	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
 	walk_map(&w, root, "");
@@ -404,5 +410,7 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 		rl_diag_add(diags, at.file, at.line, at.col, k->path, "missing required key (%s)",
 		            k->doc);
 	}
-	derive(cfg, diags);
+	/* derived values are computed from a config known to be valid */
+	if (diags->n == errors_before)
+		derive(cfg, diags);
 }
