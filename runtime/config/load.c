@@ -98,6 +98,16 @@ static bool adopt_parent(struct rl_ynode *merged, struct rl_ynode *parent)
 	return false;
 }
 
+/* A file on disk: its `defaults:` resolve against the directory of its real
+ * path, which also identifies it on the cycle-detection stack. */
+static struct rl_ynode *load_resolved(struct load *ld, const char *name, const char *text,
+                                      size_t len, const char *real)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", real);
+	return load_tree(ld, name, text, len, dirname(dir), real);
+}
+
 /* Loads one `defaults:` entry, a file name relative to the including file. */
 static struct rl_ynode *load_parent(struct load *ld, const struct rl_ynode *entry, const char *dir)
 {
@@ -143,9 +153,7 @@ static struct rl_ynode *load_parent(struct load *ld, const struct rl_ynode *entr
 	char *text = read_file(ld, path, entry, &len);
 	if (!text)
 		return NULL;
-	char dircopy[PATH_MAX];
-	snprintf(dircopy, sizeof(dircopy), "%s", real);
-	struct rl_ynode *t = load_tree(ld, path, text, len, dirname(dircopy), real);
+	struct rl_ynode *t = load_resolved(ld, path, text, len, real);
 	free(text);
 	return t;
 }
@@ -239,9 +247,7 @@ int rl_config_load(const char *path, char *const *overrides, size_t n_overrides,
 	char real[PATH_MAX];
 	struct rl_ynode *root = NULL;
 	if (text && realpath(path, real)) {
-		char dircopy[PATH_MAX];
-		snprintf(dircopy, sizeof(dircopy), "%s", real);
-		root = load_tree(&ld, path, text, len, dirname(dircopy), real);
+		root = load_resolved(&ld, path, text, len, real);
 	} else if (text) {
 		rl_diag_add(diags, path, 0, 0, NULL, "cannot resolve path: %s", strerror(errno));
 	}
