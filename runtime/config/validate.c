@@ -241,9 +241,9 @@ static void store_defaults(void *base, bool env, struct rl_diags *d)
 
 static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, struct rl_diags *d)
 {
-	for (size_t i = 0; i < cfg->n_env; i++)
-		if (strcmp(cfg->env[i].name, name) == 0)
-			return &cfg->env[i];
+	const struct rl_cfg_env *found = rl_config_env(cfg, name);
+	if (found)
+		return (struct rl_cfg_env *)found; /* cfg is ours to change */
 	struct rl_cfg_env *v = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*v));
 	if (!v)
 		return NULL;
