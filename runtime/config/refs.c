@@ -103,14 +103,12 @@ static void resolve_scalar(struct refs *r, struct rl_ynode *n, const char *key, 
 					resolve_node(r, target, expr, depth + 1);
 					bool whole = p == n->text && close[1] == '\0';
 					if (target->reported) {
-						/* already reported at the target: one cause, one
-						 * message */
+						/* reported at the target: one cause, one message */
 						n->reported = true;
 					} else if (whole) {
 						free(expr);
 						free(out);
-						/* take the referenced value whole, at this position
-						 */
+						/* the referenced value, whole, at this position */
 						struct rl_ynode *copy = rl_ynode_copy(target);
 						n->resolving = false;
 						if (!copy)
