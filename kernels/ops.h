@@ -1,11 +1,25 @@
 /* The op table. Every op has a CPU reference and a CUDA kernel with one
  * signature, so a caller picks a backend once and the tests hold each kernel
- * to its reference field by field. New ops are added as fields here.
- * defines: struct rl_ops, rl_ops_cpu, rl_ops_cuda (RL_HAVE_CUDA only) */
+ * to its reference field by field. Pointers are host memory for the CPU table
+ * and device memory for the CUDA one; a field the backend lacks is NULL and
+ * rl_ops_missing() names it, so callers refuse to start instead of crashing.
+ * Backward ops add into their gradient outputs.
+ * defines: struct rl_ops, rl_ops_cpu, rl_ops_cuda (RL_HAVE_CUDA only),
+ * rl_ops_missing */
 #ifndef RL_KERNELS_OPS_H
 #define RL_KERNELS_OPS_H
 
+#include <stddef.h>
+
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/linear.h"
+#include "kernels/logprobs.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/vector.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,13 +27,43 @@ extern "C" {
 
 struct rl_ops {
 	const char *name;
+	/* memory of the backend: allocation, zeroing, host <-> backend and
+	 * backend <-> backend copies */
+	void *(*alloc)(size_t bytes);
+	void (*release)(void *p);
+	int (*zero)(void *p, size_t bytes, void *stream);
+	int (*to_host)(void *host, const void *src, size_t bytes, void *stream);
+	int (*from_host)(void *dst, const void *host, size_t bytes, void *stream);
+	int (*copy)(void *dst, const void *src, size_t bytes, void *stream);
+
+	rl_embedding_forward_fn embedding_forward;
+	rl_embedding_backward_fn embedding_backward;
 	rl_rmsnorm_forward_fn rmsnorm_forward;
+	rl_rmsnorm_backward_fn rmsnorm_backward;
+	rl_rope_forward_fn rope_forward;
+	rl_rope_backward_fn rope_backward;
+	rl_attention_forward_fn attention_forward;
+	rl_attention_backward_fn attention_backward;
+	rl_attention_cached_fn attention_cached;
+	rl_swiglu_forward_fn swiglu_forward;
+	rl_swiglu_backward_fn swiglu_backward;
+	rl_linear_forward_fn linear_forward;
+	rl_linear_backward_fn linear_backward;
+	rl_lm_logprobs_forward_fn lm_logprobs_forward;
+	rl_lm_logprobs_backward_fn lm_logprobs_backward;
+	rl_adamw_step_fn adamw_step;
+	rl_add_fn add;
+	rl_scale_fn scale;
+	rl_sum_squares_fn sum_squares;
 };
 
 extern const struct rl_ops rl_ops_cpu;
 #ifdef RL_HAVE_CUDA
 extern const struct rl_ops rl_ops_cuda;
 #endif
+
+/* The name of the first op the table lacks, or NULL when it has them all. */
+const char *rl_ops_missing(const struct rl_ops *ops);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* RMSNorm: a plain C reference and a CUDA kernel behind one signature, so the
  * op table can hold either and the tests can compare them value for value.
- * defines: rl_rmsnorm_forward_fn, rl_rmsnorm_forward_cpu, rl_rmsnorm_forward_cuda */
+ * defines: rl_rmsnorm_forward_fn, rl_rmsnorm_forward_cpu, rl_rmsnorm_forward_cuda,
+ * rl_rmsnorm_backward_fn, rl_rmsnorm_backward_cpu */
 #ifndef RL_KERNELS_RMSNORM_H
 #define RL_KERNELS_RMSNORM_H
 
@@ -19,9 +20,20 @@ extern "C" {
 typedef int (*rl_rmsnorm_forward_fn)(float *y, float *rstd, const float *x, const float *weight,
                                      int rows, int dim, float eps, void *stream);
 
+/* From dy and the forward's saved rstd, adds dx += d(loss)/dx and
+ * dweight += d(loss)/dweight (dweight may be NULL: Qwen3's per-head norms
+ * share one weight across heads and still want it; NULL is for frozen ones). */
+typedef int (*rl_rmsnorm_backward_fn)(float *dx, float *dweight, const float *dy, const float *x,
+                                      const float *weight, const float *rstd, int rows, int dim,
+                                      void *stream);
+
 /* Accumulates in double: it is the reference the kernels are held to. */
 int rl_rmsnorm_forward_cpu(float *y, float *rstd, const float *x, const float *weight, int rows,
                            int dim, float eps, void *stream);
+
+int rl_rmsnorm_backward_cpu(float *dx, float *dweight, const float *dy, const float *x,
+                            const float *weight, const float *rstd, int rows, int dim,
+                            void *stream);
 
 /* Only defined when built --with-cuda (RL_HAVE_CUDA). */
 int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *weight, int rows,

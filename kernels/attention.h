@@ -1,0 +1,58 @@
+/* Causal self-attention with grouped-query heads over packed sequences.
+ * Sequence s owns tokens [cu_seqlens[s], cu_seqlens[s+1]); no token attends
+ * across a boundary. Query head h reads key/value head h / (n_heads/n_kv_heads).
+ * Layouts are token-major, as the projections write them: q and out are
+ * [T, n_heads, head_dim], k and v [T, n_kv_heads, head_dim], lse [T, n_heads]
+ * (the log-sum-exp of the scaled scores, saved for the backward pass).
+ * defines: rl_attention_forward_cpu, rl_attention_backward_cpu,
+ * rl_attention_cached_cpu */
+#ifndef RL_KERNELS_ATTENTION_H
+#define RL_KERNELS_ATTENTION_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rl_attention_shape {
+	int n_heads;
+	int n_kv_heads; /* divides n_heads */
+	int head_dim;
+	float scale; /* usually 1/sqrt(head_dim) */
+};
+
+typedef int (*rl_attention_forward_fn)(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const int32_t *cu_seqlens, int n_seqs,
+                                       const struct rl_attention_shape *shape, void *stream);
+/* dq, dk, dv are added to (callers zero them first). */
+typedef int (*rl_attention_backward_fn)(float *dq, float *dk, float *dv, const float *dout,
+                                        const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse,
+                                        const int32_t *cu_seqlens, int n_seqs,
+                                        const struct rl_attention_shape *shape, void *stream);
+/* One sequence against its KV cache, for generation: the n_new queries sit at
+ * positions len - n_new .. len - 1 and query i sees cache rows 0 .. len - n_new + i.
+ * k_cache and v_cache are [>= len, n_kv_heads, head_dim] and already hold the
+ * new tokens' keys and values. Prefill (n_new = len) and decode (n_new = 1)
+ * are the same call. */
+typedef int (*rl_attention_cached_fn)(float *out, const float *q, const float *k_cache,
+                                      const float *v_cache, int n_new, int len,
+                                      const struct rl_attention_shape *shape, void *stream);
+
+int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu_seqlens, int n_seqs,
+                             const struct rl_attention_shape *shape, void *stream);
+int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                              const float *k, const float *v, const float *out, const float *lse,
+                              const int32_t *cu_seqlens, int n_seqs,
+                              const struct rl_attention_shape *shape, void *stream);
+int rl_attention_cached_cpu(float *out, const float *q, const float *k_cache, const float *v_cache,
+                            int n_new, int len, const struct rl_attention_shape *shape,
+                            void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

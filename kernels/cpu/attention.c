@@ -1,0 +1,374 @@
+/* Causal GQA attention reference over packed sequences, forward and backward.
+ *
+ * Work is cut into tiles of ATTN_BQ query rows of one head of one sequence;
+ * a tile's keys are the sequence's rows 0 .. last query of the tile, so the
+ * causal mask costs nothing beyond the diagonal block. The products are
+ * cblas_sgemm calls reading q, k, v in place through their row strides. Each
+ * thread owns one (forward) or two (backward) score tiles of
+ * ATTN_BQ x longest-sequence floats, malloc'ed per call: 256 KiB per tile at
+ * 1024 tokens, 2 MiB at 8192.
+ *
+ * The forward runs (sequence, head, tile) in parallel. The backward runs
+ * (sequence, kv head) in parallel: the query heads that share a kv head all
+ * add into the same dk and dv rows, and keeping them in one thread, in a
+ * fixed order, makes the sums race-free and reproducible. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/attention.h"
+
+#define ATTN_BQ 64
+
+static int attn_threads(void)
+{
+#ifdef _OPENMP
+	return omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
+static int attn_thread_id(void)
+{
+#ifdef _OPENMP
+	return omp_get_thread_num();
+#else
+	return 0;
+#endif
+}
+
+/* OpenBLAS on pthreads (Debian's default) splits every large sgemm across
+ * its own threads even when called from inside an OpenMP loop; nested, the
+ * two pools fight (T=512, H=8, D=64 on 2 cores: 60 ms instead of 4). So the
+ * tiles' products run single-threaded while the loop runs in parallel. An
+ * OpenMP OpenBLAS does this by itself, and there its set_num_threads would
+ * resize our own team, so it is left alone. Returns what to restore. */
+static int attn_blas_serial_begin(int parallel)
+{
+	int n = openblas_get_num_threads();
+
+	if (!parallel || n <= 1 || openblas_get_parallel() != OPENBLAS_THREAD)
+		return 0;
+	openblas_set_num_threads(1);
+	return n;
+}
+
+static void attn_blas_serial_end(int saved)
+{
+	if (saved > 0)
+		openblas_set_num_threads(saved);
+}
+
+static int attn_shape_ok(const struct rl_attention_shape *sh)
+{
+	return sh && sh->n_heads > 0 && sh->n_kv_heads > 0 && sh->head_dim > 0 &&
+	       sh->n_heads % sh->n_kv_heads == 0;
+}
+
+/* The longest sequence, or -1 when cu_seqlens is not an offset table. */
+static int attn_max_len(const int32_t *cu, int n_seqs)
+{
+	int longest = 0;
+
+	if (!cu || cu[0] < 0)
+		return -1;
+	for (int s = 0; s < n_seqs; s++) {
+		if (cu[s + 1] < cu[s])
+			return -1;
+		if (cu[s + 1] - cu[s] > longest)
+			longest = cu[s + 1] - cu[s];
+	}
+	return longest;
+}
+
+/* tiles_per_thread tiles of ATTN_BQ x max_len floats for every thread. */
+static float *attn_scratch(int max_len, int tiles_per_thread, size_t *tile)
+{
+	size_t n = (size_t)ATTN_BQ * (size_t)max_len;
+	size_t count = (size_t)attn_threads() * (size_t)tiles_per_thread;
+
+	*tile = n;
+	if (n > SIZE_MAX / sizeof(float) / count)
+		return NULL;
+	return malloc(n * count * sizeof(float));
+}
+
+/* OpenMP's simd loops, and nothing in a build without -fopenmp */
+#ifdef _OPENMP
+#define ATTN_PRAGMA(x) _Pragma(#x)
+#else
+#define ATTN_PRAGMA(x)
+#endif
+#define ATTN_SIMD        ATTN_PRAGMA(omp simd)
+#define ATTN_SIMD_MAX(v) ATTN_PRAGMA(omp simd reduction(max : v))
+#define ATTN_SIMD_SUM(v) ATTN_PRAGMA(omp simd reduction(+ : v))
+
+/* e^x within 1 ulp for |x| <= 87; beyond that e^-87 or e^87, which the
+ * softmax (always x <= 0, and a sum >= 1) cannot tell from the truth. NaN
+ * stays NaN (so does -inf, which finite scores never produce). The clamp is
+ * done on the bits because a float comparison keeps GCC from vectorizing
+ * the loop unless -fno-trapping-math; vectorized, this is 2.5x faster than
+ * expf, which took a third of the forward. Cephes' expf polynomial. */
+static inline float attn_exp(float x)
+{
+	union {
+		float f;
+		uint32_t u;
+	} a = {x};
+	uint32_t mag = a.u & 0x7fffffffu;
+
+	mag = mag < 0x42ae0000u ? mag : 0x42ae0000u; /* 87.0f */
+	a.u = (a.u & 0x80000000u) | mag;
+
+	/* x = n ln2 + r, |r| <= ln2 / 2; adding 1.5 * 2^23 rounds to an integer */
+	const float shift = 12582912.0f;
+	const float t = a.f * 1.44269504088896341f + shift, n = t - shift;
+	float r = a.f - n * 0.693359375f;
+
+	r = r - n * -2.12194440e-4f;
+
+	float p = 1.9875691500e-4f;
+
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+
+	union {
+		float f;
+		int32_t i;
+	} ti = {t}, two_n;
+
+	two_n.i = (ti.i - 0x4b400000 + 127) * (1 << 23);
+	return p * two_n.f + (x - x);
+}
+
+/* Softmax of row[0..valid) in place and zeros in row[valid..n), for the
+ * masked keys; returns the log-sum-exp. */
+static float attn_softmax_row(float *row, int valid, int n)
+{
+	float mx = row[0];
+	double sum = 0.0;
+
+	ATTN_SIMD_MAX(mx)
+	for (int j = 1; j < valid; j++)
+		mx = row[j] > mx ? row[j] : mx;
+	ATTN_SIMD
+	for (int j = 0; j < valid; j++)
+		row[j] = attn_exp(row[j] - mx);
+	ATTN_SIMD_SUM(sum)
+	for (int j = 0; j < valid; j++)
+		sum += row[j];
+
+	const float inv = (float)(1.0 / sum);
+
+	ATTN_SIMD
+	for (int j = 0; j < valid; j++)
+		row[j] *= inv;
+	for (int j = valid; j < n; j++)
+		row[j] = 0.0f;
+	return mx + (float)log(sum);
+}
+
+/* Queries q[0..m) sit at positions first .. first + m - 1 of their sequence
+ * and see keys 0 .. their own position. s is an m x (first + m) tile. */
+static void attn_tile_forward(float *out, float *lse, const float *q, const float *k,
+                              const float *v, int m, int first, const int ldq, const int ldkv,
+                              const int ldl, int d, float scale, float *s)
+{
+	const int n = first + m;
+
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q, ldq, k, ldkv, 0.0f,
+	            s, n);
+	for (int r = 0; r < m; r++)
+		lse[(size_t)r * ldl] = attn_softmax_row(s + (size_t)r * n, first + r + 1, n);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, s, n, v, ldkv, 0.0f,
+	            out, ldq);
+}
+
+struct attn_item {
+	int seq, head, first;
+};
+
+int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *cu_seqlens, int n_seqs,
+                             const struct rl_attention_shape *shape, void *stream)
+{
+	(void)stream;
+	if (n_seqs < 0 || !attn_shape_ok(shape))
+		return -1;
+	if (n_seqs == 0)
+		return 0;
+
+	const int max_len = attn_max_len(cu_seqlens, n_seqs);
+
+	if (max_len < 0)
+		return -1;
+	if (max_len == 0)
+		return 0;
+	if (!out || !lse || !q || !k || !v)
+		return -1;
+
+	const int H = shape->n_heads, Hkv = shape->n_kv_heads, D = shape->head_dim;
+	const int rep = H / Hkv, ldq = H * D, ldkv = Hkv * D;
+	size_t n_items = 0, tile;
+
+	for (int s = 0; s < n_seqs; s++)
+		n_items +=
+		    (size_t)H * ((cu_seqlens[s + 1] - cu_seqlens[s] + ATTN_BQ - 1) / ATTN_BQ);
+
+	struct attn_item *items = malloc(n_items * sizeof(*items));
+	float *scratch = attn_scratch(max_len, 1, &tile);
+
+	if (!items || !scratch) {
+		free(items);
+		free(scratch);
+		return -1;
+	}
+	/* The last tiles of a sequence see the most keys: listing them first
+	 * lets the dynamic schedule end with the cheap ones. */
+	size_t n = 0;
+
+	for (int s = 0; s < n_seqs; s++) {
+		const int len = cu_seqlens[s + 1] - cu_seqlens[s];
+
+		for (int first = (len - 1) / ATTN_BQ * ATTN_BQ; len > 0 && first >= 0;
+		     first -= ATTN_BQ)
+			for (int h = 0; h < H; h++)
+				items[n++] = (struct attn_item){s, h, first};
+	}
+
+	const int parallel = n_items > 1 && attn_threads() > 1;
+	const int blas_threads = attn_blas_serial_begin(parallel);
+
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+#endif
+	for (size_t i = 0; i < n_items; i++) {
+		const struct attn_item it = items[i];
+		const size_t base = (size_t)cu_seqlens[it.seq];
+		const int len = cu_seqlens[it.seq + 1] - cu_seqlens[it.seq];
+		const int m = len - it.first < ATTN_BQ ? len - it.first : ATTN_BQ;
+		const size_t row = base + (size_t)it.first;
+		const size_t qo = row * ldq + (size_t)it.head * D;
+		const size_t kvo = base * ldkv + (size_t)(it.head / rep) * D;
+
+		attn_tile_forward(out + qo, lse + row * H + it.head, q + qo, k + kvo, v + kvo, m,
+		                  it.first, ldq, ldkv, H, D, shape->scale,
+		                  scratch + (size_t)attn_thread_id() * tile);
+	}
+	attn_blas_serial_end(blas_threads);
+	free(items);
+	free(scratch);
+	return 0;
+}
+
+/* One query head of one sequence, len rows; the pointers are already moved
+ * to the head's column and the sequence's first row. p and ds are tiles. */
+static void attn_head_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               const float *k, const float *v, const float *out, const float *lse,
+                               int len, int ldq, int ldkv, int ldl, int d, float scale, float *p,
+                               float *ds)
+{
+	for (int first = 0; first < len; first += ATTN_BQ) {
+		const int m = len - first < ATTN_BQ ? len - first : ATTN_BQ, n = first + m;
+		const size_t qo = (size_t)first * ldq;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q + qo, ldq, k,
+		            ldkv, 0.0f, p, n);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, 1.0f, dout + qo, ldq,
+		            v, ldkv, 0.0f, ds, n);
+		for (int r = 0; r < m; r++) {
+			const float *o = out + qo + (size_t)r * ldq,
+			            *g = dout + qo + (size_t)r * ldq;
+			float *pr = p + (size_t)r * n, *dr = ds + (size_t)r * n;
+			const float l = lse[(size_t)(first + r) * ldl];
+			const int valid = first + r + 1;
+			double dot = 0.0;
+
+			for (int i = 0; i < d; i++)
+				dot += (double)o[i] * g[i];
+			/* dS = P * (dP - rowsum(dO * O)), with the score scale
+			 * folded in so that dq and dk need no extra pass. */
+			const float di = (float)dot;
+
+			ATTN_SIMD
+			for (int j = 0; j < valid; j++) {
+				pr[j] = attn_exp(pr[j] - l);
+				dr[j] = scale * pr[j] * (dr[j] - di);
+			}
+			for (int j = valid; j < n; j++)
+				pr[j] = dr[j] = 0.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, ds, n, k,
+		            ldkv, 1.0f, dq + qo, ldq);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, ds, n, q + qo,
+		            ldq, 1.0f, dk, ldkv);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, p, n, dout + qo,
+		            ldq, 1.0f, dv, ldkv);
+	}
+}
+
+int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                              const float *k, const float *v, const float *out, const float *lse,
+                              const int32_t *cu_seqlens, int n_seqs,
+                              const struct rl_attention_shape *shape, void *stream)
+{
+	(void)stream;
+	if (n_seqs < 0 || !attn_shape_ok(shape))
+		return -1;
+	if (n_seqs == 0)
+		return 0;
+
+	const int max_len = attn_max_len(cu_seqlens, n_seqs);
+
+	if (max_len < 0)
+		return -1;
+	if (max_len == 0)
+		return 0;
+	if (!dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse)
+		return -1;
+
+	const int H = shape->n_heads, Hkv = shape->n_kv_heads, D = shape->head_dim;
+	const int rep = H / Hkv, ldq = H * D, ldkv = Hkv * D;
+	const int n_items = n_seqs * Hkv;
+	size_t tile;
+	float *scratch = attn_scratch(max_len, 2, &tile);
+
+	if (!scratch)
+		return -1;
+
+	const int parallel = n_items > 1 && attn_threads() > 1;
+	const int blas_threads = attn_blas_serial_begin(parallel);
+
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+#endif
+	for (int i = 0; i < n_items; i++) {
+		const int s = i / Hkv, g = i % Hkv;
+		const size_t base = (size_t)cu_seqlens[s];
+		const int len = cu_seqlens[s + 1] - cu_seqlens[s];
+		const size_t kvo = base * ldkv + (size_t)g * D;
+		float *p = scratch + (size_t)attn_thread_id() * 2 * tile, *ds = p + tile;
+
+		for (int h = g * rep; h < (g + 1) * rep; h++) {
+			const size_t qo = base * ldq + (size_t)h * D;
+
+			attn_head_backward(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo,
+			                   v + kvo, out + qo, lse + base * H + h, len, ldq, ldkv, H,
+			                   D, shape->scale, p, ds);
+		}
+	}
+	attn_blas_serial_end(blas_threads);
+	free(scratch);
+	return 0;
+}

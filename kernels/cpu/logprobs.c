@@ -1,0 +1,189 @@
+/* Token log-probabilities from the last hidden state, the vocabulary walked
+ * in chunks: each chunk's logits [n, c] are one sgemm into the caller's
+ * work buffer, folded into a per-row running maximum and sum of exponentials
+ * (the sum in double, rescaled when the maximum moves), so that only
+ * O(n x chunk) floats ever exist. The backward recomputes each chunk from
+ * the saved lse, overwrites it with dlogits and hands it to two sgemms. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "kernels/logprobs.h"
+
+#define PAR_MIN (1L << 15)
+
+/* exp(x) for x <= 0, within an ulp, flushed to 0 below the smallest normal
+ * result (x < -87.34) and NaN for NaN; unlike libm's expf it vectorises
+ * (every branch is a select). x = n ln2 + r with |r| <= ln2 / 2 (n rounded
+ * by adding 1.5 * 2^23), Cephes' polynomial for exp(r), and 2^n built in
+ * the exponent bits. */
+static inline float exp_neg(float x)
+{
+	const float lo = -87.33654f, magic = 12582912.0f;
+	/* clamped (NaN included) so that n converts to int and 2^n is normal */
+	float xc = x > lo ? x : lo;
+	float n = (xc * 1.44269504088896341f + magic) - magic;
+	float r = xc - n * 0.693359375f;
+
+	r = r - n * -2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+
+	int32_t bits = ((int32_t)n + 127) << 23;
+	float scale;
+
+	memcpy(&scale, &bits, sizeof(scale));
+	float y = p * scale;
+
+	return x >= lo ? y : x < lo ? 0.0f : x;
+}
+
+/* chunk > vocab only means a larger work buffer than needed: it is clamped. */
+static int check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
+{
+	if (!s || s->n < 0 || s->dim <= 0 || s->vocab <= 0 || s->chunk < 1)
+		return -1;
+	*chunk = s->chunk < s->vocab ? s->chunk : s->vocab;
+	return 0;
+}
+
+/* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T */
+static void chunk_logits(float *work, const float *h, const float *w, int n, int dim, int c0, int c,
+                         float scale)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, c, dim, scale, h, dim,
+	            w + (size_t)c0 * dim, dim, 0.0f, work, c);
+}
+
+/* Folds one row's chunk into its running (max, sum), and picks the target's
+ * logit when the target falls in the chunk. */
+static void fold_row(const float *restrict row, int c, int c0, int32_t target, float *max,
+                     double *sum, float *tlogit)
+{
+	float mx = row[0];
+
+#pragma omp simd reduction(max : mx)
+	for (int j = 1; j < c; j++)
+		mx = row[j] > mx ? row[j] : mx;
+	if (mx > *max) {
+		/* first chunk: *sum is 0 and exp(-inf) is 0, which stays 0 */
+		*sum *= exp((double)*max - (double)mx);
+		*max = mx;
+	}
+
+	float m = *max;
+	double s = 0.0;
+
+#pragma omp simd reduction(+ : s)
+	for (int j = 0; j < c; j++)
+		s += exp_neg(row[j] - m);
+	*sum += s;
+	if (target >= c0 && target < c0 + c)
+		*tlogit = row[target - c0];
+}
+
+int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
+                               const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                               float *work, void *stream)
+{
+	(void)stream;
+	int chunk;
+
+	if (!logprob || !lse || !h || !w || !targets || !work || check_shape(shape, &chunk))
+		return -1;
+
+	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
+
+	for (int t = 0; t < n; t++)
+		if (targets[t] < 0 || targets[t] >= vocab)
+			return -1;
+	if (n == 0)
+		return 0;
+
+	/* lse holds the running maximum and logprob the target's logit until
+	 * the last chunk; the sums need double and get their own n. */
+	double *sum = malloc((size_t)n * sizeof(*sum));
+
+	if (!sum)
+		return -1;
+	for (int t = 0; t < n; t++) {
+		lse[t] = -INFINITY;
+		sum[t] = 0.0;
+	}
+
+	for (int c0 = 0; c0 < vocab; c0 += chunk) {
+		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
+
+		chunk_logits(work, h, w, n, dim, c0, c, shape->logit_scale);
+#pragma omp parallel for if ((long)n * c >= PAR_MIN) schedule(static)
+		for (int t = 0; t < n; t++)
+			fold_row(work + (size_t)t * c, c, c0, targets[t], &lse[t], &sum[t],
+			         &logprob[t]);
+	}
+
+	for (int t = 0; t < n; t++) {
+		float l = (float)((double)lse[t] + log(sum[t]));
+
+		lse[t] = l;
+		logprob[t] -= l;
+	}
+	free(sum);
+	return 0;
+}
+
+/* row[j] becomes dlogits = scale dlogprob ([j == target] - softmax) */
+static void dlogits_row(float *restrict row, int c, int c0, int32_t target, float lse, float d)
+{
+#pragma omp simd
+	for (int j = 0; j < c; j++)
+		row[j] = -d * exp_neg(row[j] - lse);
+	if (target >= c0 && target < c0 + c)
+		row[target - c0] += d;
+}
+
+int rl_lm_logprobs_backward_cpu(float *dh, float *dw, const float *dlogprob, const float *h,
+                                const float *w, const int32_t *targets, const float *lse,
+                                const struct rl_lm_logprobs_shape *shape, float *work, void *stream)
+{
+	(void)stream;
+	int chunk;
+
+	if (!dlogprob || !h || !w || !targets || !lse || !work || check_shape(shape, &chunk))
+		return -1;
+
+	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
+	float scale = shape->logit_scale;
+
+	if (n == 0 || (!dh && !dw))
+		return 0;
+
+	for (int c0 = 0; c0 < vocab; c0 += chunk) {
+		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
+		const float *wc = w + (size_t)c0 * dim;
+
+		chunk_logits(work, h, w, n, dim, c0, c, scale);
+#pragma omp parallel for if ((long)n * c >= PAR_MIN) schedule(static)
+		for (int t = 0; t < n; t++)
+			dlogits_row(work + (size_t)t * c, c, c0, targets[t], lse[t],
+			            scale * dlogprob[t]);
+
+		/* dh [n, dim] += dlogits [n, c] W_c [c, dim] */
+		if (dh)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dim, c, 1.0f,
+			            work, c, wc, dim, 1.0f, dh, dim);
+		/* dW_c [c, dim] += dlogits^T [c, n] h [n, dim] */
+		if (dw)
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, dim, n, 1.0f, work,
+			            c, h, dim, 1.0f, dw + (size_t)c0 * dim, dim);
+	}
+	return 0;
+}

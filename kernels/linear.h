@@ -1,0 +1,29 @@
+/* Linear layer in PyTorch's convention: weight is [out_dim, in_dim], so
+ * y = x W^T + b. The CPU op is a cblas_sgemm call; the CUDA one, cuBLASLt.
+ * defines: rl_linear_forward_cpu, rl_linear_backward_cpu */
+#ifndef RL_KERNELS_LINEAR_H
+#define RL_KERNELS_LINEAR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y [n, out_dim] = x [n, in_dim] W^T (+ bias [out_dim] when not NULL). */
+typedef int (*rl_linear_forward_fn)(float *y, const float *x, const float *w, const float *bias,
+                                    int n, int in_dim, int out_dim, void *stream);
+/* Adds into each gradient that is not NULL: dx += dy W, dw += dy^T x,
+ * dbias += column sums of dy. */
+typedef int (*rl_linear_backward_fn)(float *dx, float *dw, float *dbias, const float *dy,
+                                     const float *x, const float *w, int n, int in_dim,
+                                     int out_dim, void *stream);
+
+int rl_linear_forward_cpu(float *y, const float *x, const float *w, const float *bias, int n,
+                          int in_dim, int out_dim, void *stream);
+int rl_linear_backward_cpu(float *dx, float *dw, float *dbias, const float *dy, const float *x,
+                           const float *w, int n, int in_dim, int out_dim, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

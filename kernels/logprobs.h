@@ -1,0 +1,59 @@
+/* Token log-probabilities straight from the last hidden state: the LM head
+ * product, log-softmax and the gather of each target's log-probability, in
+ * fp32, walking the vocabulary in chunks so that memory stays
+ * O(n x chunk) and the [n, vocab] logits never exist. The cross-entropy loss
+ * is -mean(logprob) and is left to the caller, as are GRPO's weightings.
+ * defines: rl_lm_logprobs_forward_cpu, rl_lm_logprobs_backward_cpu,
+ * rl_lm_logprobs_work_floats */
+#ifndef RL_KERNELS_LOGPROBS_H
+#define RL_KERNELS_LOGPROBS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rl_lm_logprobs_shape {
+	int n;          /* tokens */
+	int dim;        /* hidden size */
+	int vocab;      /* rows of the LM head */
+	int chunk;      /* vocabulary entries per step, 1 .. vocab */
+	float logit_scale; /* logits are multiplied by this (1/temperature) */
+};
+
+/* Floats of scratch the ops need for a shape: n * chunk. */
+static inline long rl_lm_logprobs_work_floats(const struct rl_lm_logprobs_shape *s)
+{
+	return (long)s->n * (long)s->chunk;
+}
+
+/* logits = logit_scale * h [n, dim] W^T (W is [vocab, dim]);
+ * lse[t] = logsumexp(logits[t, :]); logprob[t] = logits[t, targets[t]] - lse[t].
+ * Returns -1 on bad arguments or a target outside [0, vocab). */
+typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float *h,
+                                         const float *w, const int32_t *targets,
+                                         const struct rl_lm_logprobs_shape *shape, float *work,
+                                         void *stream);
+/* Given dlogprob [n] (the loss's gradient with respect to each logprob),
+ * adds dh += dlogits W and dw += dlogits^T h (either may be NULL) where
+ * dlogits[t, v] = logit_scale * dlogprob[t] * ([v == targets[t]] - softmax[t, v]),
+ * recomputing the logits chunk by chunk from the saved lse. */
+typedef int (*rl_lm_logprobs_backward_fn)(float *dh, float *dw, const float *dlogprob,
+                                          const float *h, const float *w, const int32_t *targets,
+                                          const float *lse, const struct rl_lm_logprobs_shape *shape,
+                                          float *work, void *stream);
+
+int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
+                               const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                               float *work, void *stream);
+int rl_lm_logprobs_backward_cpu(float *dh, float *dw, const float *dlogprob, const float *h,
+                                const float *w, const int32_t *targets, const float *lse,
+                                const struct rl_lm_logprobs_shape *shape, float *work,
+                                void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,28 @@
+/* Elementwise vector ops the model needs between the big ones: residual adds,
+ * gradient scaling and the sum of squares behind global grad-norm clipping.
+ * defines: rl_add_cpu, rl_scale_cpu, rl_sum_squares_cpu */
+#ifndef RL_KERNELS_VECTOR_H
+#define RL_KERNELS_VECTOR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y[i] += x[i]. */
+typedef int (*rl_add_fn)(float *y, const float *x, int64_t n, void *stream);
+/* x[i] *= s. */
+typedef int (*rl_scale_fn)(float *x, int64_t n, float s, void *stream);
+/* *out += sum of x[i]^2, accumulated in double. */
+typedef int (*rl_sum_squares_fn)(double *out, const float *x, int64_t n, void *stream);
+
+int rl_add_cpu(float *y, const float *x, int64_t n, void *stream);
+int rl_scale_cpu(float *x, int64_t n, float s, void *stream);
+int rl_sum_squares_cpu(double *out, const float *x, int64_t n, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

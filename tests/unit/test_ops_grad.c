@@ -1,0 +1,874 @@
+/* The CPU ops (embedding, RMSNorm backward, SwiGLU, linear, LM-head
+ * logprobs, vector ops): every backward against finite differences of its
+ * forward (gradcheck.h) and against a double-precision formula, every
+ * forward against a naive double-precision reference, on several shapes
+ * including odd ones and ones large enough to take the threaded paths. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/embedding.h"
+#include "kernels/linear.h"
+#include "kernels/logprobs.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
+#include "kernels/vector.h"
+#include "tests/unit/gradcheck.h"
+
+static float *falloc(size_t n)
+{
+	float *v = malloc((n ? n : 1) * sizeof(*v));
+
+	cr_assert_not_null(v);
+	return v;
+}
+
+static double *dalloc(size_t n)
+{
+	double *v = calloc(n ? n : 1, sizeof(*v));
+
+	cr_assert_not_null(v);
+	return v;
+}
+
+static float *frand(uint32_t *s, size_t n, float lo, float hi)
+{
+	float *v = falloc(n);
+
+	gc_fill(s, v, n, lo, hi);
+	return v;
+}
+
+static float *fdup(const float *src, size_t n)
+{
+	float *v = falloc(n);
+
+	memcpy(v, src, n * sizeof(*v));
+	return v;
+}
+
+/* |got - want| <= rtol |want| + atol, counted; the first few are printed */
+static int close_all(const char *what, const float *got, const double *want, size_t n, double rtol,
+                     double atol)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (fabs((double)got[i] - want[i]) <= rtol * fabs(want[i]) + atol)
+			continue;
+		if (bad++ < 5)
+			cr_expect(0, "%s[%zu]: got %.9g, want %.9g", what, i, (double)got[i],
+			          want[i]);
+	}
+	cr_expect(bad == 0, "%s: %d of %zu off", what, bad, n);
+	return bad;
+}
+
+static double absmax(const double *v, size_t n)
+{
+	double m = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, fabs(v[i]));
+	return m;
+}
+
+/* ---- embedding ---- */
+
+struct emb_ctx {
+	float *out, *table, *r;
+	int32_t *ids;
+	int n, dim, vocab;
+};
+
+static double emb_loss(void *p)
+{
+	struct emb_ctx *c = p;
+
+	cr_assert_eq(
+	    rl_embedding_forward_cpu(c->out, c->ids, c->table, c->n, c->dim, c->vocab, NULL), 0);
+	return gc_dot(c->out, c->r, (size_t)c->n * c->dim);
+}
+
+static void emb_case(uint32_t *seed, int n, int dim, int vocab)
+{
+	size_t nt = (size_t)vocab * dim, no = (size_t)n * dim;
+	struct emb_ctx c = {.n = n, .dim = dim, .vocab = vocab};
+
+	c.ids = malloc((size_t)n * sizeof(*c.ids));
+	cr_assert_not_null(c.ids);
+	for (int t = 0; t < n; t++) /* vocab < n for most cases: ids repeat */
+		c.ids[t] = (int32_t)(gc_rng(seed) % (uint32_t)vocab);
+	c.table = frand(seed, nt, -1, 1);
+	c.r = frand(seed, no, -1, 1);
+	c.out = falloc(no);
+
+	emb_loss(&c);
+	for (int t = 0; t < n; t++)
+		cr_expect_arr_eq(c.out + (size_t)t * dim, c.table + (size_t)c.ids[t] * dim,
+		                 (size_t)dim * sizeof(float), "row %d is not table row %d", t,
+		                 c.ids[t]);
+
+	float *dt = frand(seed, nt, -1, 1), *before = fdup(dt, nt);
+	double *want = dalloc(nt);
+
+	cr_assert_eq(rl_embedding_backward_cpu(dt, c.r, c.ids, n, dim, NULL), 0);
+	gc_sub(dt, before, nt);
+	for (int t = 0; t < n; t++)
+		for (int j = 0; j < dim; j++)
+			want[(size_t)c.ids[t] * dim + j] += c.r[(size_t)t * dim + j];
+	close_all("dtable", dt, want, nt, 1e-5, 1e-6);
+	gc_check("embedding dtable", c.table, nt, dt, emb_loss, &c, NULL);
+
+	free(c.ids);
+	free(c.table);
+	free(c.r);
+	free(c.out);
+	free(dt);
+	free(before);
+	free(want);
+}
+
+Test(embedding, gather_and_scatter)
+{
+	uint32_t seed = 0x1234567u;
+
+	emb_case(&seed, 1, 1, 1);
+	emb_case(&seed, 5, 3, 2);
+	emb_case(&seed, 17, 130, 11);
+	emb_case(&seed, 300, 300, 37); /* threaded, five column blocks */
+}
+
+Test(embedding, bad_ids_leave_their_rows)
+{
+	const float table[6] = {1, 2, 3, 4, 5, 6};
+	const int32_t ids[4] = {2, -1, 3, 0};
+	float out[8];
+
+	for (int i = 0; i < 8; i++)
+		out[i] = -7;
+	cr_expect_eq(rl_embedding_forward_cpu(out, ids, table, 4, 2, 3, NULL), -1);
+	const float want[8] = {5, 6, -7, -7, -7, -7, 1, 2};
+	cr_expect_arr_eq(out, want, sizeof(want));
+}
+
+Test(embedding, bad_arguments)
+{
+	float t[2] = {0}, o[2];
+	int32_t id = 0;
+
+	cr_expect_eq(rl_embedding_forward_cpu(NULL, &id, t, 1, 2, 1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, NULL, t, 1, 2, 1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, &id, NULL, 1, 2, 1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, -1, 2, 1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 1, -2, 1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 1, 2, 0, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 0, 2, 1, NULL), 0);
+	cr_expect_eq(rl_embedding_backward_cpu(NULL, o, &id, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, NULL, &id, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, o, NULL, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, o, &id, -1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, o, &id, 1, -1, NULL), -1);
+}
+
+/* ---- RMSNorm backward ---- */
+
+struct rms_ctx {
+	float *y, *x, *w, *r;
+	int rows, dim;
+	float eps;
+};
+
+static double rms_loss(void *p)
+{
+	struct rms_ctx *c = p;
+
+	cr_assert_eq(rl_rmsnorm_forward_cpu(c->y, NULL, c->x, c->w, c->rows, c->dim, c->eps, NULL),
+	             0);
+	return gc_dot(c->y, c->r, (size_t)c->rows * c->dim);
+}
+
+static void rms_case(uint32_t *seed, int rows, int dim, float eps)
+{
+	size_t n = (size_t)rows * dim;
+	struct rms_ctx c = {.rows = rows, .dim = dim, .eps = eps};
+	float *rstd = falloc((size_t)rows);
+
+	c.x = frand(seed, n, -2, 2);
+	c.w = frand(seed, (size_t)dim, -1.5f, 1.5f);
+	c.r = frand(seed, n, -1, 1);
+	c.y = falloc(n);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(c.y, rstd, c.x, c.w, rows, dim, eps, NULL), 0);
+
+	float *dx = frand(seed, n, -1, 1), *dw = frand(seed, (size_t)dim, -1, 1);
+	float *dx0 = fdup(dx, n), *dw0 = fdup(dw, (size_t)dim);
+
+	cr_assert_eq(rl_rmsnorm_backward_cpu(dx, dw, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
+	gc_sub(dx, dx0, n);
+	gc_sub(dw, dw0, (size_t)dim);
+
+	/* the formula in double, from an rstd of its own */
+	double *dx_ref = dalloc(n), *dw_ref = dalloc((size_t)dim);
+
+	for (int r = 0; r < rows; r++) {
+		const float *xr = c.x + (size_t)r * dim, *gr = c.r + (size_t)r * dim;
+		double ss = 0.0, dot = 0.0;
+
+		for (int i = 0; i < dim; i++)
+			ss += (double)xr[i] * xr[i];
+		double s = 1.0 / sqrt(ss / dim + (double)eps);
+		for (int i = 0; i < dim; i++)
+			dot += (double)gr[i] * c.w[i] * xr[i] * s;
+		for (int i = 0; i < dim; i++) {
+			double xh = xr[i] * s;
+
+			dx_ref[(size_t)r * dim + i] = s * (gr[i] * (double)c.w[i] - xh * dot / dim);
+			dw_ref[i] += gr[i] * xh;
+		}
+	}
+	close_all("rmsnorm dx", dx, dx_ref, n, 1e-4, 1e-5 * absmax(dx_ref, n));
+	close_all("rmsnorm dweight", dw, dw_ref, (size_t)dim, 1e-4,
+	          1e-5 * absmax(dw_ref, (size_t)dim));
+	gc_check("rmsnorm dx", c.x, n, dx, rms_loss, &c, NULL);
+	gc_check("rmsnorm dweight", c.w, (size_t)dim, dw, rms_loss, &c, NULL);
+
+	/* dweight == NULL: the same dx, bit for bit */
+	memset(dx, 0, n * sizeof(*dx));
+	memset(dx0, 0, n * sizeof(*dx));
+	cr_assert_eq(rl_rmsnorm_backward_cpu(dx, dw, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_backward_cpu(dx0, NULL, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
+	cr_expect_arr_eq(dx, dx0, n * sizeof(*dx), "dx differs with dweight == NULL");
+
+	free(rstd);
+	free(c.x);
+	free(c.w);
+	free(c.r);
+	free(c.y);
+	free(dx);
+	free(dw);
+	free(dx0);
+	free(dw0);
+	free(dx_ref);
+	free(dw_ref);
+}
+
+Test(rmsnorm_backward, finite_differences)
+{
+	uint32_t seed = 0xabcdef1u;
+
+	rms_case(&seed, 3, 1, 1.0f); /* dim 1: only eps keeps dx from vanishing */
+	rms_case(&seed, 1, 7, 1e-5f);
+	rms_case(&seed, 5, 64, 1e-6f);
+	rms_case(&seed, 2, 1000, 1e-5f);
+	rms_case(&seed, 300, 128, 1e-6f); /* two row blocks */
+	rms_case(&seed, 70, 1001, 1e-5f); /* four row blocks, threaded */
+}
+
+Test(rmsnorm_backward, bad_arguments)
+{
+	float v[4] = {1, 2, 3, 4}, g[4];
+
+	cr_expect_eq(rl_rmsnorm_backward_cpu(NULL, g, v, v, v, v, 1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, NULL, v, v, v, 1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, NULL, v, v, 1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, NULL, v, 1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, NULL, 1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, -1, 4, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, 1, 0, NULL), -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, 0, 4, NULL), 0);
+}
+
+/* ---- SwiGLU ---- */
+
+struct swiglu_ctx {
+	float *h, *g, *u, *r;
+	int64_t n;
+};
+
+static double swiglu_loss(void *p)
+{
+	struct swiglu_ctx *c = p;
+
+	cr_assert_eq(rl_swiglu_forward_cpu(c->h, c->g, c->u, c->n, NULL), 0);
+	return gc_dot(c->h, c->r, (size_t)c->n);
+}
+
+static double silu_ref(double g)
+{
+	return g / (1.0 + exp(-g));
+}
+
+static void swiglu_case(uint32_t *seed, int64_t n, int fd)
+{
+	size_t sn = (size_t)n;
+	struct swiglu_ctx c = {.n = n};
+
+	c.g = frand(seed, sn, -6, 6);
+	c.u = frand(seed, sn, -2, 2);
+	c.r = frand(seed, sn, -1, 1);
+	c.h = falloc(sn);
+	swiglu_loss(&c);
+
+	double *want = dalloc(sn), *dg_ref = dalloc(sn), *du_ref = dalloc(sn);
+
+	for (size_t i = 0; i < sn; i++) {
+		double g = c.g[i], s = 1.0 / (1.0 + exp(-g));
+
+		want[i] = silu_ref(g) * c.u[i];
+		du_ref[i] = c.r[i] * silu_ref(g);
+		dg_ref[i] = c.r[i] * (double)c.u[i] * (s + g * s * (1.0 - s));
+	}
+	close_all("swiglu h", c.h, want, sn, 1e-6, 1e-7);
+
+	float *dg = frand(seed, sn, -1, 1), *du = frand(seed, sn, -1, 1);
+	float *dg0 = fdup(dg, sn), *du0 = fdup(du, sn);
+
+	cr_assert_eq(rl_swiglu_backward_cpu(dg, du, c.r, c.g, c.u, n, NULL), 0);
+	gc_sub(dg, dg0, sn);
+	gc_sub(du, du0, sn);
+	close_all("swiglu dgate", dg, dg_ref, sn, 1e-5, 1e-6);
+	close_all("swiglu dup", du, du_ref, sn, 1e-5, 1e-6);
+	if (fd) {
+		gc_check("swiglu dgate", c.g, sn, dg, swiglu_loss, &c, NULL);
+		gc_check("swiglu dup", c.u, sn, du, swiglu_loss, &c, NULL);
+	}
+	free(c.g);
+	free(c.u);
+	free(c.r);
+	free(c.h);
+	free(want);
+	free(dg_ref);
+	free(du_ref);
+	free(dg);
+	free(du);
+	free(dg0);
+	free(du0);
+}
+
+Test(swiglu, finite_differences)
+{
+	uint32_t seed = 0x5eed5u;
+
+	swiglu_case(&seed, 1, 1);
+	swiglu_case(&seed, 7, 1);
+	swiglu_case(&seed, 1000, 1);
+	swiglu_case(&seed, 40001, 0); /* threaded: the formula only */
+}
+
+Test(swiglu, extreme_gates)
+{
+	enum { N = 14 };
+	const float g[N] = {-1e4f, -200, -100, -88, -87, -80, -50, -20, 0, 20, 50, 88, 100, 1e4f};
+	float u[N], h[N], dg[N] = {0}, du[N] = {0}, dh[N];
+	double want[N], dg_want[N];
+
+	for (int i = 0; i < N; i++) {
+		u[i] = 1.5f;
+		dh[i] = 1.0f;
+		double s = 1.0 / (1.0 + exp(-(double)g[i]));
+		want[i] = g[i] * s * 1.5;
+		dg_want[i] = 1.5 * (s + g[i] * s * (1.0 - s));
+	}
+	cr_assert_eq(rl_swiglu_forward_cpu(h, g, u, N, NULL), 0);
+	cr_assert_eq(rl_swiglu_backward_cpu(dg, du, dh, g, u, N, NULL), 0);
+	for (int i = 0; i < N; i++)
+		cr_expect(isfinite(h[i]) && isfinite(dg[i]) && isfinite(du[i]), "g = %g", g[i]);
+	/* relative accuracy down to g = -87 (silu ~ 1e-36); below, zero */
+	close_all("extreme h", h, want, N, 1e-6, 1e-35);
+	close_all("extreme dgate", dg, dg_want, N, 1e-5, 1e-35);
+
+	/* NaN stays NaN */
+	float gn = NAN, un = 1.0f, hn = 0, dgn = 0, dun = 0, dhn = 1.0f;
+	cr_assert_eq(rl_swiglu_forward_cpu(&hn, &gn, &un, 1, NULL), 0);
+	cr_assert_eq(rl_swiglu_backward_cpu(&dgn, &dun, &dhn, &gn, &un, 1, NULL), 0);
+	cr_expect(isnan(hn) && isnan(dgn) && isnan(dun), "NaN gate: h %g dgate %g dup %g",
+	          (double)hn, (double)dgn, (double)dun);
+}
+
+Test(swiglu, bad_arguments)
+{
+	float v[2] = {1, 2}, o[2];
+
+	cr_expect_eq(rl_swiglu_forward_cpu(NULL, v, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_forward_cpu(o, NULL, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_forward_cpu(o, v, NULL, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_forward_cpu(o, v, v, -1, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(NULL, o, v, v, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(o, NULL, v, v, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(o, o, NULL, v, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, NULL, v, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, v, NULL, 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, v, v, -2, NULL), -1);
+}
+
+/* ---- linear ---- */
+
+struct lin_ctx {
+	float *y, *x, *w, *b, *r;
+	int n, in, out;
+};
+
+static double lin_loss(void *p)
+{
+	struct lin_ctx *c = p;
+
+	cr_assert_eq(rl_linear_forward_cpu(c->y, c->x, c->w, c->b, c->n, c->in, c->out, NULL), 0);
+	return gc_dot(c->y, c->r, (size_t)c->n * c->out);
+}
+
+/* y = x W^T (+ b) by the triple loop; mag gets sum |x w| (+ |b|), the scale
+ * of fp32's rounding error for each element */
+static void lin_ref(double *y, double *mag, const struct lin_ctx *c, const float *bias)
+{
+	for (int t = 0; t < c->n; t++)
+		for (int o = 0; o < c->out; o++) {
+			double s = bias ? bias[o] : 0.0, m = bias ? fabs(bias[o]) : 0.0;
+
+			for (int k = 0; k < c->in; k++) {
+				double p = (double)c->x[(size_t)t * c->in + k] *
+				           c->w[(size_t)o * c->in + k];
+				s += p;
+				m += fabs(p);
+			}
+			y[(size_t)t * c->out + o] = s;
+			mag[(size_t)t * c->out + o] = m;
+		}
+}
+
+static void lin_forward_check(struct lin_ctx *c, const float *bias)
+{
+	size_t ny = (size_t)c->n * c->out;
+	double *want = dalloc(ny), *mag = dalloc(ny);
+	int bad = 0;
+
+	cr_assert_eq(rl_linear_forward_cpu(c->y, c->x, c->w, bias, c->n, c->in, c->out, NULL), 0);
+	lin_ref(want, mag, c, bias);
+	for (size_t i = 0; i < ny; i++)
+		if (fabs(c->y[i] - want[i]) > 1e-6 * mag[i] + 1e-30 && bad++ < 5)
+			cr_expect(0, "linear y[%zu]: got %.9g, want %.9g", i, (double)c->y[i],
+			          want[i]);
+	cr_expect(bad == 0, "linear forward (bias %s): %d off", bias ? "yes" : "no", bad);
+	free(want);
+	free(mag);
+}
+
+static void lin_case(uint32_t *seed, int n, int in, int out, int fd)
+{
+	struct lin_ctx c = {.n = n, .in = in, .out = out};
+	size_t nx = (size_t)n * in, nw = (size_t)out * in, ny = (size_t)n * out;
+
+	c.x = frand(seed, nx, -1, 1);
+	c.w = frand(seed, nw, -1, 1);
+	c.b = frand(seed, (size_t)out, -1, 1);
+	c.r = frand(seed, ny, -1, 1);
+	c.y = falloc(ny);
+	lin_forward_check(&c, NULL);
+	lin_forward_check(&c, c.b);
+
+	float *dx = frand(seed, nx, -1, 1), *dw = frand(seed, nw, -1, 1);
+	float *db = frand(seed, (size_t)out, -1, 1);
+	float *dx0 = fdup(dx, nx), *dw0 = fdup(dw, nw), *db0 = fdup(db, (size_t)out);
+
+	cr_assert_eq(rl_linear_backward_cpu(dx, dw, db, c.r, c.x, c.w, n, in, out, NULL), 0);
+	gc_sub(dx, dx0, nx);
+	gc_sub(dw, dw0, nw);
+	gc_sub(db, db0, (size_t)out);
+
+	double *dx_ref = dalloc(nx), *dw_ref = dalloc(nw), *db_ref = dalloc((size_t)out);
+
+	for (int t = 0; t < n; t++)
+		for (int o = 0; o < out; o++) {
+			double g = c.r[(size_t)t * out + o];
+
+			db_ref[o] += g;
+			for (int k = 0; k < in; k++) {
+				dx_ref[(size_t)t * in + k] += g * c.w[(size_t)o * in + k];
+				dw_ref[(size_t)o * in + k] += g * c.x[(size_t)t * in + k];
+			}
+		}
+	/* atol: sums of up to max(n, out) terms of size one */
+	close_all("linear dx", dx, dx_ref, nx, 1e-5, 1e-6 * out);
+	close_all("linear dw", dw, dw_ref, nw, 1e-5, 1e-6 * n);
+	close_all("linear dbias", db, db_ref, (size_t)out, 1e-5, 1e-6 * n);
+	if (fd) {
+		gc_check("linear dx", c.x, nx, dx, lin_loss, &c, NULL);
+		gc_check("linear dw", c.w, nw, dw, lin_loss, &c, NULL);
+		gc_check("linear dbias", c.b, (size_t)out, db, lin_loss, &c, NULL);
+	}
+
+	/* one gradient at a time gives the same numbers */
+	memset(dx0, 0, nx * sizeof(float));
+	memset(dw0, 0, nw * sizeof(float));
+	memset(db0, 0, (size_t)out * sizeof(float));
+	cr_assert_eq(rl_linear_backward_cpu(dx0, NULL, NULL, c.r, c.x, c.w, n, in, out, NULL), 0);
+	cr_assert_eq(rl_linear_backward_cpu(NULL, dw0, NULL, c.r, c.x, c.w, n, in, out, NULL), 0);
+	cr_assert_eq(rl_linear_backward_cpu(NULL, NULL, db0, c.r, NULL, NULL, n, in, out, NULL), 0);
+	close_all("linear dx alone", dx0, dx_ref, nx, 1e-5, 1e-6 * out);
+	close_all("linear dw alone", dw0, dw_ref, nw, 1e-5, 1e-6 * n);
+	close_all("linear dbias alone", db0, db_ref, (size_t)out, 1e-5, 1e-6 * n);
+
+	free(c.x);
+	free(c.w);
+	free(c.b);
+	free(c.r);
+	free(c.y);
+	free(dx);
+	free(dw);
+	free(db);
+	free(dx0);
+	free(dw0);
+	free(db0);
+	free(dx_ref);
+	free(dw_ref);
+	free(db_ref);
+}
+
+Test(linear, forward_and_finite_differences)
+{
+	uint32_t seed = 0x7777u;
+
+	lin_case(&seed, 1, 1, 1, 1);
+	lin_case(&seed, 3, 5, 7, 1);
+	lin_case(&seed, 17, 33, 9, 1);
+	lin_case(&seed, 64, 130, 70, 1);
+	lin_case(&seed, 300, 4, 257, 0); /* threaded bias gradient */
+}
+
+Test(linear, bad_arguments)
+{
+	float v[4] = {1, 2, 3, 4}, g[4];
+
+	cr_expect_eq(rl_linear_forward_cpu(NULL, v, v, NULL, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, NULL, v, NULL, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, v, NULL, NULL, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, -1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, 1, 0, 2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, 1, 2, -2, NULL), -1);
+	cr_expect_eq(rl_linear_forward_cpu(g, v, v, v, 0, 2, 2, NULL), 0);
+	cr_expect_eq(rl_linear_backward_cpu(g, g, g, NULL, v, v, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_backward_cpu(g, NULL, NULL, v, v, NULL, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_backward_cpu(NULL, g, NULL, v, NULL, v, 1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_backward_cpu(g, g, g, v, v, v, -1, 2, 2, NULL), -1);
+	cr_expect_eq(rl_linear_backward_cpu(g, g, g, v, v, v, 1, 2, 0, NULL), -1);
+}
+
+/* ---- LM-head logprobs ---- */
+
+struct lp_ctx {
+	float *logprob, *lse, *h, *w, *r, *work;
+	int32_t *tgt;
+	struct rl_lm_logprobs_shape s;
+};
+
+static double lp_loss(void *p)
+{
+	struct lp_ctx *c = p;
+
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(c->logprob, c->lse, c->h, c->w, c->tgt, &c->s,
+	                                        c->work, NULL),
+	             0);
+	return gc_dot(c->logprob, c->r, (size_t)c->s.n);
+}
+
+/* The full [n, vocab] log-softmax in double, and the gradients of
+ * sum(logprob * r) with respect to h and W. */
+static void lp_ref(const struct lp_ctx *c, double *logprob, double *lse, double *dh, double *dw)
+{
+	int n = c->s.n, dim = c->s.dim, vocab = c->s.vocab;
+	double *z = dalloc((size_t)vocab);
+
+	for (int t = 0; t < n; t++) {
+		double mx = -INFINITY, sum = 0.0;
+
+		for (int v = 0; v < vocab; v++) {
+			double s = 0.0;
+
+			for (int k = 0; k < dim; k++)
+				s += (double)c->h[(size_t)t * dim + k] * c->w[(size_t)v * dim + k];
+			z[v] = c->s.logit_scale * s;
+			mx = fmax(mx, z[v]);
+		}
+		for (int v = 0; v < vocab; v++)
+			sum += exp(z[v] - mx);
+		lse[t] = mx + log(sum);
+		logprob[t] = z[c->tgt[t]] - lse[t];
+		for (int v = 0; v < vocab; v++) {
+			double d =
+			    c->s.logit_scale * c->r[t] * ((v == c->tgt[t]) - exp(z[v] - lse[t]));
+
+			for (int k = 0; k < dim; k++) {
+				dh[(size_t)t * dim + k] += d * c->w[(size_t)v * dim + k];
+				dw[(size_t)v * dim + k] += d * c->h[(size_t)t * dim + k];
+			}
+		}
+	}
+	free(z);
+}
+
+static void lp_case(uint32_t *seed, int n, int dim, int vocab, int chunk, float scale, int fd)
+{
+	struct lp_ctx c = {
+	    .s = {.n = n, .dim = dim, .vocab = vocab, .chunk = chunk, .logit_scale = scale}};
+	size_t nh = (size_t)n * dim, nw = (size_t)vocab * dim;
+
+	c.h = frand(seed, nh, -1, 1);
+	c.w = frand(seed, nw, -1, 1);
+	c.r = frand(seed, (size_t)n, -1, 1);
+	c.logprob = falloc((size_t)n);
+	c.lse = falloc((size_t)n);
+	/* exactly what the header asks for, so ASan sees any overrun */
+	c.work = falloc((size_t)rl_lm_logprobs_work_floats(&c.s));
+	c.tgt = malloc((size_t)n * sizeof(*c.tgt));
+	cr_assert_not_null(c.tgt);
+	for (int t = 0; t < n; t++)
+		c.tgt[t] = (int32_t)(gc_rng(seed) % (uint32_t)vocab);
+	c.tgt[0] = 0;             /* the first chunk's first entry */
+	c.tgt[n - 1] = vocab - 1; /* the last chunk's last entry */
+
+	double *lp_want = dalloc((size_t)n), *lse_want = dalloc((size_t)n);
+	double *dh_ref = dalloc(nh), *dw_ref = dalloc(nw);
+
+	lp_ref(&c, lp_want, lse_want, dh_ref, dw_ref);
+	lp_loss(&c);
+	close_all("logprob", c.logprob, lp_want, (size_t)n, 1e-5, 1e-5);
+	close_all("lse", c.lse, lse_want, (size_t)n, 1e-5, 1e-5);
+
+	float *dh = frand(seed, nh, -1, 1), *dw = frand(seed, nw, -1, 1);
+	float *dh0 = fdup(dh, nh), *dw0 = fdup(dw, nw);
+
+	cr_assert_eq(
+	    rl_lm_logprobs_backward_cpu(dh, dw, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
+	    0);
+	gc_sub(dh, dh0, nh);
+	gc_sub(dw, dw0, nw);
+	close_all("logprobs dh", dh, dh_ref, nh, 1e-4, 1e-5 * absmax(dh_ref, nh));
+	close_all("logprobs dw", dw, dw_ref, nw, 1e-4, 1e-5 * absmax(dw_ref, nw));
+	if (fd) {
+		gc_check("logprobs dh", c.h, nh, dh, lp_loss, &c, NULL);
+		gc_check("logprobs dw", c.w, nw, dw, lp_loss, &c, NULL);
+	}
+
+	/* one gradient at a time */
+	memset(dh0, 0, nh * sizeof(float));
+	memset(dw0, 0, nw * sizeof(float));
+	cr_assert_eq(
+	    rl_lm_logprobs_backward_cpu(dh0, NULL, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
+	    0);
+	cr_assert_eq(
+	    rl_lm_logprobs_backward_cpu(NULL, dw0, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
+	    0);
+	close_all("logprobs dh alone", dh0, dh_ref, nh, 1e-4, 1e-5 * absmax(dh_ref, nh));
+	close_all("logprobs dw alone", dw0, dw_ref, nw, 1e-4, 1e-5 * absmax(dw_ref, nw));
+
+	free(c.h);
+	free(c.w);
+	free(c.r);
+	free(c.logprob);
+	free(c.lse);
+	free(c.work);
+	free(c.tgt);
+	free(lp_want);
+	free(lse_want);
+	free(dh_ref);
+	free(dw_ref);
+	free(dh);
+	free(dw);
+	free(dh0);
+	free(dw0);
+}
+
+Test(logprobs, chunks_against_full_softmax)
+{
+	static const int chunks[] = {1, 7, 64, 300, 1000};
+	uint32_t seed = 0xfeedu;
+
+	/* 300 = 42 * 7 + 6 = 4 * 64 + 44; 1000 > vocab is clamped */
+	for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		lp_case(&seed, 13, 24, 300, chunks[i], 1.0f, 1);
+		lp_case(&seed, 13, 24, 300, chunks[i], 1.0f / 0.7f, 1);
+	}
+	lp_case(&seed, 1, 1, 1, 1, 1.0f, 0); /* vocab 1: logprob 0, gradient 0 */
+	lp_case(&seed, 2, 5, 3, 2, 2.0f, 1);
+	lp_case(&seed, 50, 64, 1000, 700, 1.0f, 0); /* threaded rows, short last chunk */
+}
+
+Test(logprobs, large_logits_do_not_overflow)
+{
+	/* logits of +-2000: exp would overflow without the running max */
+	const float h[2] = {1000, -1000}, w[3] = {2, 1, -2};
+	const int32_t tgt[2] = {0, 2};
+	struct rl_lm_logprobs_shape s = {
+	    .n = 2, .dim = 1, .vocab = 3, .chunk = 1, .logit_scale = 1.0f};
+	float lp[2], lse[2], work[2];
+
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, h, w, tgt, &s, work, NULL), 0);
+	/* row 0: logits 2000, 1000, -2000; row 1: -2000, -1000, 2000 */
+	cr_expect(fabsf(lse[0] - 2000.0f) < 1e-3f && fabsf(lse[1] - 2000.0f) < 1e-3f, "lse %g %g",
+	          (double)lse[0], (double)lse[1]);
+	cr_expect(fabsf(lp[0]) < 1e-6f && fabsf(lp[1]) < 1e-6f, "logprob %g %g", (double)lp[0],
+	          (double)lp[1]);
+}
+
+Test(logprobs, nan_propagates)
+{
+	/* a NaN in one row of W makes that logit NaN for every token, and with
+	 * it every lse: the NaN must not vanish in the running maximum */
+	const float h[2] = {1, -1}, w[4] = {0.5f, NAN, -1, 2};
+	const int32_t tgt[2] = {0, 3};
+	struct rl_lm_logprobs_shape s = {
+	    .n = 2, .dim = 1, .vocab = 4, .chunk = 3, .logit_scale = 1.0f};
+	float lp[2], lse[2], work[6];
+
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, h, w, tgt, &s, work, NULL), 0);
+	cr_expect(isnan(lse[0]) && isnan(lse[1]) && isnan(lp[0]) && isnan(lp[1]),
+	          "lse %g %g, logprob %g %g", (double)lse[0], (double)lse[1], (double)lp[0],
+	          (double)lp[1]);
+}
+
+Test(logprobs, bad_arguments)
+{
+	float v[8] = {0}, g[8], work[8];
+	int32_t tgt[2] = {0, 1};
+	struct rl_lm_logprobs_shape s = {
+	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
+
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), 0);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(NULL, g, v, v, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, NULL, v, v, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, NULL, v, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, NULL, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, NULL, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, NULL, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, NULL, NULL), -1);
+	tgt[1] = 2;
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
+	tgt[1] = -1;
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
+	tgt[1] = 1;
+	struct rl_lm_logprobs_shape bad[4] = {s, s, s, s};
+	bad[0].n = -1;
+	bad[1].dim = 0;
+	bad[2].vocab = 0;
+	bad[3].chunk = 0;
+	for (int i = 0; i < 4; i++) {
+		cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &bad[i], work, NULL),
+		             -1, "shape %d", i);
+		cr_expect_eq(
+		    rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, v, &bad[i], work, NULL), -1,
+		    "shape %d", i);
+	}
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, NULL, v, v, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, NULL, v, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, NULL, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, NULL, v, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, NULL, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, v, &s, NULL, NULL), -1);
+}
+
+/* ---- vector ops ---- */
+
+static void vec_case(uint32_t *seed, int64_t n)
+{
+	size_t sn = (size_t)n;
+	float *x = frand(seed, sn, -3, 3), *y = frand(seed, sn, -3, 3);
+	double *want = dalloc(sn);
+	long double ss = 0.0L; /* the reference's own error stays far below 1e-12 */
+
+	for (size_t i = 0; i < sn; i++)
+		want[i] = (double)y[i] + x[i];
+	cr_assert_eq(rl_add_cpu(y, x, n, NULL), 0);
+	close_all("add", y, want, sn, 6e-8, 0); /* one rounding: half an ulp */
+	for (size_t i = 0; i < sn; i++)
+		want[i] = (double)x[i] * -0.75;
+	cr_assert_eq(rl_scale_cpu(x, n, -0.75f, NULL), 0);
+	close_all("scale", x, want, sn, 6e-8, 0);
+
+	double out = 5.0; /* it adds to what is there */
+
+	for (size_t i = 0; i < sn; i++)
+		ss += (long double)x[i] * x[i];
+	cr_assert_eq(rl_sum_squares_cpu(&out, x, n, NULL), 0);
+	double want_ss = (double)(5.0L + ss);
+	cr_expect(fabs(out - want_ss) <= 1e-12 * want_ss, "n %lld: %.17g vs %.17g", (long long)n,
+	          out, want_ss);
+	free(x);
+	free(y);
+	free(want);
+}
+
+Test(vector, add_scale_sum_squares)
+{
+	uint32_t seed = 0x31415u;
+	static const int64_t sizes[] = {0, 1, 7, 1000, 70001, 100000, 9000001};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		vec_case(&seed, sizes[i]);
+}
+
+Test(vector, bad_arguments)
+{
+	float v[2] = {1, 2};
+	double out = 0;
+
+	cr_expect_eq(rl_add_cpu(NULL, v, 2, NULL), -1);
+	cr_expect_eq(rl_add_cpu(v, NULL, 2, NULL), -1);
+	cr_expect_eq(rl_add_cpu(v, v, -1, NULL), -1);
+	cr_expect_eq(rl_scale_cpu(NULL, 2, 1, NULL), -1);
+	cr_expect_eq(rl_scale_cpu(v, -1, 1, NULL), -1);
+	cr_expect_eq(rl_sum_squares_cpu(NULL, v, 2, NULL), -1);
+	cr_expect_eq(rl_sum_squares_cpu(&out, NULL, 2, NULL), -1);
+	cr_expect_eq(rl_sum_squares_cpu(&out, v, -1, NULL), -1);
+}
+
+/* ---- determinism: the same bits whatever the thread count ---- */
+
+Test(determinism, thread_count_does_not_change_reductions)
+{
+#ifndef _OPENMP
+	cr_skip_test("built without OpenMP");
+#else
+	uint32_t seed = 0x2718u;
+	int rows = 300, dim = 1001;
+	size_t n = (size_t)rows * dim;
+	float *x = frand(&seed, n, -2, 2), *w = frand(&seed, (size_t)dim, -1, 1);
+	float *dy = frand(&seed, n, -1, 1), *rstd = falloc((size_t)rows), *y = falloc(n);
+	float *dx[2] = {falloc(n), falloc(n)}, *dw[2] = {falloc(dim), falloc(dim)};
+	double ss[2] = {0, 0};
+	int saved = omp_get_max_threads();
+
+	cr_assert_eq(rl_rmsnorm_forward_cpu(y, rstd, x, w, rows, dim, 1e-5f, NULL), 0);
+	for (int k = 0; k < 2; k++) {
+		omp_set_num_threads(k ? 3 : 1);
+		memset(dx[k], 0, n * sizeof(float));
+		memset(dw[k], 0, (size_t)dim * sizeof(float));
+		cr_assert_eq(rl_rmsnorm_backward_cpu(dx[k], dw[k], dy, x, w, rstd, rows, dim, NULL),
+		             0);
+		cr_assert_eq(rl_sum_squares_cpu(&ss[k], dy, (int64_t)n, NULL), 0);
+	}
+	omp_set_num_threads(saved);
+	cr_expect_arr_eq(dx[0], dx[1], n * sizeof(float));
+	cr_expect_arr_eq(dw[0], dw[1], (size_t)dim * sizeof(float));
+	cr_expect(ss[0] == ss[1], "sum of squares %.17g vs %.17g", ss[0], ss[1]);
+	free(x);
+	free(w);
+	free(dy);
+	free(rstd);
+	free(y);
+	free(dx[0]);
+	free(dx[1]);
+	free(dw[0]);
+	free(dw[1]);
+#endif
+}
