@@ -8,6 +8,9 @@
 enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2 };
 
 int rl_cmd_config(int argc, char **argv);
+int rl_cmd_forward(int argc, char **argv);
+int rl_cmd_generate(int argc, char **argv);
+int rl_cmd_tokenize(int argc, char **argv);
 
 /* The default config compiled into rlrun (etc/examples/grpo-tiny.yaml). */
 extern const char rl_default_config[];

@@ -17,7 +17,13 @@ static const char usage[] =
     "commands:\n"
     "  config [CONFIG] [KEY=VALUE...]   print the resolved config (errors as FILE:LINE:COL)\n"
     "  config --schema[=text|man]       every config key: type, default, range, meaning\n"
-    "  train, plan, forward, generate, tokenize, ckpt, plot\n"
+    "  forward --model DIR --ids LIST [--out FILE]\n"
+    "                                   logits of one sequence (raw fp32 with --out)\n"
+    "  generate --model DIR (--prompt TEXT | --ids LIST) [sampling options]\n"
+    "                                   sample a continuation with the KV cache\n"
+    "  tokenize --model DIR (--text TEXT | --decode LIST)\n"
+    "                                   text to token ids and back\n"
+    "  train, plan, ckpt, plot\n"
     "                                   not implemented yet in this release\n"
     "\n"
     "options:\n"
@@ -26,8 +32,7 @@ static const char usage[] =
     "\n"
     "See rlrun(1), rl-config(5) and spank_rl(8).\n";
 
-static const char *const not_yet[] = {"train",    "plan", "forward", "generate",
-                                      "tokenize", "ckpt", "plot",    NULL};
+static const char *const not_yet[] = {"train", "plan", "ckpt", "plot", NULL};
 
 int main(int argc, char **argv)
 {
@@ -46,6 +51,12 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "config") == 0)
 		return rl_cmd_config(argc - 1, argv + 1);
+	if (strcmp(cmd, "forward") == 0)
+		return rl_cmd_forward(argc - 1, argv + 1);
+	if (strcmp(cmd, "generate") == 0)
+		return rl_cmd_generate(argc - 1, argv + 1);
+	if (strcmp(cmd, "tokenize") == 0)
+		return rl_cmd_tokenize(argc - 1, argv + 1);
 	for (const char *const *n = not_yet; *n; n++) {
 		if (strcmp(cmd, *n) == 0) {
 			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd,

@@ -1,0 +1,112 @@
+/* Allocation of a model's activation and scratch buffers for a token budget. */
+#include <stdlib.h>
+
+#include "runtime/model/acts.h"
+
+static void *take(const struct rl_model *m, struct rl_acts *a, size_t bytes, int *failed)
+{
+	if (*failed)
+		return NULL;
+	if (a->n_owned == a->cap_owned) {
+		int cap = a->cap_owned ? 2 * a->cap_owned : 64;
+		void **o = realloc(a->owned, (size_t)cap * sizeof *o);
+
+		if (!o) {
+			*failed = 1;
+			return NULL;
+		}
+		a->owned = o;
+		a->cap_owned = cap;
+	}
+	void *p = m->ops->alloc(bytes ? bytes : 4);
+	if (!p) {
+		*failed = 1;
+		return NULL;
+	}
+	a->owned[a->n_owned++] = p;
+	return p;
+}
+
+struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
+{
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_acts *a = calloc(1, sizeof *a);
+	size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1), d = (size_t)c->hidden_size;
+	size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
+	size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+	size_t inter = (size_t)c->intermediate_size, f = sizeof(float);
+	int failed = 0;
+
+	if (!a)
+		return NULL;
+	a->max_tokens = (int)T;
+	a->layers = calloc((size_t)c->n_layers, sizeof *a->layers);
+	a->target_mask = malloc(T * f);
+	if (!a->layers || !a->target_mask) {
+		rl_acts_free(m, a);
+		return NULL;
+	}
+	a->ids = take(m, a, T * sizeof(int32_t), &failed);
+	a->pos = take(m, a, T * sizeof(int32_t), &failed);
+	a->targets = take(m, a, T * sizeof(int32_t), &failed);
+	a->cu_seqlens = take(m, a, (T + 1) * sizeof(int32_t), &failed);
+	for (int l = 0; l < c->n_layers; l++) {
+		struct rl_layer_acts *L = &a->layers[l];
+
+		L->x_in = take(m, a, T * d * f, &failed);
+		L->xn1 = take(m, a, T * d * f, &failed);
+		L->rstd1 = take(m, a, T * f, &failed);
+		L->q = take(m, a, T * qd * f, &failed);
+		L->k = take(m, a, T * kvd * f, &failed);
+		L->v = take(m, a, T * kvd * f, &failed);
+		if (c->qk_norm) {
+			L->q_raw = take(m, a, T * qd * f, &failed);
+			L->k_raw = take(m, a, T * kvd * f, &failed);
+			L->q_rstd = take(m, a, T * (size_t)c->n_heads * f, &failed);
+			L->k_rstd = take(m, a, T * (size_t)c->n_kv_heads * f, &failed);
+		}
+		L->att = take(m, a, T * qd * f, &failed);
+		L->lse = take(m, a, T * (size_t)c->n_heads * f, &failed);
+		L->x_mid = take(m, a, T * d * f, &failed);
+		L->xn2 = take(m, a, T * d * f, &failed);
+		L->rstd2 = take(m, a, T * f, &failed);
+		L->gate = take(m, a, T * inter * f, &failed);
+		L->up = take(m, a, T * inter * f, &failed);
+		L->h = take(m, a, T * inter * f, &failed);
+	}
+	a->x_final = take(m, a, T * d * f, &failed);
+	a->hf = take(m, a, T * d * f, &failed);
+	a->rstd_f = take(m, a, T * f, &failed);
+	a->lm_lse = take(m, a, T * f, &failed);
+	a->dres = take(m, a, T * d * f, &failed);
+	a->dhf = take(m, a, T * d * f, &failed);
+	a->dxn = take(m, a, T * d * f, &failed);
+	a->dq = take(m, a, T * qd * f, &failed);
+	a->dk = take(m, a, T * kvd * f, &failed);
+	a->dv = take(m, a, T * kvd * f, &failed);
+	if (c->qk_norm) {
+		a->dq_raw = take(m, a, T * qd * f, &failed);
+		a->dk_raw = take(m, a, T * kvd * f, &failed);
+	}
+	a->datt = take(m, a, T * qd * f, &failed);
+	a->dgate = take(m, a, T * inter * f, &failed);
+	a->dup = take(m, a, T * inter * f, &failed);
+	a->dh = take(m, a, T * inter * f, &failed);
+	if (failed) {
+		rl_acts_free(m, a);
+		return NULL;
+	}
+	return a;
+}
+
+void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
+{
+	if (!a)
+		return;
+	for (int i = 0; i < a->n_owned; i++)
+		m->ops->release(a->owned[i]);
+	free(a->owned);
+	free(a->layers);
+	free(a->target_mask);
+	free(a);
+}

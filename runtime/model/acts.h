@@ -1,0 +1,44 @@
+/* Internal to runtime/model: the activations one forward pass keeps for the
+ * backward pass, and the backward pass's scratch. All backend memory. */
+#ifndef RL_MODEL_ACTS_H
+#define RL_MODEL_ACTS_H
+
+#include "runtime/model/model.h"
+
+struct rl_layer_acts {
+	float *x_in; /* [T, d] residual stream entering the layer */
+	float *xn1, *rstd1;
+	float *q, *k, *v;         /* after the q/k norms and the rotation */
+	float *q_raw, *k_raw;     /* projections before the q/k norms (Qwen3) */
+	float *q_rstd, *k_rstd;   /* [T * heads] */
+	float *att, *lse;         /* attention output [T, H*D], lse [T, H] */
+	float *x_mid;             /* residual stream after attention */
+	float *xn2, *rstd2;
+	float *gate, *up, *h;     /* [T, intermediate] */
+};
+
+struct rl_acts {
+	int max_tokens;
+	int n_tokens;
+	int n_seqs;
+	int32_t *ids, *pos, *cu_seqlens, *targets; /* targets: -1 replaced by 0 */
+	float *target_mask;                        /* host: 1 where a target exists */
+	struct rl_layer_acts *layers;
+	float *x_final, *hf, *rstd_f;
+	float *lm_lse;
+	int logit_chunk;
+	float logit_scale;
+	/* backward scratch */
+	float *dres, *dhf, *dxn, *dq, *dk, *dv, *dq_raw, *dk_raw, *datt, *dgate, *dup, *dh;
+	/* every allocation above, for release */
+	void **owned;
+	int n_owned, cap_owned;
+};
+
+static inline struct rl_param *rl_layer_param(const struct rl_model *m, int layer,
+                                              enum rl_layer_param p)
+{
+	return m->layer[layer * RL_P_PER_LAYER + p];
+}
+
+#endif

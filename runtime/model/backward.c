@@ -1,0 +1,150 @@
+/* The backward pass, mirror of forward.c. dres carries the gradient of the
+ * residual stream down the layers; each block adds its own contribution to
+ * it (the residual connection passes the rest through unchanged). Parameter
+ * gradients are added to, so micro-batches accumulate. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/model/acts.h"
+#include "runtime/model/forward_util.h"
+
+static int zero(const struct rl_ops *ops, float *p, size_t floats)
+{
+	return ops->zero(p, floats * sizeof(float), NULL);
+}
+
+static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_layer_acts *L = &a->layers[l];
+	int T = a->n_tokens, d = c->hidden_size, inter = c->intermediate_size;
+	size_t ti = (size_t)T * (size_t)inter;
+
+	RL_TRY(zero(ops, a->dh, ti), "layer %d: zeroing", l);
+	RL_TRY(ops->linear_backward(a->dh, G(DOWN), G(DOWN_BIAS), a->dres, L->h, P(DOWN), T, inter,
+	                            d, NULL),
+	       "layer %d: down_proj backward", l);
+	RL_TRY(zero(ops, a->dgate, ti) || zero(ops, a->dup, ti), "layer %d: zeroing", l);
+	RL_TRY(ops->swiglu_backward(a->dgate, a->dup, a->dh, L->gate, L->up, (int64_t)ti, NULL),
+	       "layer %d: swiglu backward", l);
+	RL_TRY(zero(ops, a->dxn, (size_t)T * (size_t)d), "layer %d: zeroing", l);
+	RL_TRY(ops->linear_backward(a->dxn, G(GATE), G(GATE_BIAS), a->dgate, L->xn2, P(GATE), T, d,
+	                            inter, NULL),
+	       "layer %d: gate_proj backward", l);
+	RL_TRY(ops->linear_backward(a->dxn, G(UP), G(UP_BIAS), a->dup, L->xn2, P(UP), T, d, inter,
+	                            NULL),
+	       "layer %d: up_proj backward", l);
+	RL_TRY(ops->rmsnorm_backward(a->dres, G(MLP_NORM), a->dxn, L->x_mid, P(MLP_NORM), L->rstd2,
+	                             T, d, NULL),
+	       "layer %d: post_attention_layernorm backward", l);
+	return 0;
+}
+
+static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
+                              size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_layer_acts *L = &a->layers[l];
+	int T = a->n_tokens, d = c->hidden_size;
+	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	size_t qn = (size_t)T * (size_t)H * (size_t)D, kvn = (size_t)T * (size_t)Hkv * (size_t)D;
+	struct rl_attention_shape shape = {H, Hkv, D, 0};
+	float *dq = a->dq, *dk = a->dk;
+
+	shape.scale = (float)(1.0 / sqrt((double)D));
+	RL_TRY(zero(ops, a->datt, qn), "layer %d: zeroing", l);
+	RL_TRY(ops->linear_backward(a->datt, G(O), G(O_BIAS), a->dres, L->att, P(O), T, H * D, d,
+	                            NULL),
+	       "layer %d: o_proj backward", l);
+	RL_TRY(zero(ops, a->dq, qn) || zero(ops, a->dk, kvn) || zero(ops, a->dv, kvn),
+	       "layer %d: zeroing", l);
+	RL_TRY(ops->attention_backward(a->dq, a->dk, a->dv, a->datt, L->q, L->k, L->v, L->att,
+	                               L->lse, a->cu_seqlens, a->n_seqs, &shape, NULL),
+	       "layer %d: attention backward", l);
+	RL_TRY(ops->rope_backward(a->dq, a->pos, m->inv_freq, T, H, D, NULL),
+	       "layer %d: rope backward (q)", l);
+	RL_TRY(ops->rope_backward(a->dk, a->pos, m->inv_freq, T, Hkv, D, NULL),
+	       "layer %d: rope backward (k)", l);
+	if (c->qk_norm) {
+		RL_TRY(zero(ops, a->dq_raw, qn) || zero(ops, a->dk_raw, kvn), "layer %d: zeroing",
+		       l);
+		RL_TRY(ops->rmsnorm_backward(a->dq_raw, G(Q_NORM), a->dq, L->q_raw, P(Q_NORM),
+		                             L->q_rstd, T * H, D, NULL),
+		       "layer %d: q_norm backward", l);
+		RL_TRY(ops->rmsnorm_backward(a->dk_raw, G(K_NORM), a->dk, L->k_raw, P(K_NORM),
+		                             L->k_rstd, T * Hkv, D, NULL),
+		       "layer %d: k_norm backward", l);
+		dq = a->dq_raw;
+		dk = a->dk_raw;
+	}
+	RL_TRY(zero(ops, a->dxn, (size_t)T * (size_t)d), "layer %d: zeroing", l);
+	RL_TRY(ops->linear_backward(a->dxn, G(Q), G(Q_BIAS), dq, L->xn1, P(Q), T, d, H * D, NULL),
+	       "layer %d: q_proj backward", l);
+	RL_TRY(ops->linear_backward(a->dxn, G(K), G(K_BIAS), dk, L->xn1, P(K), T, d, Hkv * D, NULL),
+	       "layer %d: k_proj backward", l);
+	RL_TRY(
+	    ops->linear_backward(a->dxn, G(V), G(V_BIAS), a->dv, L->xn1, P(V), T, d, Hkv * D, NULL),
+	    "layer %d: v_proj backward", l);
+	RL_TRY(ops->rmsnorm_backward(a->dres, G(ATTN_NORM), a->dxn, L->x_in, P(ATTN_NORM), L->rstd1,
+	                             T, d, NULL),
+	       "layer %d: input_layernorm backward", l);
+	return 0;
+}
+
+int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
+                      size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	int T = a->n_tokens, d = c->hidden_size;
+	struct rl_lm_logprobs_shape shape = {T, d, c->vocab_size, a->logit_chunk, a->logit_scale};
+	size_t td = (size_t)T * (size_t)d;
+	float *dlp = ops->alloc((size_t)T * sizeof(float));
+	float *work = ops->alloc((size_t)rl_lm_logprobs_work_floats(&shape) * sizeof(float));
+	float *masked = malloc((size_t)T * sizeof(float));
+	int rc = -1;
+
+	if (a->logit_chunk <= 0) {
+		snprintf(err, errlen, "backward without a log-probability forward pass");
+		goto out;
+	}
+	if (!dlp || !work || !masked) {
+		snprintf(err, errlen, "out of memory for the backward pass");
+		goto out;
+	}
+	/* tokens without a target were given target 0: their gradient must vanish */
+	for (int t = 0; t < T; t++)
+		masked[t] = dlogprob_host[t] * a->target_mask[t];
+	if (ops->from_host(dlp, masked, (size_t)T * sizeof(float), NULL) || zero(ops, a->dhf, td) ||
+	    zero(ops, a->dres, td)) {
+		snprintf(err, errlen, "backward: staging the loss gradient failed");
+		goto out;
+	}
+	if (ops->lm_logprobs_backward(a->dhf, m->lm_head->grad, dlp, a->hf, m->lm_head->data,
+	                              a->targets, a->lm_lse, &shape, work, NULL)) {
+		snprintf(err, errlen, "lm_head backward failed");
+		goto out;
+	}
+	if (ops->rmsnorm_backward(a->dres, m->final_norm->grad, a->dhf, a->x_final,
+	                          m->final_norm->data, a->rstd_f, T, d, NULL)) {
+		snprintf(err, errlen, "final norm backward failed");
+		goto out;
+	}
+	for (int l = c->n_layers - 1; l >= 0; l--) {
+		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
+			goto out;
+	}
+	if (ops->embedding_backward(m->embed->grad, a->dres, a->ids, T, d, NULL)) {
+		snprintf(err, errlen, "embedding backward failed");
+		goto out;
+	}
+	rc = 0;
+out:
+	ops->release(dlp);
+	ops->release(work);
+	free(masked);
+	return rc;
+}

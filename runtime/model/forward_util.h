@@ -1,0 +1,37 @@
+/* Internal to runtime/model: the shorthand the passes are written in. */
+#ifndef RL_MODEL_FORWARD_UTIL_H
+#define RL_MODEL_FORWARD_UTIL_H
+
+#include <stdio.h>
+
+#include "runtime/model/acts.h"
+
+/* An op that fails turns into a message naming where it happened. Needs err
+ * and errlen in scope. */
+#define RL_TRY(call, ...)                                                                          \
+	do {                                                                                       \
+		if ((call) != 0) {                                                                 \
+			int rl_try_n_ = snprintf(err, errlen, __VA_ARGS__);                        \
+			if (rl_try_n_ >= 0 && (size_t)rl_try_n_ < errlen)                          \
+				snprintf(err + rl_try_n_, errlen - (size_t)rl_try_n_, " failed");  \
+			return -1;                                                                 \
+		}                                                                                  \
+	} while (0)
+
+static inline float *rl_param_data(const struct rl_model *m, int l, enum rl_layer_param p)
+{
+	struct rl_param *x = rl_layer_param(m, l, p);
+	return x ? x->data : NULL;
+}
+
+static inline float *rl_param_grad(const struct rl_model *m, int l, enum rl_layer_param p)
+{
+	struct rl_param *x = rl_layer_param(m, l, p);
+	return x ? x->grad : NULL;
+}
+
+/* The weight and the gradient of layer l's parameter, NULL when absent. */
+#define P(name) rl_param_data(m, l, RL_P_##name)
+#define G(name) rl_param_grad(m, l, RL_P_##name)
+
+#endif

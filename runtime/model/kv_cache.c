@@ -1,0 +1,260 @@
+/* Prefill and decode through the KV cache. The token-wise work (norms,
+ * projections, MLP) runs on all new tokens of all sequences as one batch;
+ * only attention goes sequence by sequence, each against its own cache. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/model/forward_util.h"
+#include "runtime/model/kv_cache.h"
+
+struct rl_decode_scratch {
+	int32_t *ids, *pos;
+	float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *h, *last, *logits;
+	int32_t *pos_host;
+	int *first; /* host: first token of each group */
+};
+
+static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
+{
+	const struct rl_ops *ops = m->ops;
+	struct rl_decode_scratch *s = kv->scratch;
+
+	if (s) {
+		void *dev[] = {s->ids, s->pos, s->x,    s->xn, s->q, s->k,    s->v,     s->qn,
+		               s->kn,  s->att, s->gate, s->up, s->h, s->last, s->logits};
+		for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+			ops->release(dev[i]);
+		free(s->pos_host);
+		free(s->first);
+		free(s);
+	}
+	for (int l = 0; kv->k && l < m->cfg.n_layers; l++) {
+		ops->release(kv->k[l]);
+		ops->release(kv->v[l]);
+	}
+	free(kv->k);
+	free(kv->v);
+	free(kv->len);
+}
+
+struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int max_len,
+                                    int max_tokens)
+{
+	const struct rl_model_config *c = &m->cfg;
+	const struct rl_ops *ops = m->ops;
+	struct rl_kv_cache *kv = calloc(1, sizeof *kv);
+	size_t f = sizeof(float), T = (size_t)max_tokens, d = (size_t)c->hidden_size;
+	size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+	size_t qd = (size_t)c->n_heads * (size_t)c->head_dim, inter = (size_t)c->intermediate_size;
+	size_t per_layer = (size_t)n_slots * (size_t)max_len * kvd * f;
+	struct rl_decode_scratch *s;
+	int ok = 1;
+
+	if (!kv || n_slots <= 0 || max_len <= 0 || max_tokens <= 0) {
+		free(kv);
+		return NULL;
+	}
+	kv->n_slots = n_slots;
+	kv->max_len = max_len;
+	kv->max_tokens = max_tokens;
+	kv->len = calloc((size_t)n_slots, sizeof *kv->len);
+	kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
+	kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
+	kv->scratch = s = calloc(1, sizeof *s);
+	if (!kv->len || !kv->k || !kv->v || !s) {
+		release_all(m, kv);
+		free(kv);
+		return NULL;
+	}
+	for (int l = 0; l < c->n_layers; l++) {
+		kv->k[l] = ops->alloc(per_layer);
+		kv->v[l] = ops->alloc(per_layer);
+		ok &= kv->k[l] && kv->v[l];
+	}
+	s->ids = ops->alloc(T * sizeof(int32_t));
+	s->pos = ops->alloc(T * sizeof(int32_t));
+	s->x = ops->alloc(T * d * f);
+	s->xn = ops->alloc(T * d * f);
+	s->q = ops->alloc(T * qd * f);
+	s->qn = ops->alloc(T * qd * f);
+	s->k = ops->alloc(T * kvd * f);
+	s->kn = ops->alloc(T * kvd * f);
+	s->v = ops->alloc(T * kvd * f);
+	s->att = ops->alloc(T * qd * f);
+	s->gate = ops->alloc(T * inter * f);
+	s->up = ops->alloc(T * inter * f);
+	s->h = ops->alloc(T * inter * f);
+	s->last = ops->alloc((size_t)n_slots * d * f);
+	s->logits = ops->alloc((size_t)n_slots * (size_t)c->vocab_size * f);
+	s->pos_host = malloc(T * sizeof(int32_t));
+	s->first = malloc(((size_t)n_slots + 1) * sizeof(int));
+	ok &= s->ids && s->pos && s->x && s->xn && s->q && s->qn && s->k && s->kn && s->v &&
+	      s->att && s->gate && s->up && s->h && s->last && s->logits && s->pos_host && s->first;
+	if (!ok) {
+		release_all(m, kv);
+		free(kv);
+		return NULL;
+	}
+	return kv;
+}
+
+void rl_kv_cache_free(const struct rl_model *m, struct rl_kv_cache *kv)
+{
+	if (!kv)
+		return;
+	release_all(m, kv);
+	free(kv);
+}
+
+static int check_groups(const struct rl_model *m, const struct rl_kv_cache *kv, int n_groups,
+                        const int *slots, const int *n_new, const int32_t *ids, char *err,
+                        size_t errlen)
+{
+	int total = 0;
+
+	if (n_groups <= 0 || n_groups > kv->n_slots) {
+		snprintf(err, errlen, "decode: %d sequences for a cache of %d", n_groups,
+		         kv->n_slots);
+		return -1;
+	}
+	for (int g = 0; g < n_groups; g++) {
+		int s = slots[g];
+
+		if (s < 0 || s >= kv->n_slots || n_new[g] <= 0) {
+			snprintf(err, errlen, "decode: bad slot %d or token count %d", s, n_new[g]);
+			return -1;
+		}
+		for (int h = 0; h < g; h++) {
+			if (slots[h] == s) {
+				snprintf(err, errlen, "decode: slot %d given twice", s);
+				return -1;
+			}
+		}
+		if (kv->len[s] + n_new[g] > kv->max_len) {
+			snprintf(err, errlen,
+			         "decode: sequence %d would exceed the cache's %d tokens", s,
+			         kv->max_len);
+			return -1;
+		}
+		total += n_new[g];
+	}
+	if (total > kv->max_tokens) {
+		snprintf(err, errlen, "decode: %d new tokens, room for %d", total, kv->max_tokens);
+		return -1;
+	}
+	for (int t = 0; t < total; t++) {
+		if (ids[t] < 0 || ids[t] >= m->cfg.vocab_size) {
+			snprintf(err, errlen, "token id %d is outside the vocabulary (%d)", ids[t],
+			         m->cfg.vocab_size);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n_groups,
+                        const int *slots, const int *n_new, int T, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_decode_scratch *s = kv->scratch;
+	int d = c->hidden_size, inter = c->intermediate_size;
+	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	float eps = (float)c->rms_norm_eps;
+	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
+	size_t kvrow = (size_t)Hkv * (size_t)D, qrow = (size_t)H * (size_t)D;
+	float *q = s->q, *k = s->k;
+
+	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(ATTN_NORM), T, d, eps, NULL),
+	       "layer %d: input_layernorm", l);
+	RL_TRY(ops->linear_forward(s->q, s->xn, P(Q), P(Q_BIAS), T, d, H * D, NULL),
+	       "layer %d: q_proj", l);
+	RL_TRY(ops->linear_forward(s->k, s->xn, P(K), P(K_BIAS), T, d, Hkv * D, NULL),
+	       "layer %d: k_proj", l);
+	RL_TRY(ops->linear_forward(s->v, s->xn, P(V), P(V_BIAS), T, d, Hkv * D, NULL),
+	       "layer %d: v_proj", l);
+	if (c->qk_norm) {
+		RL_TRY(ops->rmsnorm_forward(s->qn, NULL, s->q, P(Q_NORM), T * H, D, eps, NULL),
+		       "layer %d: q_norm", l);
+		RL_TRY(ops->rmsnorm_forward(s->kn, NULL, s->k, P(K_NORM), T * Hkv, D, eps, NULL),
+		       "layer %d: k_norm", l);
+		q = s->qn;
+		k = s->kn;
+	}
+	RL_TRY(ops->rope_forward(q, s->pos, m->inv_freq, T, H, D, NULL), "layer %d: rope (q)", l);
+	RL_TRY(ops->rope_forward(k, s->pos, m->inv_freq, T, Hkv, D, NULL), "layer %d: rope (k)", l);
+	for (int g = 0; g < n_groups; g++) {
+		size_t at =
+		    ((size_t)slots[g] * (size_t)kv->max_len + (size_t)kv->len[slots[g]]) * kvrow;
+		size_t first = (size_t)s->first[g],
+		       bytes = (size_t)n_new[g] * kvrow * sizeof(float);
+		float *kc = kv->k[l] + (size_t)slots[g] * (size_t)kv->max_len * kvrow;
+		float *vc = kv->v[l] + (size_t)slots[g] * (size_t)kv->max_len * kvrow;
+
+		RL_TRY(ops->copy(kv->k[l] + at, k + first * kvrow, bytes, NULL) ||
+		           ops->copy(kv->v[l] + at, s->v + first * kvrow, bytes, NULL),
+		       "layer %d: cache append", l);
+		RL_TRY(ops->attention_cached(s->att + first * qrow, q + first * qrow, kc, vc,
+		                             n_new[g], kv->len[slots[g]] + n_new[g], &shape, NULL),
+		       "layer %d: attention", l);
+	}
+	RL_TRY(ops->linear_forward(s->xn, s->att, P(O), P(O_BIAS), T, H * D, d, NULL),
+	       "layer %d: o_proj", l);
+	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
+	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(MLP_NORM), T, d, eps, NULL),
+	       "layer %d: post_attention_layernorm", l);
+	RL_TRY(ops->linear_forward(s->gate, s->xn, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
+	       "layer %d: gate_proj", l);
+	RL_TRY(ops->linear_forward(s->up, s->xn, P(UP), P(UP_BIAS), T, d, inter, NULL),
+	       "layer %d: up_proj", l);
+	RL_TRY(ops->swiglu_forward(s->h, s->gate, s->up, (int64_t)T * inter, NULL),
+	       "layer %d: swiglu", l);
+	RL_TRY(ops->linear_forward(s->xn, s->h, P(DOWN), P(DOWN_BIAS), T, inter, d, NULL),
+	       "layer %d: down_proj", l);
+	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
+	return 0;
+}
+
+int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
+                    const int *n_new, const int32_t *ids, float *logits_host, char *err,
+                    size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_decode_scratch *s = kv->scratch;
+	int d = c->hidden_size, V = c->vocab_size, T = 0;
+	size_t row = (size_t)d * sizeof(float);
+
+	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
+		return -1;
+	for (int g = 0; g < n_groups; g++) {
+		s->first[g] = T;
+		for (int i = 0; i < n_new[g]; i++)
+			s->pos_host[T++] = kv->len[slots[g]] + i;
+	}
+	RL_TRY(ops->from_host(s->ids, ids, (size_t)T * sizeof(int32_t), NULL) ||
+	           ops->from_host(s->pos, s->pos_host, (size_t)T * sizeof(int32_t), NULL),
+	       "decode: copying the tokens");
+	RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, V, NULL), "embedding");
+	for (int l = 0; l < c->n_layers; l++) {
+		if (layer_decode(m, kv, l, n_groups, slots, n_new, T, err, errlen))
+			return -1;
+	}
+	for (int g = 0; g < n_groups; g++) {
+		kv->len[slots[g]] += n_new[g];
+		RL_TRY(ops->copy(s->last + (size_t)g * (size_t)d,
+		                 s->x + (size_t)(s->first[g] + n_new[g] - 1) * (size_t)d, row,
+		                 NULL),
+		       "decode: gathering the last tokens");
+	}
+	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->last, m->final_norm->data, n_groups, d,
+	                            (float)c->rms_norm_eps, NULL),
+	       "final norm");
+	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d, V, NULL),
+	       "lm_head");
+	RL_TRY(ops->to_host(logits_host, s->logits, (size_t)n_groups * (size_t)V * sizeof(float),
+	                    NULL),
+	       "decode: copying the logits");
+	return 0;
+}

@@ -1,0 +1,282 @@
+#define _GNU_SOURCE
+/* The parameter table of a model: which tensors a family has, their names and
+ * shapes, their place in the flat buffers; loading them from safetensors and
+ * saving them back in the source's dtype. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/model/model.h"
+#include "runtime/model/safetensors.h"
+
+static const char *const layer_suffix[RL_P_PER_LAYER] = {
+    [RL_P_ATTN_NORM] = "input_layernorm.weight",
+    [RL_P_Q] = "self_attn.q_proj.weight",
+    [RL_P_Q_BIAS] = "self_attn.q_proj.bias",
+    [RL_P_K] = "self_attn.k_proj.weight",
+    [RL_P_K_BIAS] = "self_attn.k_proj.bias",
+    [RL_P_V] = "self_attn.v_proj.weight",
+    [RL_P_V_BIAS] = "self_attn.v_proj.bias",
+    [RL_P_O] = "self_attn.o_proj.weight",
+    [RL_P_O_BIAS] = "self_attn.o_proj.bias",
+    [RL_P_Q_NORM] = "self_attn.q_norm.weight",
+    [RL_P_K_NORM] = "self_attn.k_norm.weight",
+    [RL_P_MLP_NORM] = "post_attention_layernorm.weight",
+    [RL_P_GATE] = "mlp.gate_proj.weight",
+    [RL_P_GATE_BIAS] = "mlp.gate_proj.bias",
+    [RL_P_UP] = "mlp.up_proj.weight",
+    [RL_P_UP_BIAS] = "mlp.up_proj.bias",
+    [RL_P_DOWN] = "mlp.down_proj.weight",
+    [RL_P_DOWN_BIAS] = "mlp.down_proj.bias",
+};
+
+static bool layer_has(const struct rl_model_config *c, enum rl_layer_param p)
+{
+	switch (p) {
+	case RL_P_Q_BIAS:
+	case RL_P_K_BIAS:
+	case RL_P_V_BIAS:
+		return c->qkv_bias;
+	case RL_P_O_BIAS:
+		return c->o_bias;
+	case RL_P_Q_NORM:
+	case RL_P_K_NORM:
+		return c->qk_norm;
+	case RL_P_GATE_BIAS:
+	case RL_P_UP_BIAS:
+	case RL_P_DOWN_BIAS:
+		return c->mlp_bias;
+	default:
+		return true;
+	}
+}
+
+/* [rows, cols]; cols 0 means a vector of rows elements. */
+static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, int64_t *rows,
+                        int64_t *cols)
+{
+	int64_t d = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
+	int64_t q = (int64_t)c->n_heads * hd, kv = (int64_t)c->n_kv_heads * hd;
+
+	*cols = 0;
+	switch (p) {
+	case RL_P_ATTN_NORM:
+	case RL_P_MLP_NORM:
+	case RL_P_O_BIAS:
+	case RL_P_DOWN_BIAS:
+		*rows = d;
+		break;
+	case RL_P_Q:
+		*rows = q, *cols = d;
+		break;
+	case RL_P_Q_BIAS:
+		*rows = q;
+		break;
+	case RL_P_K:
+	case RL_P_V:
+		*rows = kv, *cols = d;
+		break;
+	case RL_P_K_BIAS:
+	case RL_P_V_BIAS:
+		*rows = kv;
+		break;
+	case RL_P_O:
+		*rows = d, *cols = q;
+		break;
+	case RL_P_Q_NORM:
+	case RL_P_K_NORM:
+		*rows = hd;
+		break;
+	case RL_P_GATE:
+	case RL_P_UP:
+		*rows = inter, *cols = d;
+		break;
+	case RL_P_GATE_BIAS:
+	case RL_P_UP_BIAS:
+		*rows = inter;
+		break;
+	case RL_P_DOWN:
+		*rows = d, *cols = inter;
+		break;
+	case RL_P_PER_LAYER:
+		*rows = 0;
+		break;
+	}
+}
+
+static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, const char *fmt,
+                                  ...)
+{
+	struct rl_param *p = &m->params[m->n_params++];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->name, sizeof p->name, fmt, ap);
+	va_end(ap);
+	p->ndim = cols ? 2 : 1;
+	p->shape[0] = rows;
+	p->shape[1] = cols;
+	p->numel = cols ? rows * cols : rows;
+	p->offset = m->n_elems;
+	/* keep each tensor 64-byte aligned inside the flat buffer */
+	m->n_elems += (p->numel + 15) & ~(int64_t)15;
+	return p;
+}
+
+/* Lays out the table; pointers into the flat buffers are set afterwards,
+ * since params[] must not move once layer[] points into it. */
+static int build_table(struct rl_model *m)
+{
+	const struct rl_model_config *c = &m->cfg;
+	int max = 3 + c->n_layers * RL_P_PER_LAYER;
+	int64_t slots[3];
+
+	m->params = calloc((size_t)max, sizeof *m->params);
+	m->layer = calloc((size_t)c->n_layers * RL_P_PER_LAYER, sizeof *m->layer);
+	if (!m->params || !m->layer)
+		return -1;
+	m->embed = add_param(m, c->vocab_size, c->hidden_size, "model.embed_tokens.weight");
+	slots[0] = m->embed - m->params;
+	for (int i = 0; i < c->n_layers; i++) {
+		for (int p = 0; p < RL_P_PER_LAYER; p++) {
+			int64_t rows, cols;
+
+			if (!layer_has(c, (enum rl_layer_param)p))
+				continue;
+			layer_shape(c, (enum rl_layer_param)p, &rows, &cols);
+			m->layer[i * RL_P_PER_LAYER + p] =
+			    add_param(m, rows, cols, "model.layers.%d.%s", i, layer_suffix[p]);
+		}
+	}
+	m->final_norm = add_param(m, c->hidden_size, 0, "model.norm.weight");
+	slots[1] = m->final_norm - m->params;
+	slots[2] = c->tie_word_embeddings
+	               ? slots[0]
+	               : add_param(m, c->vocab_size, c->hidden_size, "lm_head.weight") - m->params;
+	m->embed = &m->params[slots[0]];
+	m->final_norm = &m->params[slots[1]];
+	m->lm_head = &m->params[slots[2]];
+	return 0;
+}
+
+static void set_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int load_weights(struct rl_model *m, char *err, size_t errlen)
+{
+	struct rl_st_archive *st;
+	float *host = NULL;
+	int rc = -1;
+
+	if (rl_st_open_dir(&st, m->dir, err, errlen))
+		return -1;
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+
+		if (m->ops == &rl_ops_cpu) { /* host memory: no staging copy */
+			if (rl_st_read_f32(st, p->name, p->data, p->ndim, p->shape, err, errlen))
+				goto out;
+			continue;
+		}
+		free(host);
+		host = malloc((size_t)p->numel * sizeof *host);
+		if (!host) {
+			set_errf(err, errlen, "%s: out of memory reading %s", m->dir, p->name);
+			goto out;
+		}
+		if (rl_st_read_f32(st, p->name, host, p->ndim, p->shape, err, errlen) ||
+		    m->ops->from_host(p->data, host, (size_t)p->numel * sizeof *host, NULL))
+			goto out;
+	}
+	rc = 0;
+out:
+	free(host);
+	rl_st_close(st);
+	return rc;
+}
+
+int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *ops, char *err,
+                  size_t errlen)
+{
+	struct rl_model *m = calloc(1, sizeof *m);
+	const char *missing = rl_ops_missing(ops);
+
+	*out = NULL;
+	if (missing) {
+		set_errf(err, errlen, "the %s backend has no %s op yet", ops->name, missing);
+		free(m);
+		return -1;
+	}
+	if (!m || !(m->dir = strdup(dir))) {
+		set_errf(err, errlen, "%s: out of memory", dir);
+		free(m);
+		return -1;
+	}
+	m->ops = ops;
+	if (rl_model_config_load(&m->cfg, dir, err, errlen))
+		goto fail;
+	if (build_table(m)) {
+		set_errf(err, errlen, "%s: out of memory", dir);
+		goto fail;
+	}
+	size_t bytes = (size_t)m->n_elems * sizeof(float);
+	m->flat = ops->alloc(bytes);
+	m->flat_grad = ops->alloc(bytes);
+	m->inv_freq = ops->alloc((size_t)m->cfg.head_dim / 2 * sizeof(float));
+	if (!m->flat || !m->flat_grad || !m->inv_freq) {
+		set_errf(err, errlen, "%s: cannot allocate %zu bytes of parameters", dir,
+		         2 * bytes);
+		goto fail;
+	}
+	ops->zero(m->flat, bytes, NULL);
+	ops->zero(m->flat_grad, bytes, NULL);
+	for (int i = 0; i < m->n_params; i++) {
+		m->params[i].data = m->flat + m->params[i].offset;
+		m->params[i].grad = m->flat_grad + m->params[i].offset;
+	}
+
+	float inv_freq[512];
+	if (m->cfg.head_dim / 2 > (int)(sizeof inv_freq / sizeof *inv_freq)) {
+		set_errf(err, errlen, "%s/config.json: head_dim %d is larger than 1024", dir,
+		         m->cfg.head_dim);
+		goto fail;
+	}
+	rl_rope_inv_freq(inv_freq, m->cfg.head_dim, m->cfg.rope_theta, &m->cfg.rope_scaling);
+	ops->from_host(m->inv_freq, inv_freq, (size_t)m->cfg.head_dim / 2 * sizeof(float), NULL);
+
+	if (load_weights(m, err, errlen))
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	rl_model_free(m);
+	return -1;
+}
+
+void rl_model_free(struct rl_model *m)
+{
+	if (!m)
+		return;
+	if (m->ops) {
+		m->ops->release(m->flat);
+		m->ops->release(m->flat_grad);
+		m->ops->release(m->inv_freq);
+	}
+	free(m->params);
+	free(m->layer);
+	free(m->dir);
+	free(m);
+}
+
+int rl_model_zero_grad(struct rl_model *m)
+{
+	return m->ops->zero(m->flat_grad, (size_t)m->n_elems * sizeof(float), NULL);
+}

@@ -1,0 +1,142 @@
+#define _GNU_SOURCE
+/* Saving a model as a Hugging Face directory: the weights in the dtype the
+ * source's config.json names, beside the source's own config, tokenizer and
+ * generation files, so that transformers loads the result unchanged. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/model/model.h"
+#include "runtime/model/safetensors.h"
+
+/* Copied when present; config.json must be. */
+static const char *const side_files[] = {
+    "config.json",           "generation_config.json",  "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", NULL,
+};
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Through DST.tmp, fsync and rename: a crash leaves the old file or the new. */
+static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+	char tmp[4200], buf[65536];
+	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+	ssize_t r;
+
+	if (in < 0) {
+		snprintf(err, errlen, "%s: %s", src, strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= sizeof tmp) {
+		snprintf(err, errlen, "%s: path too long", dst);
+		goto out;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while ((r = read(in, buf, sizeof buf)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || write_all(out, buf, (size_t)r)) {
+			snprintf(err, errlen, "copying %s to %s: %s", src, tmp, strerror(errno));
+			goto out;
+		}
+	}
+	if (fsync(out) || close(out)) {
+		out = -1;
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	out = -1;
+	if (rename(tmp, dst)) {
+		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (out >= 0)
+		close(out);
+	if (rc)
+		unlink(tmp);
+	close(in);
+	return rc;
+}
+
+int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_bytes, char *err,
+                  size_t errlen)
+{
+	struct rl_st_source *src = calloc((size_t)m->n_params, sizeof *src);
+	float *host = NULL;
+	int n = 0, rc = -1;
+
+	if (!src) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return -1;
+	}
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (m->ops == &rl_ops_cpu) {
+		host = m->flat;
+	} else {
+		host = malloc((size_t)m->n_elems * sizeof *host);
+		if (!host ||
+		    m->ops->to_host(host, m->flat, (size_t)m->n_elems * sizeof *host, NULL)) {
+			snprintf(err, errlen, "%s: cannot stage the weights in host memory", dir);
+			goto out;
+		}
+	}
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *p = &m->params[i];
+
+		src[n].name = p->name;
+		src[n].dtype = m->cfg.torch_dtype;
+		src[n].ndim = p->ndim;
+		src[n].shape[0] = p->shape[0];
+		src[n].shape[1] = p->shape[1];
+		src[n].data = host + p->offset;
+		n++;
+	}
+	if (rl_st_write_dir(dir, src, n, max_shard_bytes, err, errlen))
+		goto out;
+	for (int i = 0; side_files[i]; i++) {
+		char from[4200], to[4200];
+
+		if ((size_t)snprintf(from, sizeof from, "%s/%s", m->dir, side_files[i]) >= sizeof from ||
+		    (size_t)snprintf(to, sizeof to, "%s/%s", dir, side_files[i]) >= sizeof to) {
+			snprintf(err, errlen, "%s: path too long", dir);
+			goto out;
+		}
+		if (i > 0 && access(from, F_OK))
+			continue;
+		if (strcmp(from, to) && copy_file(from, to, err, errlen))
+			goto out;
+	}
+	rc = 0;
+out:
+	if (host != m->flat)
+		free(host);
+	free(src);
+	return rc;
+}

@@ -1,0 +1,247 @@
+/* Whole-model throughput on the CPU backend: forward+backward tokens/s of a
+ * packed batch and generation tokens/s through the KV cache, for a random
+ * ~25M-parameter Llama written as a Hugging Face directory, beside PyTorch on
+ * the same files, shapes and thread count (tests/bench/bench_model_torch.py)
+ * when python3 has torch and transformers. */
+#define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/generate/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/model/safetensors.h"
+
+enum { N_SEQS = 4, SEQ_LEN = 256, N_PROMPTS = 4, PROMPT_LEN = 32, NEW_TOKENS = 64 };
+
+static const char config_json[] =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\",\n"
+    " \"vocab_size\": 8192, \"hidden_size\": 512, \"intermediate_size\": 1408,\n"
+    " \"num_hidden_layers\": 7, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,\n"
+    " \"max_position_embeddings\": 1024, \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0,\n"
+    " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"bos_token_id\": 0,\n"
+    " \"eos_token_id\": 1, \"torch_dtype\": \"float32\"}\n";
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint32_t rng_next(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+/* Writes the config and random weights (norms 1, matrices ~ N(0, 0.02)
+ * approximated by a uniform of the same variance). */
+static int write_model(const char *dir)
+{
+	char path[4096], err[512];
+	struct rl_model probe = {0};
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	if (!(f = fopen(path, "w")) || fputs(config_json, f) < 0 || fclose(f))
+		return -1;
+	if (rl_model_config_load(&probe.cfg, dir, err, sizeof err)) {
+		fprintf(stderr, "bench: %s\n", err);
+		return -1;
+	}
+	const struct rl_model_config *c = &probe.cfg;
+	int64_t d = c->hidden_size, I = c->intermediate_size, kv = (int64_t)c->n_kv_heads * c->head_dim;
+	struct {
+		const char *fmt;
+		int64_t rows, cols;
+	} per_layer[] = {
+	    {"model.layers.%d.input_layernorm.weight", d, 0},
+	    {"model.layers.%d.self_attn.q_proj.weight", d, d},
+	    {"model.layers.%d.self_attn.k_proj.weight", kv, d},
+	    {"model.layers.%d.self_attn.v_proj.weight", kv, d},
+	    {"model.layers.%d.self_attn.o_proj.weight", d, d},
+	    {"model.layers.%d.post_attention_layernorm.weight", d, 0},
+	    {"model.layers.%d.mlp.gate_proj.weight", I, d},
+	    {"model.layers.%d.mlp.up_proj.weight", I, d},
+	    {"model.layers.%d.mlp.down_proj.weight", d, I},
+	};
+	int n_per = (int)(sizeof per_layer / sizeof *per_layer), n = 0;
+	int total = 2 + c->n_layers * n_per;
+	struct rl_st_source *src = calloc((size_t)total, sizeof *src);
+	char (*names)[96] = calloc((size_t)total, sizeof *names);
+	uint32_t seed = 12345;
+	int rc = -1;
+
+	for (int i = 0; i < total; i++) {
+		int64_t rows, cols;
+
+		if (i == 0) {
+			snprintf(names[i], sizeof names[i], "model.embed_tokens.weight");
+			rows = c->vocab_size, cols = d;
+		} else if (i == total - 1) {
+			snprintf(names[i], sizeof names[i], "model.norm.weight");
+			rows = d, cols = 0;
+		} else {
+			int l = (i - 1) / n_per, p = (i - 1) % n_per;
+			snprintf(names[i], sizeof names[i], per_layer[p].fmt, l);
+			rows = per_layer[p].rows, cols = per_layer[p].cols;
+		}
+		int64_t numel = cols ? rows * cols : rows;
+		float *v = malloc((size_t)numel * sizeof *v);
+		for (int64_t k = 0; k < numel; k++)
+			v[k] = cols ? 0.0346f * ((float)(rng_next(&seed) >> 8) / 16777216.0f - 0.5f) * 2
+			            : 1.0f;
+		src[n++] = (struct rl_st_source){names[i], RL_F32, cols ? 2 : 1, {rows, cols}, v};
+	}
+	rc = rl_st_write_dir(dir, src, n, 0, err, sizeof err);
+	if (rc)
+		fprintf(stderr, "bench: %s\n", err);
+	for (int i = 0; i < n; i++)
+		free((void *)src[i].data);
+	free(src);
+	free(names);
+	return rc;
+}
+
+/* Seconds per call of a step, repeated for at least two seconds after one
+ * warm-up call. */
+#define TIME_IT(secs, stmt)                                                                        \
+	do {                                                                                       \
+		stmt;                                                                              \
+		int reps_ = 0;                                                                     \
+		double t0_ = now(), t_;                                                            \
+		do {                                                                               \
+			stmt;                                                                      \
+			reps_++;                                                                   \
+		} while ((t_ = now() - t0_) < 2.0);                                                \
+		(secs) = t_ / reps_;                                                               \
+	} while (0)
+
+static int train_step(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, float *lp,
+                      float *dlp)
+{
+	char err[512];
+
+	if (rl_model_zero_grad(m) || rl_model_forward(m, a, b, err, sizeof err) ||
+	    rl_model_logprobs(m, a, lp, 1.0f, 4096, err, sizeof err) ||
+	    rl_model_backward(m, a, dlp, err, sizeof err)) {
+		fprintf(stderr, "bench: %s\n", err);
+		exit(1);
+	}
+	return 0;
+}
+
+static void generate(struct rl_model *m, int32_t *const *prompts)
+{
+	struct rl_gen_output out[N_PROMPTS];
+	struct rl_gen_params p = {.sampling = {0, -1, 1}, .stop = {.max_new_tokens = NEW_TOKENS}};
+	int lens[N_PROMPTS];
+	char err[512];
+
+	for (int i = 0; i < N_PROMPTS; i++)
+		lens[i] = PROMPT_LEN;
+	if (rl_generate(m, NULL, N_PROMPTS, (const int32_t *const *)prompts, lens, &p, out, err,
+	                sizeof err)) {
+		fprintf(stderr, "bench: %s\n", err);
+		exit(1);
+	}
+	rl_gen_outputs_free(out, N_PROMPTS);
+}
+
+static int torch_numbers(const char *dir, int threads, double *train, double *gen)
+{
+	char cmd[8192], line[512];
+	const char *src = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+
+	if (system("python3 -c 'import torch, transformers' >/dev/null 2>&1") != 0)
+		return -1;
+	snprintf(cmd, sizeof cmd,
+	         "python3 '%s/tests/bench/bench_model_torch.py' '%s' %d %d %d %d %d %d 2>/dev/null",
+	         src, dir, threads, N_SEQS, SEQ_LEN, N_PROMPTS, PROMPT_LEN, NEW_TOKENS);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	int got = 0;
+	while (fgets(line, sizeof line, p))
+		got = sscanf(line, "{\"train_tok_s\": %lf, \"gen_tok_s\": %lf}", train, gen) == 2 || got;
+	return pclose(p) == 0 && got ? 0 : -1;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/rl-bench-model-XXXXXX", err[512];
+	int threads = omp_get_max_threads();
+
+	if (!mkdtemp(dir) || write_model(dir))
+		return 1;
+	struct rl_model *m;
+	if (rl_model_load(&m, dir, &rl_ops_cpu, err, sizeof err)) {
+		fprintf(stderr, "bench: %s\n", err);
+		return 1;
+	}
+	int T = N_SEQS * SEQ_LEN;
+	int32_t *ids = malloc((size_t)T * sizeof *ids), *targets = malloc((size_t)T * sizeof *ids);
+	int32_t cu[N_SEQS + 1];
+	float *lp = malloc((size_t)T * sizeof *lp), *dlp = malloc((size_t)T * sizeof *dlp);
+	uint32_t seed = 99;
+	for (int s = 0; s <= N_SEQS; s++)
+		cu[s] = s * SEQ_LEN;
+	for (int t = 0; t < T; t++)
+		ids[t] = (int32_t)(rng_next(&seed) % (uint32_t)m->cfg.vocab_size);
+	for (int t = 0; t < T; t++) {
+		targets[t] = (t + 1) % SEQ_LEN ? ids[t + 1] : -1;
+		dlp[t] = -1.0f / (float)(N_SEQS * (SEQ_LEN - 1));
+	}
+	struct rl_batch b = {T, N_SEQS, ids, cu, targets};
+	struct rl_acts *a = rl_acts_new(m, T);
+	int32_t *prompts[N_PROMPTS];
+	for (int i = 0; i < N_PROMPTS; i++) {
+		prompts[i] = malloc(PROMPT_LEN * sizeof **prompts);
+		for (int t = 0; t < PROMPT_LEN; t++)
+			prompts[i][t] = (int32_t)(rng_next(&seed) % (uint32_t)m->cfg.vocab_size);
+	}
+
+	double t_train, t_gen, torch_train = 0, torch_gen = 0;
+	TIME_IT(t_train, train_step(m, a, &b, lp, dlp));
+	TIME_IT(t_gen, generate(m, prompts));
+	int have_torch = torch_numbers(dir, threads, &torch_train, &torch_gen) == 0;
+
+	double ours_train = T / t_train, ours_gen = N_PROMPTS * NEW_TOKENS / t_gen;
+	printf("model: Llama, %.1fM parameters, fp32, %d threads\n", (double)m->n_elems / 1e6,
+	       threads);
+	printf("%-34s %12s %12s %8s\n", "metric (tokens/s)", "slurm-rl", "pytorch", "ratio");
+	const char *names[2] = {"forward+backward (4 x 256 packed)", "generation (4 prompts, 64 new)"};
+	double ours[2] = {ours_train, ours_gen}, theirs[2] = {torch_train, torch_gen};
+	for (int i = 0; i < 2; i++) {
+		if (have_torch)
+			printf("%-34s %12.1f %12.1f %8.2f\n", names[i], ours[i], theirs[i],
+			       ours[i] / theirs[i]);
+		else
+			printf("%-34s %12.1f %12s %8s\n", names[i], ours[i], "-", "-");
+	}
+	if (!have_torch)
+		printf("(pytorch column skipped: python3 with torch and transformers not found)\n");
+
+	for (int i = 0; i < N_PROMPTS; i++)
+		free(prompts[i]);
+	rl_acts_free(m, a);
+	rl_model_free(m);
+	free(ids);
+	free(targets);
+	free(lp);
+	free(dlp);
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : 1;
+}
