@@ -11,11 +11,16 @@
  * The forward runs (sequence, head, tile) in parallel. The backward runs
  * (sequence, kv head) in parallel: the query heads that share a kv head all
  * add into the same dk and dv rows, and keeping them in one thread, in a
- * fixed order, makes the sums race-free and reproducible. */
+ * fixed order, makes the sums race-free and reproducible. Each thread then
+ * also holds one head's dk and dv (2 x longest x head_dim floats). With
+ * fewer such pairs than threads it runs (sequence, query head) instead, into
+ * a [tokens, n_heads, head_dim] buffer for each of dk and dv, reduced after.
+ * The results do not depend on the number of threads. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -273,11 +278,12 @@ int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float
 }
 
 /* One query head of one sequence, len rows; the pointers are already moved
- * to the head's column and the sequence's first row. p and ds are tiles. */
+ * to the head's column and the sequence's first row. dk and dv (row stride
+ * ldd) get this head's share only. p and ds are tiles. */
 static void attn_head_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                const float *k, const float *v, const float *out, const float *lse,
-                               int len, int ldq, int ldkv, int ldl, int d, float scale, float *p,
-                               float *ds)
+                               int len, int ldq, int ldd, int ldkv, int ldl, int d, float scale,
+                               float *p, float *ds)
 {
 	for (int first = 0; first < len; first += ATTN_BQ) {
 		const int m = len - first < ATTN_BQ ? len - first : ATTN_BQ, n = first + m;
@@ -312,9 +318,22 @@ static void attn_head_backward(float *dq, float *dk, float *dv, const float *dou
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, ds, n, k,
 		            ldkv, 1.0f, dq + qo, ldq);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, ds, n, q + qo,
-		            ldq, 1.0f, dk, ldkv);
+		            ldq, 1.0f, dk, ldd);
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, p, n, dout + qo,
-		            ldq, 1.0f, dv, ldkv);
+		            ldq, 1.0f, dv, ldd);
+	}
+}
+
+/* dst[t][:] += src[t][:] for len rows of d floats */
+static void attn_add_rows(float *dst, int ld_dst, const float *src, int ld_src, int len, int d)
+{
+	for (int t = 0; t < len; t++) {
+		float *a = dst + (size_t)t * ld_dst;
+		const float *b = src + (size_t)t * ld_src;
+
+		ATTN_SIMD
+		for (int i = 0; i < d; i++)
+			a[i] += b[i];
 	}
 }
 
@@ -339,36 +358,90 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
 		return -1;
 
 	const int H = shape->n_heads, Hkv = shape->n_kv_heads, D = shape->head_dim;
-	const int rep = H / Hkv, ldq = H * D, ldkv = Hkv * D;
-	const int n_items = n_seqs * Hkv;
+	const int rep = H / Hkv, ldq = H * D, ldkv = Hkv * D, threads = attn_threads();
+	const size_t first_tok = (size_t)cu_seqlens[0];
+	const size_t n_tok = (size_t)cu_seqlens[n_seqs] - first_tok;
+	/* Too few (sequence, kv head) pairs to keep the threads busy: split by
+	 * query head instead, each head's dk and dv into its own rows of a
+	 * [tokens, n_heads, head_dim] buffer, summed per kv head afterwards. */
+	const int by_head = rep > 1 && (long)n_seqs * Hkv < threads;
+	const int n_items = by_head ? n_seqs * H : n_seqs * Hkv;
+	const size_t part = by_head ? 0 : 2 * (size_t)max_len * D;
 	size_t tile;
-	float *scratch = attn_scratch(max_len, 2, &tile);
+	float *scratch = attn_scratch(max_len, 2, &tile), *heads = NULL, *per_thread = NULL;
 
-	if (!scratch)
+	if (by_head)
+		heads = calloc(2 * n_tok * ldq, sizeof(float));
+	else
+		per_thread = malloc((size_t)threads * part * sizeof(float));
+	if (!scratch || (by_head ? !heads : !per_thread)) {
+		free(scratch);
+		free(heads);
+		free(per_thread);
 		return -1;
+	}
 
-	const int parallel = n_items > 1 && attn_threads() > 1;
+	const int parallel = n_items > 1 && threads > 1;
 	const int blas_threads = attn_blas_serial_begin(parallel);
 
+	/* Either way a head's dk and dv start from zero and are added to the kv
+	 * head's rows in head order, so the sums, bit for bit, do not depend on
+	 * the split (nor on the number of threads). */
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
 #endif
 	for (int i = 0; i < n_items; i++) {
-		const int s = i / Hkv, g = i % Hkv;
+		const int s = i / (by_head ? H : Hkv);
 		const size_t base = (size_t)cu_seqlens[s];
 		const int len = cu_seqlens[s + 1] - cu_seqlens[s];
+		const int id = attn_thread_id();
+		float *p = scratch + (size_t)id * 2 * tile, *ds = p + tile;
+
+		if (by_head) {
+			const int h = i % H;
+			const size_t qo = base * ldq + (size_t)h * D;
+			const size_t kvo = base * ldkv + (size_t)(h / rep) * D;
+			float *hk = heads + (base - first_tok) * ldq + (size_t)h * D;
+
+			attn_head_backward(dq + qo, hk, hk + n_tok * ldq, dout + qo, q + qo,
+			                   k + kvo, v + kvo, out + qo, lse + base * H + h, len, ldq,
+			                   ldq, ldkv, H, D, shape->scale, p, ds);
+			continue;
+		}
+
+		const int g = i % Hkv;
 		const size_t kvo = base * ldkv + (size_t)g * D;
-		float *p = scratch + (size_t)attn_thread_id() * 2 * tile, *ds = p + tile;
+		float *hk = per_thread + (size_t)id * part, *hv = hk + (size_t)max_len * D;
 
 		for (int h = g * rep; h < (g + 1) * rep; h++) {
 			const size_t qo = base * ldq + (size_t)h * D;
 
-			attn_head_backward(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo,
-			                   v + kvo, out + qo, lse + base * H + h, len, ldq, ldkv, H,
-			                   D, shape->scale, p, ds);
+			memset(hk, 0, (size_t)len * D * sizeof(float));
+			memset(hv, 0, (size_t)len * D * sizeof(float));
+			attn_head_backward(dq + qo, hk, hv, dout + qo, q + qo, k + kvo, v + kvo,
+			                   out + qo, lse + base * H + h, len, ldq, D, ldkv, H, D,
+			                   shape->scale, p, ds);
+			attn_add_rows(dk + kvo, ldkv, hk, D, len, D);
+			attn_add_rows(dv + kvo, ldkv, hv, D, len, D);
 		}
 	}
 	attn_blas_serial_end(blas_threads);
+
+	if (by_head) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+		for (size_t t = 0; t < n_tok; t++)
+			for (int h = 0; h < H; h++) {
+				const size_t o = (first_tok + t) * ldkv + (size_t)(h / rep) * D;
+				const size_t src = t * ldq + (size_t)h * D;
+
+				attn_add_rows(dk + o, 0, heads + src, 0, 1, D);
+				attn_add_rows(dv + o, 0, heads + n_tok * ldq + src, 0, 1, D);
+			}
+	}
 	free(scratch);
+	free(heads);
+	free(per_thread);
 	return 0;
 }

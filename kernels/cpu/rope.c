@@ -1,8 +1,8 @@
 /* RoPE reference. Every step is a float operation in the order transformers
  * performs it (including torch's "a / t" being "reciprocal(t) * a"), so the
- * frequencies and angles agree with PyTorch to the last bit or two; a
- * double-precision shortcut would be more exact but further from the model
- * the weights were trained with. */
+ * frequencies agree with transformers bit for bit and the rotations to an
+ * ulp or two (torch's vectorized cos/sin); computing in double would be more
+ * exact and further from what the Hugging Face model does. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <criterion/criterion.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels/attention.h"
 
@@ -345,6 +349,63 @@ Test(attention, backward_across_tiles_matches_finite_differences)
 	check_backward(&c, 0xbeefu);
 }
 
+Test(attention, backward_split_by_query_head_matches_finite_differences)
+{
+	/* one sequence and one kv head for four query heads: with more threads
+	 * than (sequence, kv head) pairs the backward splits by query head and
+	 * sums the kv gradients afterwards */
+	static const int32_t cu[] = {0, 0, 9};
+	const struct attn_case c = {2, cu, 4, 1, 4, 0.5};
+
+#ifdef _OPENMP
+	omp_set_num_threads(4);
+#endif
+	check_backward(&c, 0xfaceu);
+}
+
+#ifdef _OPENMP
+Test(attention, thread_count_does_not_change_the_bits)
+{
+	/* 1 thread: by kv head; 3: split by query head (2 sequences x 1 kv head) */
+	static const int32_t cu[] = {0, 90, 130};
+	const struct attn_case c = {2, cu, 4, 1, 16, 0.25};
+	const struct rl_attention_shape sh = case_shape(&c);
+	static const int counts[] = {1, 3, 2};
+	float *got[3][4];
+	struct attn_data a;
+
+	data_init(&a, &c, 1234, 1.5f);
+	for (int run = 0; run < 3; run++) {
+		omp_set_num_threads(counts[run]);
+		got[run][0] = xcalloc(a.nq, sizeof(float));
+		got[run][1] = xcalloc(a.nkv, sizeof(float));
+		got[run][2] = xcalloc(a.nkv, sizeof(float));
+		got[run][3] = xcalloc(a.nq, sizeof(float));
+		cr_assert_eq(rl_attention_forward_cpu(got[run][3], a.lse, a.q, a.k, a.v, c.cu,
+		                                      c.n_seqs, &sh, NULL),
+		             0);
+		cr_assert_eq(rl_attention_backward_cpu(got[run][0], got[run][1], got[run][2], a.q,
+		                                       a.q, a.k, a.v, got[run][3], a.lse, c.cu,
+		                                       c.n_seqs, &sh, NULL),
+		             0);
+	}
+	for (int run = 1; run < 3; run++) {
+		cr_expect(memcmp(got[0][3], got[run][3], a.nq * sizeof(float)) == 0, "out, %d",
+		          counts[run]);
+		cr_expect(memcmp(got[0][0], got[run][0], a.nq * sizeof(float)) == 0, "dq, %d",
+		          counts[run]);
+		cr_expect(memcmp(got[0][1], got[run][1], a.nkv * sizeof(float)) == 0, "dk, %d",
+		          counts[run]);
+		cr_expect(memcmp(got[0][2], got[run][2], a.nkv * sizeof(float)) == 0, "dv, %d",
+		          counts[run]);
+	}
+	for (int run = 0; run < 3; run++)
+		for (int i = 0; i < 4; i++)
+			free(got[run][i]);
+	data_free(&a);
+}
+#endif
+
 Test(attention, reruns_are_bit_identical)
 {
 	static const int32_t cu[] = {0, 100, 101, 230};
@@ -440,6 +501,36 @@ Test(attention, cached_matches_double_reference)
 }
 
 /* ---- edges ---- */
+
+Test(attention, leaves_openblas_threads_as_they_were)
+{
+	/* the kernels make OpenBLAS single-threaded inside their own parallel
+	 * loops; the linear layers after them want it back */
+	static const int32_t cu[] = {0, 100, 200};
+	const struct attn_case c = {2, cu, 4, 2, 16, 0.25};
+	const struct rl_attention_shape sh = case_shape(&c);
+	struct attn_data a;
+	float *dq, *dk, *dv;
+
+	openblas_set_num_threads(2);
+	data_init(&a, &c, 3, 1.0f);
+	dq = xcalloc(a.nq, sizeof(float));
+	dk = xcalloc(a.nkv, sizeof(float));
+	dv = xcalloc(a.nkv, sizeof(float));
+	cr_assert_eq(
+	    rl_attention_forward_cpu(a.out, a.lse, a.q, a.k, a.v, c.cu, c.n_seqs, &sh, NULL), 0);
+	cr_expect_eq(openblas_get_num_threads(), 2, "after the forward");
+	cr_assert_eq(rl_attention_backward_cpu(dq, dk, dv, a.q, a.q, a.k, a.v, a.out, a.lse, c.cu,
+	                                       c.n_seqs, &sh, NULL),
+	             0);
+	cr_expect_eq(openblas_get_num_threads(), 2, "after the backward");
+	cr_assert_eq(rl_attention_cached_cpu(a.out, a.q, a.k, a.v, 1, 100, &sh, NULL), 0);
+	cr_expect_eq(openblas_get_num_threads(), 2, "after the cached forward");
+	free(dq);
+	free(dk);
+	free(dv);
+	data_free(&a);
+}
 
 Test(attention, nothing_to_do)
 {
