@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "runtime/omp_policy.h"
 
 static const char usage[] =
     "usage: rlrun COMMAND [ARGS...]\n"
@@ -36,6 +37,7 @@ static const char *const not_yet[] = {"train", "plan", "ckpt", "plot", NULL};
 
 int main(int argc, char **argv)
 {
+	rl_omp_passive_reexec(argv);
 	if (argc < 2) {
 		fputs(usage, stderr);
 		return RL_EXIT_USAGE;

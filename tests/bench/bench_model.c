@@ -19,6 +19,7 @@
 #include "runtime/generate/generate.h"
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/omp_policy.h"
 
 enum { N_SEQS = 4, SEQ_LEN = 256, N_PROMPTS = 4, PROMPT_LEN = 32, NEW_TOKENS = 64 };
 
@@ -159,13 +160,15 @@ static void generate(struct rl_model *m, int32_t *const *prompts)
 	rl_gen_outputs_free(out, N_PROMPTS);
 }
 
+/* 0 with PyTorch's numbers; 1 when python3 lacks torch or transformers;
+ * -1 when the script failed. */
 static int torch_numbers(const char *dir, int threads, double *train, double *gen)
 {
 	char cmd[8192], line[512];
 	const char *src = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
 
 	if (system("python3 -c 'import torch, transformers' >/dev/null 2>&1") != 0)
-		return -1;
+		return 1;
 	snprintf(cmd, sizeof cmd,
 	         "python3 '%s/tests/bench/bench_model_torch.py' '%s' %d %d %d %d %d %d 2>/dev/null",
 	         src, dir, threads, N_SEQS, SEQ_LEN, N_PROMPTS, PROMPT_LEN, NEW_TOKENS);
@@ -178,8 +181,11 @@ static int torch_numbers(const char *dir, int threads, double *train, double *ge
 	return pclose(p) == 0 && got ? 0 : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	(void)argc;
+	/* the PyTorch column inherits the same policy through the environment */
+	rl_omp_passive_reexec(argv);
 	char dir[] = "/tmp/rl-bench-model-XXXXXX", err[512];
 	int threads = omp_get_max_threads();
 
@@ -215,11 +221,12 @@ int main(void)
 	double t_train, t_gen, torch_train = 0, torch_gen = 0;
 	TIME_IT(t_train, train_step(m, a, &b, lp, dlp));
 	TIME_IT(t_gen, generate(m, prompts));
-	int have_torch = torch_numbers(dir, threads, &torch_train, &torch_gen) == 0;
+	int torch_rc = torch_numbers(dir, threads, &torch_train, &torch_gen);
+	int have_torch = torch_rc == 0;
 
 	double ours_train = T / t_train, ours_gen = N_PROMPTS * NEW_TOKENS / t_gen;
-	printf("model: Llama, %.1fM parameters, fp32, %d threads\n", (double)m->n_elems / 1e6,
-	       threads);
+	printf("model: Llama, %.1fM parameters, fp32, %d threads, OMP_WAIT_POLICY=%s\n",
+	       (double)m->n_elems / 1e6, threads, getenv("OMP_WAIT_POLICY"));
 	printf("%-34s %12s %12s %8s\n", "metric (tokens/s)", "slurm-rl", "pytorch", "ratio");
 	const char *names[2] = {"forward+backward (4 x 256 packed)", "generation (4 prompts, 64 new)"};
 	double ours[2] = {ours_train, ours_gen}, theirs[2] = {torch_train, torch_gen};
@@ -230,8 +237,11 @@ int main(void)
 		else
 			printf("%-34s %12.1f %12s %8s\n", names[i], ours[i], "-", "-");
 	}
-	if (!have_torch)
+	if (torch_rc > 0)
 		printf("(pytorch column skipped: python3 with torch and transformers not found)\n");
+	else if (torch_rc < 0)
+		printf("(pytorch column failed: tests/bench/bench_model_torch.py under top_srcdir=%s)\n",
+		       getenv("top_srcdir") ? getenv("top_srcdir") : ".");
 
 	for (int i = 0; i < N_PROMPTS; i++)
 		free(prompts[i]);
