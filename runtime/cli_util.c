@@ -15,7 +15,8 @@ int rl_parse_long(const char *opt, const char *text, long lo, long hi, long *out
 	errno = 0;
 	long v = strtol(text, &end, 10);
 	if (end == text || *end || errno || v < lo || v > hi) {
-		snprintf(err, errlen, "%s: '%s' is not an integer in [%ld, %ld]", opt, text, lo, hi);
+		snprintf(err, errlen, "%s: '%s' is not an integer in [%ld, %ld]", opt, text, lo,
+		         hi);
 		return -1;
 	}
 	*out = v;
@@ -56,8 +57,10 @@ int rl_parse_ids(const char *opt, const char *text, int32_t **ids, size_t *n, ch
 		errno = 0;
 		long x = strtol(p, &end, 10);
 		if (end == p || errno || x < 0 || x > INT32_MAX) {
-			snprintf(err, errlen, "%s: '%s' is not a comma-separated list of token ids "
-			         "(at character %zu)", opt, text, (size_t)(p - text) + 1);
+			snprintf(err, errlen,
+			         "%s: '%s' is not a comma-separated list of token ids "
+			         "(at character %zu)",
+			         opt, text, (size_t)(p - text) + 1);
 			free(v);
 			return -1;
 		}
@@ -78,8 +81,10 @@ int rl_parse_ids(const char *opt, const char *text, int32_t **ids, size_t *n, ch
 		if (*p == ',' && p[1])
 			p++;
 		else if (*p) {
-			snprintf(err, errlen, "%s: '%s' is not a comma-separated list of token ids "
-			         "(at character %zu)", opt, text, (size_t)(p - text) + 1);
+			snprintf(err, errlen,
+			         "%s: '%s' is not a comma-separated list of token ids "
+			         "(at character %zu)",
+			         opt, text, (size_t)(p - text) + 1);
 			free(v);
 			return -1;
 		}

@@ -14,8 +14,7 @@
 
 static const char usage[] = "usage: rlrun forward --model DIR --ids ID,ID,... [--out FILE]\n";
 
-static int write_logits(const char *path, const float *logits, size_t n, char *err,
-                        size_t errlen)
+static int write_logits(const char *path, const float *logits, size_t n, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "wb");
 
@@ -53,7 +52,8 @@ static void summarize(const float *logits, int n, int vocab)
 				best = v;
 		for (int v = 0; v < vocab; v++)
 			sum += exp((double)row[v] - row[best]);
-		printf("  position %d: argmax %d, logit %.6g, p %.6g\n", t, best, row[best], 1.0 / sum);
+		printf("  position %d: argmax %d, logit %.6g, p %.6g\n", t, best, row[best],
+		       1.0 / sum);
 	}
 }
 
@@ -113,7 +113,8 @@ int rl_cmd_forward(int argc, char **argv)
 		snprintf(err, sizeof err, "out of memory for %zu tokens", n);
 		goto out;
 	}
-	if (rl_model_forward(m, a, &b, err, sizeof err) || rl_model_logits(m, a, logits, err, sizeof err))
+	if (rl_model_forward(m, a, &b, err, sizeof err) ||
+	    rl_model_logits(m, a, logits, err, sizeof err))
 		goto out;
 	if (out ? write_logits(out, logits, count, err, sizeof err) : 0)
 		goto out;

@@ -30,15 +30,19 @@ struct gen_args {
 
 static int parse(int argc, char **argv, struct gen_args *g, char *err, size_t errlen)
 {
-	static const struct option opts[] = {
-	    {"model", required_argument, NULL, 'm'},     {"tokenizer", required_argument, NULL, 'k'},
-	    {"prompt", required_argument, NULL, 'p'},    {"ids", required_argument, NULL, 'i'},
-	    {"max-new-tokens", required_argument, NULL, 'n'},
-	    {"temperature", required_argument, NULL, 't'},
-	    {"top-p", required_argument, NULL, 'P'},     {"top-k", required_argument, NULL, 'K'},
-	    {"seed", required_argument, NULL, 's'},      {"stop", required_argument, NULL, 'S'},
-	    {"print-ids", no_argument, NULL, 'I'},       {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
+	                                     {"tokenizer", required_argument, NULL, 'k'},
+	                                     {"prompt", required_argument, NULL, 'p'},
+	                                     {"ids", required_argument, NULL, 'i'},
+	                                     {"max-new-tokens", required_argument, NULL, 'n'},
+	                                     {"temperature", required_argument, NULL, 't'},
+	                                     {"top-p", required_argument, NULL, 'P'},
+	                                     {"top-k", required_argument, NULL, 'K'},
+	                                     {"seed", required_argument, NULL, 's'},
+	                                     {"stop", required_argument, NULL, 'S'},
+	                                     {"print-ids", no_argument, NULL, 'I'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
 	long seed;
 	int c;
 
@@ -61,8 +65,8 @@ static int parse(int argc, char **argv, struct gen_args *g, char *err, size_t er
 			g->ids = optarg;
 			break;
 		case 'n':
-			bad = rl_parse_long("--max-new-tokens", optarg, 1, 1 << 24, &g->max_new, err,
-			                    errlen);
+			bad = rl_parse_long("--max-new-tokens", optarg, 1, 1 << 24, &g->max_new,
+			                    err, errlen);
 			break;
 		case 't':
 			bad = rl_parse_float("--temperature", optarg, 0, 1e4, &g->temperature, err,
@@ -80,7 +84,8 @@ static int parse(int argc, char **argv, struct gen_args *g, char *err, size_t er
 			break;
 		case 'S':
 			if (g->n_stops == MAX_STOPS || !*optarg) {
-				snprintf(err, errlen, "--stop: at most %d non-empty strings", MAX_STOPS);
+				snprintf(err, errlen, "--stop: at most %d non-empty strings",
+				         MAX_STOPS);
 				bad = 1;
 			} else {
 				g->stops[g->n_stops++] = optarg;
@@ -153,8 +158,8 @@ int rl_cmd_generate(int argc, char **argv)
 	if ((g.prompt || g.n_stops || access(path, F_OK) == 0) &&
 	    rl_tokenizer_load(&tok, g.tokenizer, err, sizeof err))
 		goto out;
-	if (g.prompt && rl_tokenizer_encode(tok, g.prompt, strlen(g.prompt), true, &ids, &n_ids, err,
-	                                    sizeof err))
+	if (g.prompt && rl_tokenizer_encode(tok, g.prompt, strlen(g.prompt), true, &ids, &n_ids,
+	                                    err, sizeof err))
 		goto out;
 	struct rl_gen_params p = {
 	    .sampling = {g.temperature, (int)g.top_k, g.top_p},

@@ -15,12 +15,10 @@ static const char usage[] =
 
 int rl_cmd_tokenize(int argc, char **argv)
 {
-	static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
-	                                     {"text", required_argument, NULL, 't'},
-	                                     {"decode", required_argument, NULL, 'd'},
-	                                     {"no-special", no_argument, NULL, 'n'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+	    {"model", required_argument, NULL, 'm'},  {"text", required_argument, NULL, 't'},
+	    {"decode", required_argument, NULL, 'd'}, {"no-special", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	const char *dir = NULL, *text = NULL, *decode = NULL;
 	int special = 1, c, rc = RL_EXIT_FAIL;
 	struct rl_tokenizer *tok = NULL;
@@ -63,7 +61,8 @@ int rl_cmd_tokenize(int argc, char **argv)
 		goto out;
 	if (text) {
 		/* --no-special: no template tokens (Llama 3's <|begin_of_text|>) */
-		if (rl_tokenizer_encode(tok, text, strlen(text), special, &ids, &n, err, sizeof err))
+		if (rl_tokenizer_encode(tok, text, strlen(text), special, &ids, &n, err,
+		                        sizeof err))
 			goto out;
 		for (size_t i = 0; i < n; i++)
 			printf("%s%d", i ? "," : "", ids[i]);

@@ -62,8 +62,8 @@ static int next_token(struct gen_state *g, int s, const float *row, int32_t *tok
 	struct rl_stop_hit hit;
 	float logprob;
 
-	if (rl_sample(row, g->sample_vocab, &p->sampling, &g->rng[s], token, &logprob, g->work,
-	              err, errlen))
+	if (rl_sample(row, g->sample_vocab, &p->sampling, &g->rng[s], token, &logprob, g->work, err,
+	              errlen))
 		return -1;
 	if (append(g, s, *token, logprob)) {
 		snprintf(err, errlen, "out of memory for generated tokens");

@@ -8,13 +8,13 @@
 struct rl_layer_acts {
 	float *x_in; /* [T, d] residual stream entering the layer */
 	float *xn1, *rstd1;
-	float *q, *k, *v;         /* after the q/k norms and the rotation */
-	float *q_raw, *k_raw;     /* projections before the q/k norms (Qwen3) */
-	float *q_rstd, *k_rstd;   /* [T * heads] */
-	float *att, *lse;         /* attention output [T, H*D], lse [T, H] */
-	float *x_mid;             /* residual stream after attention */
+	float *q, *k, *v;       /* after the q/k norms and the rotation */
+	float *q_raw, *k_raw;   /* projections before the q/k norms (Qwen3) */
+	float *q_rstd, *k_rstd; /* [T * heads] */
+	float *att, *lse;       /* attention output [T, H*D], lse [T, H] */
+	float *x_mid;           /* residual stream after attention */
 	float *xn2, *rstd2;
-	float *gate, *up, *h;     /* [T, intermediate] */
+	float *gate, *up, *h; /* [T, intermediate] */
 };
 
 struct rl_acts {

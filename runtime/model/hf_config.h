@@ -24,17 +24,19 @@ struct rl_model_config {
 	int intermediate_size;
 	int n_layers;
 	int n_heads;
-	int n_kv_heads; /* num_key_value_heads; absent: n_heads (Llama), 32 (Qwen2/3, as transformers) */
-	int head_dim;   /* "head_dim"; absent: hidden_size / n_heads, 128 for Qwen3 (as transformers) */
+	int n_kv_heads; /* num_key_value_heads; absent: n_heads (Llama), 32 (Qwen2/3, as
+	                   transformers) */
+	int head_dim; /* "head_dim"; absent: hidden_size / n_heads, 128 for Qwen3 (as transformers)
+	               */
 	int max_position_embeddings;
 	double rms_norm_eps;
 	double rope_theta;
 	struct rl_rope_scaling rope_scaling;
 	bool tie_word_embeddings;
-	bool qkv_bias; /* Qwen2 always; Llama / Qwen3 when attention_bias */
-	bool o_bias;   /* Llama / Qwen3 when attention_bias */
-	bool mlp_bias; /* Llama when mlp_bias */
-	bool qk_norm;  /* Qwen3 */
+	bool qkv_bias;    /* Qwen2 always; Llama / Qwen3 when attention_bias */
+	bool o_bias;      /* Llama / Qwen3 when attention_bias */
+	bool mlp_bias;    /* Llama when mlp_bias */
+	bool qk_norm;     /* Qwen3 */
 	int bos_token_id; /* -1 when absent */
 	int eos_token_ids[RL_MAX_EOS];
 	int n_eos;

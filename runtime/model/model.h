@@ -17,10 +17,11 @@
 #include "kernels/ops.h"
 #include "runtime/model/hf_config.h"
 
-/* Per-layer parameters, in the order transformers names them. A model has
- * only those its family and config.json ask for (biases, q/k norms). */
+/* Per-layer parameters, in the order transformers registers them (attention,
+ * MLP, then the two norms), which is the order of the flat buffers and of
+ * saved files, so that shards split where transformers splits them. A model
+ * has only those its family and config.json ask for (biases, q/k norms). */
 enum rl_layer_param {
-	RL_P_ATTN_NORM,
 	RL_P_Q,
 	RL_P_Q_BIAS,
 	RL_P_K,
@@ -31,13 +32,14 @@ enum rl_layer_param {
 	RL_P_O_BIAS,
 	RL_P_Q_NORM,
 	RL_P_K_NORM,
-	RL_P_MLP_NORM,
 	RL_P_GATE,
 	RL_P_GATE_BIAS,
 	RL_P_UP,
 	RL_P_UP_BIAS,
 	RL_P_DOWN,
 	RL_P_DOWN_BIAS,
+	RL_P_ATTN_NORM,
+	RL_P_MLP_NORM,
 	RL_P_PER_LAYER
 };
 
@@ -106,12 +108,12 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 /* After rl_model_forward: logprob_host[t] = log p(targets[t] | tokens <= t)
  * with logits scaled by logit_scale, and 0 where targets[t] is -1; the
  * vocabulary is walked in chunks of vocab_chunk. */
-int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host,
-                      float logit_scale, int vocab_chunk, char *err, size_t errlen);
+int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host, float logit_scale,
+                      int vocab_chunk, char *err, size_t errlen);
 /* After rl_model_logprobs: adds to the gradients the backward pass of a loss
  * whose derivative with respect to logprob[t] is dlogprob_host[t]. */
-int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host,
-                      char *err, size_t errlen);
+int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
+                      size_t errlen);
 int rl_model_zero_grad(struct rl_model *m);
 
 #endif

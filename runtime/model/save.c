@@ -123,7 +123,8 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
 	for (int i = 0; side_files[i]; i++) {
 		char from[4200], to[4200];
 
-		if ((size_t)snprintf(from, sizeof from, "%s/%s", m->dir, side_files[i]) >= sizeof from ||
+		if ((size_t)snprintf(from, sizeof from, "%s/%s", m->dir, side_files[i]) >=
+		        sizeof from ||
 		    (size_t)snprintf(to, sizeof to, "%s/%s", dir, side_files[i]) >= sizeof to) {
 			snprintf(err, errlen, "%s: path too long", dir);
 			goto out;

@@ -62,7 +62,8 @@ static int write_model(const char *dir)
 		return -1;
 	}
 	const struct rl_model_config *c = &probe.cfg;
-	int64_t d = c->hidden_size, I = c->intermediate_size, kv = (int64_t)c->n_kv_heads * c->head_dim;
+	int64_t d = c->hidden_size, I = c->intermediate_size,
+	        kv = (int64_t)c->n_kv_heads * c->head_dim;
 	struct {
 		const char *fmt;
 		int64_t rows, cols;
@@ -80,7 +81,7 @@ static int write_model(const char *dir)
 	int n_per = (int)(sizeof per_layer / sizeof *per_layer), n = 0;
 	int total = 2 + c->n_layers * n_per;
 	struct rl_st_source *src = calloc((size_t)total, sizeof *src);
-	char (*names)[96] = calloc((size_t)total, sizeof *names);
+	char(*names)[96] = calloc((size_t)total, sizeof *names);
 	uint32_t seed = 12345;
 	int rc = -1;
 
@@ -101,7 +102,8 @@ static int write_model(const char *dir)
 		int64_t numel = cols ? rows * cols : rows;
 		float *v = malloc((size_t)numel * sizeof *v);
 		for (int64_t k = 0; k < numel; k++)
-			v[k] = cols ? 0.0346f * ((float)(rng_next(&seed) >> 8) / 16777216.0f - 0.5f) * 2
+			v[k] = cols ? 0.0346f *
+			                  ((float)(rng_next(&seed) >> 8) / 16777216.0f - 0.5f) * 2
 			            : 1.0f;
 		src[n++] = (struct rl_st_source){names[i], RL_F32, cols ? 2 : 1, {rows, cols}, v};
 	}
@@ -177,7 +179,8 @@ static int torch_numbers(const char *dir, int threads, double *train, double *ge
 		return -1;
 	int got = 0;
 	while (fgets(line, sizeof line, p))
-		got = sscanf(line, "{\"train_tok_s\": %lf, \"gen_tok_s\": %lf}", train, gen) == 2 || got;
+		got = sscanf(line, "{\"train_tok_s\": %lf, \"gen_tok_s\": %lf}", train, gen) == 2 ||
+		      got;
 	return pclose(p) == 0 && got ? 0 : -1;
 }
 
@@ -228,7 +231,8 @@ int main(int argc, char **argv)
 	printf("model: Llama, %.1fM parameters, fp32, %d threads, OMP_WAIT_POLICY=%s\n",
 	       (double)m->n_elems / 1e6, threads, getenv("OMP_WAIT_POLICY"));
 	printf("%-34s %12s %12s %8s\n", "metric (tokens/s)", "slurm-rl", "pytorch", "ratio");
-	const char *names[2] = {"forward+backward (4 x 256 packed)", "generation (4 prompts, 64 new)"};
+	const char *names[2] = {"forward+backward (4 x 256 packed)",
+	                        "generation (4 prompts, 64 new)"};
 	double ours[2] = {ours_train, ours_gen}, theirs[2] = {torch_train, torch_gen};
 	for (int i = 0; i < 2; i++) {
 		if (have_torch)
@@ -240,7 +244,8 @@ int main(int argc, char **argv)
 	if (torch_rc > 0)
 		printf("(pytorch column skipped: python3 with torch and transformers not found)\n");
 	else if (torch_rc < 0)
-		printf("(pytorch column failed: tests/bench/bench_model_torch.py under top_srcdir=%s)\n",
+		printf("(pytorch column failed: tests/bench/bench_model_torch.py under "
+		       "top_srcdir=%s)\n",
 		       getenv("top_srcdir") ? getenv("top_srcdir") : ".");
 
 	for (int i = 0; i < N_PROMPTS; i++)

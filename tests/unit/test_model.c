@@ -62,8 +62,9 @@ static void fixture_open(struct fixture *f, const char *name)
 		{
 			size_t t = (size_t)f->cu[i] + j;
 			f->ids[t] = (int32_t)json_integer_value(v);
-			f->targets[t] = j + 1 < len ? (int32_t)json_integer_value(json_array_get(s, j + 1))
-			                            : -1;
+			f->targets[t] = j + 1 < len
+			                    ? (int32_t)json_integer_value(json_array_get(s, j + 1))
+			                    : -1;
 			f->n_predicted += j + 1 < len;
 		}
 		f->cu[i + 1] = f->cu[i] + (int32_t)len;
@@ -160,8 +161,8 @@ ParameterizedTest(struct model_name *param, model, logits_loss_grads)
 	float *dlp = malloc((size_t)T * sizeof *dlp);
 	double loss = batch_loss(&f, a, dlp);
 	double want_loss = json_real_value(json_object_get(f.meta, "loss"));
-	cr_expect(fabs(loss - want_loss) <= TOL * fabs(want_loss), "%s: loss %.8g, want %.8g", *name,
-	          loss, want_loss);
+	cr_expect(fabs(loss - want_loss) <= TOL * fabs(want_loss), "%s: loss %.8g, want %.8g",
+	          *name, loss, want_loss);
 
 	cr_assert_eq(rl_model_zero_grad(m), 0);
 	cr_assert_eq(rl_model_backward(m, a, dlp, err, sizeof err), 0, "%s", err);
@@ -219,8 +220,8 @@ ParameterizedTest(struct model_name *param, model, adamw_ten_steps)
 		double loss = batch_loss(&f, a, dlp);
 		cr_assert_eq(rl_model_backward(m, a, dlp, err, sizeof err), 0, "%s", err);
 		cr_assert_eq(rl_clip_grad_norm(m, max_norm, &norm), 0);
-		cr_expect(fabs(loss - want) <= TOL * fabs(want), "%s: step %zu loss %.8g, want %.8g",
-		          *name, step, loss, want);
+		cr_expect(fabs(loss - want) <= TOL * fabs(want),
+		          "%s: step %zu loss %.8g, want %.8g", *name, step, loss, want);
 		cr_expect(fabs(norm - want_norm) <= TOL * want_norm,
 		          "%s: step %zu grad norm %.8g, want %.8g", *name, step, norm, want_norm);
 		cr_assert_eq(rl_optimizer_step(&opt, m), 0);
@@ -253,7 +254,6 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 	int32_t ids[512];
 	int total = 0;
 
-
 	cr_assert(n <= 8);
 	for (int g = 0; g < n; g++) {
 		json_t *p = json_object_get(json_array_get(gens, g), "prompt");
@@ -285,7 +285,8 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 					tok = v;
 			cr_assert_lt((size_t)produced[g], json_array_size(want),
 			             "%s: sequence %d runs past its reference", *name, g);
-			int32_t w = (int32_t)json_integer_value(json_array_get(want, (size_t)produced[g]));
+			int32_t w =
+			    (int32_t)json_integer_value(json_array_get(want, (size_t)produced[g]));
 			cr_assert_eq(tok, w, "%s: sequence %d token %d: got %d, want %d", *name, g,
 			             produced[g], tok, w);
 			produced[g]++;
@@ -300,8 +301,9 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 		}
 		if (!next)
 			break;
-		cr_assert_eq(rl_model_decode(m, kv, next, slots, n_new, ids, logits, err, sizeof err),
-		             0, "%s", err);
+		cr_assert_eq(
+		    rl_model_decode(m, kv, next, slots, n_new, ids, logits, err, sizeof err), 0,
+		    "%s", err);
 		memcpy(active, slots, (size_t)next * sizeof *active);
 		n_active = next;
 	}
