@@ -66,7 +66,7 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_layer_acts *L = &a->layers[l];
-	int T = a->n_tokens, d = c->hidden_size, inter = c->intermediate_size;
+	int T = a->n_tokens, d = c->hidden_size;
 	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
 	float eps = (float)c->rms_norm_eps;
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
@@ -74,22 +74,9 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 
 	RL_TRY(ops->rmsnorm_forward(L->xn1, L->rstd1, L->x_in, P(ATTN_NORM), T, d, eps, NULL),
 	       "layer %d: input_layernorm", l);
-	RL_TRY(ops->linear_forward(q, L->xn1, P(Q), P(Q_BIAS), T, d, H * D, NULL),
-	       "layer %d: q_proj", l);
-	RL_TRY(ops->linear_forward(k, L->xn1, P(K), P(K_BIAS), T, d, Hkv * D, NULL),
-	       "layer %d: k_proj", l);
-	RL_TRY(ops->linear_forward(L->v, L->xn1, P(V), P(V_BIAS), T, d, Hkv * D, NULL),
-	       "layer %d: v_proj", l);
-	if (c->qk_norm) {
-		RL_TRY(ops->rmsnorm_forward(L->q, L->q_rstd, q, P(Q_NORM), T * H, D, eps, NULL),
-		       "layer %d: q_norm", l);
-		RL_TRY(ops->rmsnorm_forward(L->k, L->k_rstd, k, P(K_NORM), T * Hkv, D, eps, NULL),
-		       "layer %d: k_norm", l);
-	}
-	RL_TRY(ops->rope_forward(L->q, a->pos, m->inv_freq, T, H, D, NULL), "layer %d: rope (q)",
-	       l);
-	RL_TRY(ops->rope_forward(L->k, a->pos, m->inv_freq, T, Hkv, D, NULL), "layer %d: rope (k)",
-	       l);
+	struct rl_qkv_out o = {q, k, L->v, L->q, L->k, L->q_rstd, L->k_rstd};
+	if (rl_block_qkv(m, l, L->xn1, a->pos, T, &o, err, errlen))
+		return -1;
 	RL_TRY(ops->attention_forward(L->att, L->lse, L->q, L->k, L->v, a->cu_seqlens, a->n_seqs,
 	                              &shape, NULL),
 	       "layer %d: attention", l);
@@ -98,14 +85,8 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	RL_TRY(ops->add(L->x_mid, L->x_in, (int64_t)T * d, NULL), "layer %d: residual", l);
 	RL_TRY(ops->rmsnorm_forward(L->xn2, L->rstd2, L->x_mid, P(MLP_NORM), T, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
-	RL_TRY(ops->linear_forward(L->gate, L->xn2, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
-	       "layer %d: gate_proj", l);
-	RL_TRY(ops->linear_forward(L->up, L->xn2, P(UP), P(UP_BIAS), T, d, inter, NULL),
-	       "layer %d: up_proj", l);
-	RL_TRY(ops->swiglu_forward(L->h, L->gate, L->up, (int64_t)T * inter, NULL),
-	       "layer %d: swiglu", l);
-	RL_TRY(ops->linear_forward(x_out, L->h, P(DOWN), P(DOWN_BIAS), T, inter, d, NULL),
-	       "layer %d: down_proj", l);
+	if (rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, x_out, T, err, errlen))
+		return -1;
 	RL_TRY(ops->add(x_out, L->x_mid, (int64_t)T * d, NULL), "layer %d: residual", l);
 	return 0;
 }

@@ -34,4 +34,20 @@ static inline float *rl_param_grad(const struct rl_model *m, int l, enum rl_laye
 #define P(name) rl_param_data(m, l, RL_P_##name)
 #define G(name) rl_param_grad(m, l, RL_P_##name)
 
+/* Where the q/k/v projections go. Without q/k norms, q == q_proj and
+ * k == k_proj; with them, q and k receive the normed heads (rstd saved when
+ * q_rstd / k_rstd are not NULL). The rotation is applied to q and k. */
+struct rl_qkv_out {
+	float *q_proj, *k_proj, *v;
+	float *q, *k;
+	float *q_rstd, *k_rstd;
+};
+
+/* blocks.c: the layer pieces forward.c and kv_cache.c share; out may alias
+ * xn in rl_block_mlp (xn is read before out is written). */
+int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos, int T,
+                 const struct rl_qkv_out *o, char *err, size_t errlen);
+int rl_block_mlp(struct rl_model *m, int l, const float *xn, float *gate, float *up, float *h,
+                 float *out, int T, char *err, size_t errlen);
+
 #endif

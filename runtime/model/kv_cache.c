@@ -159,7 +159,7 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_decode_scratch *s = kv->scratch;
-	int d = c->hidden_size, inter = c->intermediate_size;
+	int d = c->hidden_size;
 	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
 	float eps = (float)c->rms_norm_eps;
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
@@ -168,22 +168,13 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(ATTN_NORM), T, d, eps, NULL),
 	       "layer %d: input_layernorm", l);
-	RL_TRY(ops->linear_forward(s->q, s->xn, P(Q), P(Q_BIAS), T, d, H * D, NULL),
-	       "layer %d: q_proj", l);
-	RL_TRY(ops->linear_forward(s->k, s->xn, P(K), P(K_BIAS), T, d, Hkv * D, NULL),
-	       "layer %d: k_proj", l);
-	RL_TRY(ops->linear_forward(s->v, s->xn, P(V), P(V_BIAS), T, d, Hkv * D, NULL),
-	       "layer %d: v_proj", l);
 	if (c->qk_norm) {
-		RL_TRY(ops->rmsnorm_forward(s->qn, NULL, s->q, P(Q_NORM), T * H, D, eps, NULL),
-		       "layer %d: q_norm", l);
-		RL_TRY(ops->rmsnorm_forward(s->kn, NULL, s->k, P(K_NORM), T * Hkv, D, eps, NULL),
-		       "layer %d: k_norm", l);
 		q = s->qn;
 		k = s->kn;
 	}
-	RL_TRY(ops->rope_forward(q, s->pos, m->inv_freq, T, H, D, NULL), "layer %d: rope (q)", l);
-	RL_TRY(ops->rope_forward(k, s->pos, m->inv_freq, T, Hkv, D, NULL), "layer %d: rope (k)", l);
+	struct rl_qkv_out o = {s->q, s->k, s->v, q, k, NULL, NULL};
+	if (rl_block_qkv(m, l, s->xn, s->pos, T, &o, err, errlen))
+		return -1;
 	for (int g = 0; g < n_groups; g++) {
 		size_t at =
 		    ((size_t)slots[g] * (size_t)kv->max_len + (size_t)kv->len[slots[g]]) * kvrow;
@@ -204,14 +195,8 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(MLP_NORM), T, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
-	RL_TRY(ops->linear_forward(s->gate, s->xn, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
-	       "layer %d: gate_proj", l);
-	RL_TRY(ops->linear_forward(s->up, s->xn, P(UP), P(UP_BIAS), T, d, inter, NULL),
-	       "layer %d: up_proj", l);
-	RL_TRY(ops->swiglu_forward(s->h, s->gate, s->up, (int64_t)T * inter, NULL),
-	       "layer %d: swiglu", l);
-	RL_TRY(ops->linear_forward(s->xn, s->h, P(DOWN), P(DOWN_BIAS), T, inter, d, NULL),
-	       "layer %d: down_proj", l);
+	if (rl_block_mlp(m, l, s->xn, s->gate, s->up, s->h, s->xn, T, err, errlen))
+		return -1;
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/model/durable.h"
 #include "runtime/model/safetensors.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -199,22 +200,6 @@ static int check_sources(const char *path, const struct rl_st_source *t, int n, 
 	return rc;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Converts in slices so that a multi-GB tensor needs no second full copy. */
 static int write_data(int fd, const struct rl_st_source *t)
 {
@@ -223,40 +208,16 @@ static int write_data(int fd, const struct rl_st_source *t)
 	uint64_t n = n_elems(t);
 
 	if (t->dtype == RL_F32)
-		return n ? write_all(fd, t->data, n * sizeof(float)) : 0;
+		return n ? rl_write_all(fd, t->data, n * sizeof(float)) : 0;
 	for (uint64_t i = 0; i < n; i += SLICE) {
 		size_t k = n - i < SLICE ? (size_t)(n - i) : SLICE;
 		for (size_t j = 0; j < k; j++)
 			half[j] = t->dtype == RL_BF16 ? rl_f32_to_bf16(t->data[i + j])
 			                              : rl_f32_to_f16(t->data[i + j]);
-		if (write_all(fd, half, k * sizeof *half))
+		if (rl_write_all(fd, half, k * sizeof *half))
 			return -1;
 	}
 	return 0;
-}
-
-/* Makes the rename durable: fsync of the directory that holds PATH. */
-static int sync_parent(const char *path)
-{
-	char *dir = strdup(path);
-	int rc = -1;
-
-	if (!dir)
-		return -1;
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		strcpy(dir, ".");
-	else if (slash == dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		rc = fsync(fd);
-		close(fd);
-	}
-	free(dir);
-	return rc;
 }
 
 /* Writes head (and, when given, the tensors' data) to PATH through PATH.tmp. */
@@ -277,7 +238,7 @@ static int commit(const char *path, const struct buf *head, const struct rl_st_s
 		free(tmp);
 		return -1;
 	}
-	if (write_all(fd, head->p, head->len))
+	if (rl_write_all(fd, head->p, head->len))
 		goto fail;
 	for (int i = 0; i < n; i++)
 		if (write_data(fd, v[i]))
@@ -294,7 +255,7 @@ static int commit(const char *path, const struct buf *head, const struct rl_st_s
 	if ((rc = rename(tmp, path)))
 		goto fail;
 	what = "fsync of the directory";
-	if ((rc = sync_parent(path)))
+	if ((rc = rl_sync_parent(path)))
 		goto fail;
 	free(tmp);
 	return 0;

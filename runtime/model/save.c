@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/model/durable.h"
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
 
@@ -18,69 +19,6 @@ static const char *const side_files[] = {
     "config.json",           "generation_config.json",  "tokenizer.json",
     "tokenizer_config.json", "special_tokens_map.json", NULL,
 };
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, buf, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		buf += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Through DST.tmp, fsync and rename: a crash leaves the old file or the new. */
-static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
-{
-	char tmp[4200], buf[65536];
-	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
-	ssize_t r;
-
-	if (in < 0) {
-		snprintf(err, errlen, "%s: %s", src, strerror(errno));
-		return -1;
-	}
-	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= sizeof tmp) {
-		snprintf(err, errlen, "%s: path too long", dst);
-		goto out;
-	}
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	while ((r = read(in, buf, sizeof buf)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 || write_all(out, buf, (size_t)r)) {
-			snprintf(err, errlen, "copying %s to %s: %s", src, tmp, strerror(errno));
-			goto out;
-		}
-	}
-	if (fsync(out) || close(out)) {
-		out = -1;
-		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	out = -1;
-	if (rename(tmp, dst)) {
-		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
-	if (out >= 0)
-		close(out);
-	if (rc)
-		unlink(tmp);
-	close(in);
-	return rc;
-}
 
 int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_bytes, char *err,
                   size_t errlen)
@@ -131,7 +69,7 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
 		}
 		if (i > 0 && access(from, F_OK))
 			continue;
-		if (strcmp(from, to) && copy_file(from, to, err, errlen))
+		if (strcmp(from, to) && rl_copy_file_durable(from, to, err, errlen))
 			goto out;
 	}
 	rc = 0;

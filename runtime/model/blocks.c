@@ -1,0 +1,47 @@
+/* The pieces of a decoder layer that the training forward pass and the
+ * KV-cache step share: the q/k/v projections with the Qwen3 norms and the
+ * rotation, and the SwiGLU MLP. */
+#include "runtime/model/forward_util.h"
+
+int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos, int T,
+                 const struct rl_qkv_out *o, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	int d = c->hidden_size, H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	float eps = (float)c->rms_norm_eps;
+
+	RL_TRY(ops->linear_forward(o->q_proj, xn, P(Q), P(Q_BIAS), T, d, H * D, NULL),
+	       "layer %d: q_proj", l);
+	RL_TRY(ops->linear_forward(o->k_proj, xn, P(K), P(K_BIAS), T, d, Hkv * D, NULL),
+	       "layer %d: k_proj", l);
+	RL_TRY(ops->linear_forward(o->v, xn, P(V), P(V_BIAS), T, d, Hkv * D, NULL),
+	       "layer %d: v_proj", l);
+	if (c->qk_norm) {
+		RL_TRY(ops->rmsnorm_forward(o->q, o->q_rstd, o->q_proj, P(Q_NORM), T * H, D, eps,
+		                            NULL),
+		       "layer %d: q_norm", l);
+		RL_TRY(ops->rmsnorm_forward(o->k, o->k_rstd, o->k_proj, P(K_NORM), T * Hkv, D, eps,
+		                            NULL),
+		       "layer %d: k_norm", l);
+	}
+	RL_TRY(ops->rope_forward(o->q, pos, m->inv_freq, T, H, D, NULL), "layer %d: rope (q)", l);
+	RL_TRY(ops->rope_forward(o->k, pos, m->inv_freq, T, Hkv, D, NULL), "layer %d: rope (k)", l);
+	return 0;
+}
+
+int rl_block_mlp(struct rl_model *m, int l, const float *xn, float *gate, float *up, float *h,
+                 float *out, int T, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	int d = m->cfg.hidden_size, inter = m->cfg.intermediate_size;
+
+	RL_TRY(ops->linear_forward(gate, xn, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
+	       "layer %d: gate_proj", l);
+	RL_TRY(ops->linear_forward(up, xn, P(UP), P(UP_BIAS), T, d, inter, NULL),
+	       "layer %d: up_proj", l);
+	RL_TRY(ops->swiglu_forward(h, gate, up, (int64_t)T * inter, NULL), "layer %d: swiglu", l);
+	RL_TRY(ops->linear_forward(out, h, P(DOWN), P(DOWN_BIAS), T, inter, d, NULL),
+	       "layer %d: down_proj", l);
+	return 0;
+}

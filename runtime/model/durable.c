@@ -1,0 +1,95 @@
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/model/durable.h"
+
+int rl_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int rl_sync_parent(const char *path)
+{
+	char *dir = strdup(path);
+	int rc = -1;
+
+	if (!dir)
+		return -1;
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		rc = fsync(fd);
+		close(fd);
+	}
+	free(dir);
+	return rc;
+}
+
+int rl_copy_file_durable(const char *src, const char *dst, char *err, size_t errlen)
+{
+	char tmp[4200], buf[65536];
+	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+	ssize_t r;
+
+	if (in < 0) {
+		snprintf(err, errlen, "%s: %s", src, strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= sizeof tmp) {
+		snprintf(err, errlen, "%s: path too long", dst);
+		goto out;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while ((r = read(in, buf, sizeof buf)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || rl_write_all(out, buf, (size_t)r)) {
+			snprintf(err, errlen, "copying %s to %s: %s", src, tmp, strerror(errno));
+			goto out;
+		}
+	}
+	if (fsync(out) || close(out)) {
+		out = -1;
+		snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	out = -1;
+	if (rename(tmp, dst) || rl_sync_parent(dst)) {
+		snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (out >= 0)
+		close(out);
+	if (rc)
+		unlink(tmp);
+	close(in);
+	return rc;
+}

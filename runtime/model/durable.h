@@ -1,0 +1,16 @@
+/* Writing files so that a crash leaves the old version or the new one, never
+ * a torn mix: full writes, fsync, rename, fsync of the directory.
+ * defines: rl_write_all, rl_sync_parent, rl_copy_file_durable */
+#ifndef RL_MODEL_DURABLE_H
+#define RL_MODEL_DURABLE_H
+
+#include <stddef.h>
+
+/* write(2) until all n bytes are out, through EINTR and short writes. */
+int rl_write_all(int fd, const void *p, size_t n);
+/* fsync of the directory holding PATH, which makes a rename in it durable. */
+int rl_sync_parent(const char *path);
+/* Copies SRC to DST through DST.tmp, fsync, rename and rl_sync_parent. */
+int rl_copy_file_durable(const char *src, const char *dst, char *err, size_t errlen);
+
+#endif
