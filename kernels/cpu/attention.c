@@ -16,66 +16,15 @@
  * fewer such pairs than threads it runs (sequence, query head) instead, into
  * a [tokens, n_heads, head_dim] buffer for each of dk and dv, reduced after.
  * The results do not depend on the number of threads. */
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels/attention.h"
-
-#define ATTN_BQ 64
-
-static int attn_threads(void)
-{
-#ifdef _OPENMP
-	return omp_get_max_threads();
-#else
-	return 1;
-#endif
-}
-
-static int attn_thread_id(void)
-{
-#ifdef _OPENMP
-	return omp_get_thread_num();
-#else
-	return 0;
-#endif
-}
-
-/* OpenBLAS on pthreads (Debian's default) splits every large sgemm across
- * its own threads even when called from inside an OpenMP loop; nested, the
- * two pools fight (T=512, H=8, D=64 on 2 cores: 60 ms instead of 4). So the
- * tiles' products run single-threaded while the loop runs in parallel. An
- * OpenMP OpenBLAS does this by itself, and there its set_num_threads would
- * resize our own team, so it is left alone. Returns what to restore. */
-static int attn_blas_serial_begin(int parallel)
-{
-	int n = openblas_get_num_threads();
-
-	if (!parallel || n <= 1 || openblas_get_parallel() != OPENBLAS_THREAD)
-		return 0;
-	openblas_set_num_threads(1);
-	return n;
-}
-
-static void attn_blas_serial_end(int saved)
-{
-	if (saved > 0)
-		openblas_set_num_threads(saved);
-}
-
-static int attn_shape_ok(const struct rl_attention_shape *sh)
-{
-	return sh && sh->n_heads > 0 && sh->n_kv_heads > 0 && sh->head_dim > 0 &&
-	       sh->n_heads % sh->n_kv_heads == 0;
-}
+#include "kernels/cpu/attention_tile.h"
 
 /* The longest sequence, or -1 when cu_seqlens is not an offset table. */
 static int attn_max_len(const int32_t *cu, int n_seqs)
@@ -93,111 +42,26 @@ static int attn_max_len(const int32_t *cu, int n_seqs)
 	return longest;
 }
 
+/* The checks both passes start with: -1 for a bad shape or offset table,
+ * 0 when there is nothing to do, 1 with *max_len the longest sequence. */
+static int attn_begin(const struct rl_attention_shape *shape, const int32_t *cu_seqlens, int n_seqs,
+                      int *max_len)
+{
+	if (n_seqs < 0 || !attn_shape_ok(shape))
+		return -1;
+	if (n_seqs == 0)
+		return 0;
+	*max_len = attn_max_len(cu_seqlens, n_seqs);
+	if (*max_len < 0)
+		return -1;
+	return *max_len > 0;
+}
+
 /* tiles_per_thread tiles of ATTN_BQ x max_len floats for every thread. */
 static float *attn_scratch(int max_len, int tiles_per_thread, size_t *tile)
 {
-	size_t n = (size_t)ATTN_BQ * (size_t)max_len;
-	size_t count = (size_t)attn_threads() * (size_t)tiles_per_thread;
-
-	*tile = n;
-	if (n > SIZE_MAX / sizeof(float) / count)
-		return NULL;
-	return malloc(n * count * sizeof(float));
-}
-
-/* OpenMP's simd loops, and nothing in a build without -fopenmp */
-#ifdef _OPENMP
-#define ATTN_PRAGMA(x) _Pragma(#x)
-#else
-#define ATTN_PRAGMA(x)
-#endif
-#define ATTN_SIMD        ATTN_PRAGMA(omp simd)
-#define ATTN_SIMD_MAX(v) ATTN_PRAGMA(omp simd reduction(max : v))
-#define ATTN_SIMD_SUM(v) ATTN_PRAGMA(omp simd reduction(+ : v))
-
-/* e^x within 1 ulp for |x| <= 87; beyond that e^-87 or e^87, which the
- * softmax (always x <= 0, and a sum >= 1) cannot tell from the truth. NaN
- * stays NaN (so does -inf, which finite scores never produce). The clamp is
- * done on the bits because a float comparison keeps GCC from vectorizing
- * the loop unless -fno-trapping-math; vectorized, this is 2.5x faster than
- * expf, which took a third of the forward. Cephes' expf polynomial. */
-static inline float attn_exp(float x)
-{
-	union {
-		float f;
-		uint32_t u;
-	} a = {x};
-	uint32_t mag = a.u & 0x7fffffffu;
-
-	mag = mag < 0x42ae0000u ? mag : 0x42ae0000u; /* 87.0f */
-	a.u = (a.u & 0x80000000u) | mag;
-
-	/* x = n ln2 + r, |r| <= ln2 / 2; adding 1.5 * 2^23 rounds to an integer */
-	const float shift = 12582912.0f;
-	const float t = a.f * 1.44269504088896341f + shift, n = t - shift;
-	float r = a.f - n * 0.693359375f;
-
-	r = r - n * -2.12194440e-4f;
-
-	float p = 1.9875691500e-4f;
-
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-
-	union {
-		float f;
-		int32_t i;
-	} ti = {t}, two_n;
-
-	two_n.i = (ti.i - 0x4b400000 + 127) * (1 << 23);
-	return p * two_n.f + (x - x);
-}
-
-/* Softmax of row[0..valid) in place and zeros in row[valid..n), for the
- * masked keys; returns the log-sum-exp. */
-static float attn_softmax_row(float *row, int valid, int n)
-{
-	float mx = row[0];
-	double sum = 0.0;
-
-	ATTN_SIMD_MAX(mx)
-	for (int j = 1; j < valid; j++)
-		mx = row[j] > mx ? row[j] : mx;
-	ATTN_SIMD
-	for (int j = 0; j < valid; j++)
-		row[j] = attn_exp(row[j] - mx);
-	ATTN_SIMD_SUM(sum)
-	for (int j = 0; j < valid; j++)
-		sum += row[j];
-
-	const float inv = (float)(1.0 / sum);
-
-	ATTN_SIMD
-	for (int j = 0; j < valid; j++)
-		row[j] *= inv;
-	for (int j = valid; j < n; j++)
-		row[j] = 0.0f;
-	return mx + (float)log(sum);
-}
-
-/* Queries q[0..m) sit at positions first .. first + m - 1 of their sequence
- * and see keys 0 .. their own position. s is an m x (first + m) tile. */
-static void attn_tile_forward(float *out, float *lse, const float *q, const float *k,
-                              const float *v, int m, int first, const int ldq, const int ldkv,
-                              const int ldl, int d, float scale, float *s)
-{
-	const int n = first + m;
-
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q, ldq, k, ldkv, 0.0f,
-	            s, n);
-	for (int r = 0; r < m; r++)
-		lse[(size_t)r * ldl] = attn_softmax_row(s + (size_t)r * n, first + r + 1, n);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, s, n, v, ldkv, 0.0f,
-	            out, ldq);
+	*tile = (size_t)ATTN_BQ * (size_t)max_len;
+	return attn_alloc_tiles(*tile, (size_t)tiles_per_thread);
 }
 
 struct attn_item {
@@ -209,17 +73,11 @@ int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float
                              const struct rl_attention_shape *shape, void *stream)
 {
 	(void)stream;
-	if (n_seqs < 0 || !attn_shape_ok(shape))
-		return -1;
-	if (n_seqs == 0)
-		return 0;
+	int max_len;
+	const int go = attn_begin(shape, cu_seqlens, n_seqs, &max_len);
 
-	const int max_len = attn_max_len(cu_seqlens, n_seqs);
-
-	if (max_len < 0)
-		return -1;
-	if (max_len == 0)
-		return 0;
+	if (go <= 0)
+		return go;
 	if (!out || !lse || !q || !k || !v)
 		return -1;
 
@@ -267,8 +125,8 @@ int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float
 		const size_t qo = row * ldq + (size_t)it.head * D;
 		const size_t kvo = base * ldkv + (size_t)(it.head / rep) * D;
 
-		attn_tile_forward(out + qo, lse + row * H + it.head, q + qo, k + kvo, v + kvo, m,
-		                  it.first, ldq, ldkv, H, D, shape->scale,
+		attn_tile_forward(out + qo, lse + row * H + it.head, H, q + qo, k + kvo, v + kvo, m,
+		                  it.first, 1, ldq, ldkv, D, shape->scale,
 		                  scratch + (size_t)attn_thread_id() * tile);
 	}
 	attn_blas_serial_end(blas_threads);
@@ -309,7 +167,7 @@ static void attn_head_backward(float *dq, float *dk, float *dv, const float *dou
 
 			ATTN_SIMD
 			for (int j = 0; j < valid; j++) {
-				pr[j] = attn_exp(pr[j] - l);
+				pr[j] = rl_fast_exp_clamp(pr[j] - l);
 				dr[j] = scale * pr[j] * (dr[j] - di);
 			}
 			for (int j = valid; j < n; j++)
@@ -343,17 +201,11 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
                               const struct rl_attention_shape *shape, void *stream)
 {
 	(void)stream;
-	if (n_seqs < 0 || !attn_shape_ok(shape))
-		return -1;
-	if (n_seqs == 0)
-		return 0;
+	int max_len;
+	const int go = attn_begin(shape, cu_seqlens, n_seqs, &max_len);
 
-	const int max_len = attn_max_len(cu_seqlens, n_seqs);
-
-	if (max_len < 0)
-		return -1;
-	if (max_len == 0)
-		return 0;
+	if (go <= 0)
+		return go;
 	if (!dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse)
 		return -1;
 

@@ -8,44 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cblas.h>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/logprobs.h"
 
 #define PAR_MIN (1L << 15)
-
-/* exp(x) for x <= 0, within an ulp, flushed to 0 below the smallest normal
- * result (x < -87.34) and NaN for NaN; unlike libm's expf it vectorises
- * (every branch is a select). x = n ln2 + r with |r| <= ln2 / 2 (n rounded
- * by adding 1.5 * 2^23), Cephes' polynomial for exp(r), and 2^n built in
- * the exponent bits. */
-static inline float exp_neg(float x)
-{
-	const float lo = -87.33654f, magic = 12582912.0f;
-	/* clamped (NaN included) so that n converts to int and 2^n is normal */
-	float xc = x > lo ? x : lo;
-	float n = (xc * 1.44269504088896341f + magic) - magic;
-	float r = xc - n * 0.693359375f;
-
-	r = r - n * -2.12194440e-4f;
-	float p = 1.9875691500e-4f;
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-
-	int32_t bits = ((int32_t)n + 127) << 23;
-	float scale;
-
-	memcpy(&scale, &bits, sizeof(scale));
-	float y = p * scale;
-
-	return x >= lo ? y : x < lo ? 0.0f : x;
-}
 
 /* chunk > vocab only means a larger work buffer than needed: it is clamped. */
 static int check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
@@ -85,7 +54,7 @@ static void fold_row(const float *restrict row, int c, int c0, int32_t target, f
 
 #pragma omp simd reduction(+ : s)
 	for (int j = 0; j < c; j++)
-		s += exp_neg(row[j] - m);
+		s += rl_fast_exp_neg_flush(row[j] - m);
 	*sum += s;
 	if (target >= c0 && target < c0 + c)
 		*tlogit = row[target - c0];
@@ -145,7 +114,7 @@ static void dlogits_row(float *restrict row, int c, int c0, int32_t target, floa
 {
 #pragma omp simd
 	for (int j = 0; j < c; j++)
-		row[j] = -d * exp_neg(row[j] - lse);
+		row[j] = -d * rl_fast_exp_neg_flush(row[j] - lse);
 	if (target >= c0 && target < c0 + c)
 		row[target - c0] += d;
 }

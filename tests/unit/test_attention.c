@@ -19,42 +19,7 @@
 #endif
 
 #include "kernels/attention.h"
-
-/* xorshift32: the same numbers on every libc, unlike rand(). */
-static uint32_t rng_next(uint32_t *s)
-{
-	uint32_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return *s = x;
-}
-
-static float *rng_fill(uint32_t *s, size_t n, float lo, float hi)
-{
-	float *v = malloc((n ? n : 1) * sizeof(*v));
-
-	cr_assert_not_null(v);
-	for (size_t i = 0; i < n; i++)
-		v[i] = lo + (hi - lo) * (float)(rng_next(s) >> 8) * (1.0f / 16777216.0f);
-	return v;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-
-	cr_assert_not_null(p);
-	return p;
-}
-
-static void expect_close(const char *what, size_t i, double got, double want, double rtol,
-                         double atol)
-{
-	cr_expect(fabs(got - want) <= rtol * fabs(want) + atol, "%s[%zu]: got %.9g, want %.9g",
-	          what, i, got, want);
-}
+#include "tests/unit/ops_test_util.h"
 
 /* ---- the reference: softmax over keys j <= i of one sequence, in double ---- */
 
@@ -74,7 +39,7 @@ static void attn_ref(double *out, double *lse, const double *q, const double *k,
                      const struct attn_case *c)
 {
 	const int H = c->H, Hkv = c->Hkv, D = c->D, rep = H / Hkv;
-	double *w = xcalloc(case_tokens(c), sizeof(*w));
+	double *w = dalloc(case_tokens(c));
 
 	for (int s = 0; s < c->n_seqs; s++)
 		for (int i = c->cu[s]; i < c->cu[s + 1]; i++)
@@ -115,15 +80,6 @@ struct attn_data {
 	double *qd, *kd, *vd, *outd, *lsed;
 };
 
-static double *widen(const float *x, size_t n)
-{
-	double *d = xcalloc(n, sizeof(*d));
-
-	for (size_t i = 0; i < n; i++)
-		d[i] = x[i];
-	return d;
-}
-
 static void data_init(struct attn_data *a, const struct attn_case *c, uint32_t seed, float range)
 {
 	size_t T = case_tokens(c);
@@ -131,16 +87,16 @@ static void data_init(struct attn_data *a, const struct attn_case *c, uint32_t s
 	a->nq = T * c->H * c->D;
 	a->nkv = T * c->Hkv * c->D;
 	a->nl = T * c->H;
-	a->q = rng_fill(&seed, a->nq, -range, range);
-	a->k = rng_fill(&seed, a->nkv, -range, range);
-	a->v = rng_fill(&seed, a->nkv, -1.0f, 1.0f);
-	a->out = xcalloc(a->nq, sizeof(float));
-	a->lse = xcalloc(a->nl, sizeof(float));
+	a->q = frand(&seed, a->nq, -range, range);
+	a->k = frand(&seed, a->nkv, -range, range);
+	a->v = frand(&seed, a->nkv, -1.0f, 1.0f);
+	a->out = falloc(a->nq);
+	a->lse = falloc(a->nl);
 	a->qd = widen(a->q, a->nq);
 	a->kd = widen(a->k, a->nkv);
 	a->vd = widen(a->v, a->nkv);
-	a->outd = xcalloc(a->nq, sizeof(double));
-	a->lsed = xcalloc(a->nl, sizeof(double));
+	a->outd = dalloc(a->nq);
+	a->lsed = dalloc(a->nl);
 }
 
 static void data_free(struct attn_data *a)
@@ -231,9 +187,9 @@ Test(attention, rows_outside_the_sequences_are_untouched)
 	const int T = 8, H = 2, Hkv = 1, D = 4;
 	const struct rl_attention_shape sh = {H, Hkv, D, 0.5f};
 	uint32_t seed = 5;
-	float *q = rng_fill(&seed, (size_t)T * H * D, -1, 1);
-	float *k = rng_fill(&seed, (size_t)T * Hkv * D, -1, 1);
-	float *v = rng_fill(&seed, (size_t)T * Hkv * D, -1, 1);
+	float *q = frand(&seed, (size_t)T * H * D, -1, 1);
+	float *k = frand(&seed, (size_t)T * Hkv * D, -1, 1);
+	float *v = frand(&seed, (size_t)T * Hkv * D, -1, 1);
 	float out[8 * 2 * 4], lse[8 * 2];
 
 	for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); i++)
@@ -275,7 +231,7 @@ static void check_grad(const char *what, double *x, size_t n, const float *grad,
                        struct attn_data *a, const struct attn_case *c, const float *r)
 {
 	const double h = 1e-5;
-	double *fd = xcalloc(n, sizeof(*fd)), scale = 0.0;
+	double *fd = dalloc(n), scale = 0.0;
 
 	for (size_t i = 0; i < n; i++) {
 		double keep = x[i], lp, lm;
@@ -301,10 +257,10 @@ static void check_backward(const struct attn_case *c, uint32_t seed)
 	struct rl_attention_shape sh = case_shape(c);
 
 	data_init(&a, c, seed, 1.5f);
-	float *r = rng_fill(&seed, a.nq, -1.0f, 1.0f);
+	float *r = frand(&seed, a.nq, -1.0f, 1.0f);
 	/* the backward adds: start from something and take it off again */
-	float *dq = rng_fill(&seed, a.nq, -1.0f, 1.0f), *dk = rng_fill(&seed, a.nkv, -1.0f, 1.0f);
-	float *dv = rng_fill(&seed, a.nkv, -1.0f, 1.0f);
+	float *dq = frand(&seed, a.nq, -1.0f, 1.0f), *dk = frand(&seed, a.nkv, -1.0f, 1.0f);
+	float *dv = frand(&seed, a.nkv, -1.0f, 1.0f);
 	double *dq0 = widen(dq, a.nq), *dk0 = widen(dk, a.nkv), *dv0 = widen(dv, a.nkv);
 
 	cr_assert_eq(
@@ -377,10 +333,10 @@ Test(attention, thread_count_does_not_change_the_bits)
 	data_init(&a, &c, 1234, 1.5f);
 	for (int run = 0; run < 3; run++) {
 		omp_set_num_threads(counts[run]);
-		got[run][0] = xcalloc(a.nq, sizeof(float));
-		got[run][1] = xcalloc(a.nkv, sizeof(float));
-		got[run][2] = xcalloc(a.nkv, sizeof(float));
-		got[run][3] = xcalloc(a.nq, sizeof(float));
+		got[run][0] = falloc(a.nq);
+		got[run][1] = falloc(a.nkv);
+		got[run][2] = falloc(a.nkv);
+		got[run][3] = falloc(a.nq);
 		cr_assert_eq(rl_attention_forward_cpu(got[run][3], a.lse, a.q, a.k, a.v, c.cu,
 		                                      c.n_seqs, &sh, NULL),
 		             0);
@@ -416,9 +372,9 @@ Test(attention, reruns_are_bit_identical)
 
 	data_init(&a, &c, 99, 1.0f);
 	for (int run = 0; run < 2; run++) {
-		grads[run][0] = xcalloc(a.nq, sizeof(float));
-		grads[run][1] = xcalloc(a.nkv, sizeof(float));
-		grads[run][2] = xcalloc(a.nkv, sizeof(float));
+		grads[run][0] = falloc(a.nq);
+		grads[run][1] = falloc(a.nkv);
+		grads[run][2] = falloc(a.nkv);
 		cr_assert_eq(rl_attention_forward_cpu(a.out, a.lse, a.q, a.k, a.v, c.cu, c.n_seqs,
 		                                      &sh, NULL),
 		             0);
@@ -446,10 +402,10 @@ Test(attention, cached_matches_forward)
 	const struct rl_attention_shape sh = {H, HKV, D, 0.25f};
 	const size_t row = (size_t)H * D, kvrow = (size_t)HKV * D;
 	uint32_t seed = 0x5eedu;
-	float *q = rng_fill(&seed, LEN * row, -2, 2);
-	float *kc = rng_fill(&seed, CAP * kvrow, -2, 2), *vc = rng_fill(&seed, CAP * kvrow, -1, 1);
-	float *full = xcalloc(LEN * row, sizeof(float)), *lse = xcalloc(LEN * H, sizeof(float));
-	float *out = xcalloc(LEN * row, sizeof(float));
+	float *q = frand(&seed, LEN * row, -2, 2);
+	float *kc = frand(&seed, CAP * kvrow, -2, 2), *vc = frand(&seed, CAP * kvrow, -1, 1);
+	float *full = falloc(LEN * row), *lse = falloc(LEN * H);
+	float *out = falloc(LEN * row);
 	static const int n_news[] = {LEN, 1, 3, 64, 70};
 
 	/* rows past len must never be read */
@@ -514,9 +470,9 @@ Test(attention, leaves_openblas_threads_as_they_were)
 
 	openblas_set_num_threads(2);
 	data_init(&a, &c, 3, 1.0f);
-	dq = xcalloc(a.nq, sizeof(float));
-	dk = xcalloc(a.nkv, sizeof(float));
-	dv = xcalloc(a.nkv, sizeof(float));
+	dq = falloc(a.nq);
+	dk = falloc(a.nkv);
+	dv = falloc(a.nkv);
 	cr_assert_eq(
 	    rl_attention_forward_cpu(a.out, a.lse, a.q, a.k, a.v, c.cu, c.n_seqs, &sh, NULL), 0);
 	cr_expect_eq(openblas_get_num_threads(), 2, "after the forward");

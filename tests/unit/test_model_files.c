@@ -61,7 +61,9 @@ ParameterizedTest(struct save_case *c, save, same_bytes_as_transformers)
 	int compared = 0;
 
 	snprintf(src, sizeof src, "%s/tests/fixtures/models/%s", top, c->model);
-	snprintf(dst, sizeof dst, "%s/out", tmp_dir());
+	char *tmp = tmp_dir();
+	snprintf(dst, sizeof dst, "%s/out", tmp);
+	free(tmp);
 	cr_assert_eq(rl_model_load(&m, src, &rl_ops_cpu, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(rl_model_save(m, dst, c->shard_bytes, err, sizeof err), 0, "%s", err);
 	rl_model_free(m);
@@ -107,7 +109,9 @@ static char *broken_copy(const char *from, const char *to, size_t keep_bytes)
 	const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
 	size_t len;
 
-	snprintf(dir, 4096, "%s/broken", tmp_dir());
+	char *tmp = tmp_dir();
+	snprintf(dir, 4096, "%s/broken", tmp);
+	free(tmp);
 	cr_assert_eq(mkdir(dir, 0755), 0);
 	snprintf(path, sizeof path, "%s/tests/fixtures/models/llama/config.json", top);
 	char *cfg = slurp(path, &len);

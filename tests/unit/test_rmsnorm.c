@@ -17,39 +17,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/rmsnorm.h"
-
-/* xorshift32: the same numbers on every libc, unlike rand(). */
-static uint32_t rng_next(uint32_t *s)
-{
-	uint32_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return *s = x;
-}
-
-static float rng_float(uint32_t *s, float lo, float hi)
-{
-	return lo + (hi - lo) * (float)(rng_next(s) >> 8) * (1.0f / 16777216.0f);
-}
-
-static float *rng_fill(uint32_t *s, size_t n, float lo, float hi)
-{
-	float *v = malloc(n * sizeof(*v));
-
-	cr_assert_not_null(v);
-	for (size_t i = 0; i < n; i++)
-		v[i] = rng_float(s, lo, hi);
-	return v;
-}
-
-static void expect_close(const char *what, size_t i, double got, double want, double rtol,
-                         double atol)
-{
-	cr_expect(fabs(got - want) <= rtol * fabs(want) + atol, "%s[%zu]: got %.9g, want %.9g",
-	          what, i, got, want);
-}
+#include "tests/unit/ops_test_util.h"
 
 Test(rmsnorm, table_unit_weights)
 {
@@ -99,11 +67,11 @@ Test(rmsnorm, random_shapes_match_double_formula)
 
 	for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
 		int dim = dims[d];
-		int rows = 1 + (int)(rng_next(&seed) % 7);
+		int rows = 1 + (int)(gc_rng(&seed) % 7);
 		float eps = d % 2 ? 1e-5f : 1e-6f;
 		size_t n = (size_t)rows * dim;
-		float *x = rng_fill(&seed, n, -3.0f, 3.0f);
-		float *w = rng_fill(&seed, (size_t)dim, -2.0f, 2.0f);
+		float *x = frand(&seed, n, -3.0f, 3.0f);
+		float *w = frand(&seed, (size_t)dim, -2.0f, 2.0f);
 		float *y = malloc(n * sizeof(*y)), *rstd = malloc((size_t)rows * sizeof(*rstd));
 
 		cr_assert(y && rstd);
@@ -180,8 +148,8 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 {
 	size_t n = (size_t)rows * dim;
 	float eps = 1e-5f;
-	float *x = rng_fill(seed, n, -3.0f, 3.0f);
-	float *w = rng_fill(seed, (size_t)dim, -2.0f, 2.0f);
+	float *x = frand(seed, n, -3.0f, 3.0f);
+	float *w = frand(seed, (size_t)dim, -2.0f, 2.0f);
 	float *y_cpu = malloc(n * sizeof(float)), *y_gpu = malloc(n * sizeof(float));
 	float *rstd_cpu = malloc((size_t)rows * sizeof(float));
 	float *rstd_gpu = malloc((size_t)rows * sizeof(float));

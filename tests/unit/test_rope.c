@@ -17,39 +17,7 @@
 #include <criterion/criterion.h>
 
 #include "kernels/rope.h"
-
-/* xorshift32: the same numbers on every libc, unlike rand(). */
-static uint32_t rng_next(uint32_t *s)
-{
-	uint32_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return *s = x;
-}
-
-static float rng_float(uint32_t *s, float lo, float hi)
-{
-	return lo + (hi - lo) * (float)(rng_next(s) >> 8) * (1.0f / 16777216.0f);
-}
-
-static float *rng_fill(uint32_t *s, size_t n, float lo, float hi)
-{
-	float *v = malloc(n * sizeof(*v));
-
-	cr_assert_not_null(v);
-	for (size_t i = 0; i < n; i++)
-		v[i] = rng_float(s, lo, hi);
-	return v;
-}
-
-static void expect_close(const char *what, size_t i, double got, double want, double rtol,
-                         double atol)
-{
-	cr_expect(fabs(got - want) <= rtol * fabs(want) + atol, "%s[%zu]: got %.9g, want %.9g",
-	          what, i, got, want);
-}
+#include "tests/unit/ops_test_util.h"
 
 /* ---- fixtures: "key v1 v2 ..." lines, '#' starts a comment line ---- */
 
@@ -65,14 +33,6 @@ static void read_floats(FILE *f, const char *path, const char *key, float *v, si
 {
 	for (size_t i = 0; i < n; i++)
 		cr_assert_eq(fscanf(f, "%f", &v[i]), 1, "%s: %s[%zu] unreadable", path, key, i);
-}
-
-static float *alloc_floats(size_t n)
-{
-	float *v = calloc(n ? n : 1, sizeof(*v));
-
-	cr_assert_not_null(v);
-	return v;
 }
 
 static void fixture_load(struct rope_fixture *fx, const char *name)
@@ -117,13 +77,13 @@ static void fixture_load(struct rope_fixture *fx, const char *name)
 			for (int i = 0; i < fx->n_tokens; i++)
 				cr_assert_eq(fscanf(f, "%" SCNd32, &fx->pos[i]), 1);
 		} else if (!strcmp(key, "inv_freq")) {
-			fx->inv_freq = alloc_floats((size_t)fx->head_dim / 2);
+			fx->inv_freq = falloc((size_t)fx->head_dim / 2);
 			read_floats(f, path, key, fx->inv_freq, (size_t)fx->head_dim / 2);
 		} else if (!strcmp(key, "x") || !strcmp(key, "out")) {
 			size_t n = (size_t)fx->n_tokens * fx->n_heads * fx->head_dim;
 			float **dst = key[0] == 'x' ? &fx->x : &fx->out;
 
-			*dst = alloc_floats(n);
+			*dst = falloc(n);
 			read_floats(f, path, key, *dst, n);
 		} else {
 			cr_assert_fail("%s: unknown key %s", path, key);
@@ -169,7 +129,7 @@ Test(rope, inv_freq_matches_transformers)
 
 		fixture_load(&fx, fixture_names[k]);
 		int half = fx.head_dim / 2;
-		float *got = alloc_floats((size_t)half);
+		float *got = falloc((size_t)half);
 
 		rl_rope_inv_freq(got, fx.head_dim, fx.theta, &fx.scaling);
 		for (int i = 0; i < half; i++) {
@@ -196,7 +156,7 @@ Test(rope, llama3_scaling_changes_only_low_frequencies)
 
 	fixture_load(&fx, "llama3_d128_t5e5");
 	int half = fx.head_dim / 2;
-	float *plain = alloc_floats((size_t)half);
+	float *plain = falloc((size_t)half);
 
 	rl_rope_inv_freq(plain, fx.head_dim, fx.theta, &none);
 	for (int i = 0; i < half; i++) {
@@ -222,8 +182,8 @@ Test(rope, rotation_matches_transformers)
 
 		fixture_load(&fx, fixture_names[k]);
 		size_t n = (size_t)fx.n_tokens * fx.n_heads * fx.head_dim;
-		float *inv = alloc_floats((size_t)fx.head_dim / 2);
-		float *y = alloc_floats(n);
+		float *inv = falloc((size_t)fx.head_dim / 2);
+		float *y = falloc(n);
 
 		/* with our own frequencies: what the model will run */
 		rl_rope_inv_freq(inv, fx.head_dim, fx.theta, &fx.scaling);
@@ -286,16 +246,6 @@ static void rope_ref(double *y, const double *x, const int32_t *pos, const float
 		}
 }
 
-static double *to_double(const float *v, size_t n)
-{
-	double *d = malloc((n ? n : 1) * sizeof(*d));
-
-	cr_assert_not_null(d);
-	for (size_t i = 0; i < n; i++)
-		d[i] = v[i];
-	return d;
-}
-
 Test(rope, random_shapes_match_double_formula)
 {
 	/* 300 and 512 cross the kernel's chunk of frequencies */
@@ -304,15 +254,15 @@ Test(rope, random_shapes_match_double_formula)
 	uint32_t seed = 0x1234567u;
 
 	for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++) {
-		int d = dims[k], n = 1 + (int)(rng_next(&seed) % 9), heads = 1 + (int)(k % 3);
+		int d = dims[k], n = 1 + (int)(gc_rng(&seed) % 9), heads = 1 + (int)(k % 3);
 		size_t len = (size_t)n * heads * d;
-		float *x = rng_fill(&seed, len, -2.0f, 2.0f), *inv = alloc_floats((size_t)d / 2);
+		float *x = frand(&seed, len, -2.0f, 2.0f), *inv = falloc((size_t)d / 2);
 		int32_t *pos = calloc((size_t)n, sizeof(*pos));
-		double *xd = to_double(x, len), *want = malloc(len * sizeof(*want));
+		double *xd = widen(x, len), *want = malloc(len * sizeof(*want));
 
 		cr_assert(pos && want);
 		for (int t = 0; t < n; t++)
-			pos[t] = (int32_t)(rng_next(&seed) % 5000);
+			pos[t] = (int32_t)(gc_rng(&seed) % 5000);
 		rl_rope_inv_freq(inv, d, 10000.0, &none);
 		rope_ref(want, xd, pos, inv, n, heads, d);
 		cr_assert_eq(rl_rope_forward_cpu(x, pos, inv, n, heads, d, NULL), 0);
@@ -337,9 +287,9 @@ Test(rope, backward_matches_finite_differences)
 	const size_t len = (size_t)N * H * D;
 	uint32_t seed = 0xfeedu;
 	float inv[D / 2];
-	float *x = rng_fill(&seed, len, -1.0f, 1.0f), *r = rng_fill(&seed, len, -1.0f, 1.0f);
-	float *dx = alloc_floats(len);
-	double *xd = to_double(x, len), *y = malloc(len * sizeof(*y));
+	float *x = frand(&seed, len, -1.0f, 1.0f), *r = frand(&seed, len, -1.0f, 1.0f);
+	float *dx = falloc(len);
+	double *xd = widen(x, len), *y = malloc(len * sizeof(*y));
 	const double h = 1e-4;
 
 	cr_assert_not_null(y);
@@ -375,7 +325,7 @@ Test(rope, backward_undoes_forward)
 	const size_t len = (size_t)N * H * D;
 	uint32_t seed = 0xabcdefu;
 	float inv[D / 2];
-	float *x = rng_fill(&seed, len, -3.0f, 3.0f), *y = alloc_floats(len);
+	float *x = frand(&seed, len, -3.0f, 3.0f), *y = falloc(len);
 
 	rl_rope_inv_freq(inv, D, 500000.0, &l3);
 	memcpy(y, x, len * sizeof(*y));

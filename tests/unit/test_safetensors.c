@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "runtime/model/safetensors.h"
+#include "tests/unit/gradcheck.h"
 
 static char err[1024];
 
@@ -426,16 +427,6 @@ Test(safetensors, write_dir_reproduces_save_pretrained_shards)
 	free(fx);
 }
 
-/* xorshift32: the same numbers on every libc. */
-static uint32_t rng_next(uint32_t *s)
-{
-	uint32_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return *s = x;
-}
-
 Test(safetensors, round_trip_all_dtypes)
 {
 	char *dir = tmp_dir(), *path = join(dir, "rt.safetensors");
@@ -445,7 +436,7 @@ Test(safetensors, round_trip_all_dtypes)
 	const int64_t shape[] = {10, 100};
 
 	for (int i = 0; i < N; i++)
-		x[i] = ((float)(rng_next(&seed) >> 8) / 16777216.0f - 0.5f) * 8.0f;
+		x[i] = ((float)(gc_rng(&seed) >> 8) / 16777216.0f - 0.5f) * 8.0f;
 	struct rl_st_source src[] = {
 	    {.name = "x.f32", .dtype = RL_F32, .ndim = 2, .shape = {10, 100}, .data = x},
 	    {.name = "x.bf16", .dtype = RL_BF16, .ndim = 2, .shape = {10, 100}, .data = x},
@@ -777,16 +768,16 @@ Test(safetensors, fuzz_never_crashes)
 		memcpy(b, orig, n);
 		switch (it % 4) {
 		case 0: /* flip a few bytes in the header */
-			for (int k = 0; k < 1 + (int)(rng_next(&s) % 4); k++)
-				b[8 + rng_next(&s) % 200] = (unsigned char)rng_next(&s);
+			for (int k = 0; k < 1 + (int)(gc_rng(&s) % 4); k++)
+				b[8 + gc_rng(&s) % 200] = (unsigned char)gc_rng(&s);
 			break;
 		case 1: /* truncate */
-			len = rng_next(&s) % n;
+			len = gc_rng(&s) % n;
 			break;
 		case 2: /* random bytes after a plausible length */
-			len = 8 + rng_next(&s) % 64;
+			len = 8 + gc_rng(&s) % 64;
 			for (size_t i = 8; i < len; i++) {
-				uint32_t r = rng_next(&s);
+				uint32_t r = gc_rng(&s);
 				b[i] = r % 2 ? (unsigned char)(r >> 8)
 				             : (unsigned char)"{}[]\":,0123"[(r >> 8) % 11];
 			}
@@ -795,8 +786,8 @@ Test(safetensors, fuzz_never_crashes)
 			break;
 		default: /* digits of offsets and shapes changed */
 			for (size_t i = 8; i < n && i < 300; i++)
-				if (b[i] >= '0' && b[i] <= '9' && rng_next(&s) % 8 == 0)
-					b[i] = (unsigned char)('0' + rng_next(&s) % 10);
+				if (b[i] >= '0' && b[i] <= '9' && gc_rng(&s) % 8 == 0)
+					b[i] = (unsigned char)('0' + gc_rng(&s) % 10);
 		}
 		spill(p, b, len);
 		struct rl_st_archive *a;

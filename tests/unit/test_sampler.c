@@ -11,22 +11,14 @@
 
 #include "runtime/generate/rng.h"
 #include "runtime/generate/sampler.h"
+#include "tests/unit/gradcheck.h"
 
-/* ---- test data: xorshift32, independent of the generator under test ---- */
-
-static uint32_t xs_next(uint32_t *s)
-{
-	uint32_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return *s = x;
-}
+/* ---- test data: gradcheck.h's xorshift32, independent of the generator
+ * under test ---- */
 
 static float xs_uniform(uint32_t *s)
 {
-	return (float)(xs_next(s) >> 8) * (1.0f / 16777216.0f);
+	return gc_uniform(s, 0.0f, 1.0f);
 }
 
 /* Roughly normal (Irwin-Hall of 4), times scale: logits shaped like a
@@ -366,7 +358,7 @@ Test(sampler, top_p_flat_and_wide_distributions)
 	check_support(l, vocab, 30.0f, 0, 0.9f, work, &close);
 	/* Many exact ties: the ranking must break them by id on both sides. */
 	for (int i = 0; i < vocab; i++)
-		l[i] = (float)(xs_next(&s) % 16);
+		l[i] = (float)(gc_rng(&s) % 16);
 	check_support(l, vocab, 1.0f, 0, 0.1f, work, &close);
 	check_support(l, vocab, 1.0f, 100, 0.5f, work, &close);
 	free(l);
