@@ -57,12 +57,7 @@ int rl_parse_ids(const char *opt, const char *text, int32_t **ids, size_t *n, ch
 		errno = 0;
 		long x = strtol(p, &end, 10);
 		if (end == p || errno || x < 0 || x > INT32_MAX) {
-			snprintf(err, errlen,
-			         "%s: '%s' is not a comma-separated list of token ids "
-			         "(at character %zu)",
-			         opt, text, (size_t)(p - text) + 1);
-			free(v);
-			return -1;
+			goto bad_list;
 		}
 		if (count == cap) {
 			int32_t *w = realloc(v, 2 * cap * sizeof *w);
@@ -80,14 +75,8 @@ int rl_parse_ids(const char *opt, const char *text, int32_t **ids, size_t *n, ch
 			p++;
 		if (*p == ',' && p[1])
 			p++;
-		else if (*p) {
-			snprintf(err, errlen,
-			         "%s: '%s' is not a comma-separated list of token ids "
-			         "(at character %zu)",
-			         opt, text, (size_t)(p - text) + 1);
-			free(v);
-			return -1;
-		}
+		else if (*p)
+			goto bad_list;
 	}
 	if (!count) {
 		snprintf(err, errlen, "%s: the list of token ids is empty", opt);
@@ -97,4 +86,10 @@ int rl_parse_ids(const char *opt, const char *text, int32_t **ids, size_t *n, ch
 	*ids = v;
 	*n = count;
 	return 0;
+bad_list:
+	snprintf(err, errlen,
+	         "%s: '%s' is not a comma-separated list of token ids (at character %zu)", opt,
+	         text, (size_t)(p - text) + 1);
+	free(v);
+	return -1;
 }
