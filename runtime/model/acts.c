@@ -42,7 +42,8 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->max_tokens = (int)T;
 	a->layers = calloc((size_t)c->n_layers, sizeof *a->layers);
 	a->target_mask = malloc(T * f);
-	if (!a->layers || !a->target_mask) {
+	a->lm_vec_host = malloc(T * f);
+	if (!a->layers || !a->target_mask || !a->lm_vec_host) {
 		rl_acts_free(m, a);
 		return NULL;
 	}
@@ -78,6 +79,7 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->hf = take(m, a, T * d * f, &failed);
 	a->rstd_f = take(m, a, T * f, &failed);
 	a->lm_lse = take(m, a, T * f, &failed);
+	a->lm_vec = take(m, a, T * f, &failed);
 	a->dres = take(m, a, T * d * f, &failed);
 	a->dhf = take(m, a, T * d * f, &failed);
 	a->dxn = take(m, a, T * d * f, &failed);
@@ -105,8 +107,10 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 		return;
 	for (int i = 0; i < a->n_owned; i++)
 		m->ops->release(a->owned[i]);
+	m->ops->release(a->lm_work);
 	free(a->owned);
 	free(a->layers);
 	free(a->target_mask);
+	free(a->lm_vec_host);
 	free(a);
 }

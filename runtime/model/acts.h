@@ -28,6 +28,13 @@ struct rl_acts {
 	float *lm_lse;
 	int logit_chunk;
 	float logit_scale;
+	/* the LM head's [T] vector on the backend: log-probs out of the forward,
+	 * their gradient into the backward; and its host-side twin */
+	float *lm_vec, *lm_vec_host;
+	/* the chunked LM head's scratch, shared by its forward and backward and
+	 * kept across steps; grown when a larger chunk asks for more */
+	float *lm_work;
+	long lm_work_floats;
 	/* backward scratch */
 	float *dres, *dhf, *dxn, *dq, *dk, *dv, *dq_raw, *dk_raw, *datt, *dgate, *dup, *dh;
 	/* every allocation above, for release */

@@ -4,7 +4,6 @@
  * gradients are added to, so micro-batches accumulate. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
@@ -102,49 +101,30 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	int T = a->n_tokens, d = c->hidden_size;
 	struct rl_lm_logprobs_shape shape = {T, d, c->vocab_size, a->logit_chunk, a->logit_scale};
 	size_t td = (size_t)T * (size_t)d;
-	float *dlp = ops->alloc((size_t)T * sizeof(float));
-	float *work = ops->alloc((size_t)rl_lm_logprobs_work_floats(&shape) * sizeof(float));
-	float *masked = malloc((size_t)T * sizeof(float));
-	int rc = -1;
+	float *masked = a->lm_vec_host;
 
 	if (a->logit_chunk <= 0) {
 		snprintf(err, errlen, "backward without a log-probability forward pass");
-		goto out;
-	}
-	if (!dlp || !work || !masked) {
-		snprintf(err, errlen, "out of memory for the backward pass");
-		goto out;
+		return -1;
 	}
 	/* tokens without a target were given target 0: their gradient must vanish */
 	for (int t = 0; t < T; t++)
 		masked[t] = dlogprob_host[t] * a->target_mask[t];
-	if (ops->from_host(dlp, masked, (size_t)T * sizeof(float), NULL) || zero(ops, a->dhf, td) ||
-	    zero(ops, a->dres, td)) {
-		snprintf(err, errlen, "backward: staging the loss gradient failed");
-		goto out;
-	}
-	if (ops->lm_logprobs_backward(a->dhf, m->lm_head->grad, dlp, a->hf, m->lm_head->data,
-	                              a->targets, a->lm_lse, &shape, work, NULL)) {
-		snprintf(err, errlen, "lm_head backward failed");
-		goto out;
-	}
-	if (ops->rmsnorm_backward(a->dres, m->final_norm->grad, a->dhf, a->x_final,
-	                          m->final_norm->data, a->rstd_f, T, d, NULL)) {
-		snprintf(err, errlen, "final norm backward failed");
-		goto out;
-	}
+	RL_TRY(ops->from_host(a->lm_vec, masked, (size_t)T * sizeof(float), NULL) ||
+	           zero(ops, a->dhf, td) || zero(ops, a->dres, td),
+	       "backward: staging the loss gradient");
+	RL_TRY(ops->lm_logprobs_backward(a->dhf, m->lm_head->grad, a->lm_vec, a->hf,
+	                                 m->lm_head->data, a->targets, a->lm_lse, &shape,
+	                                 a->lm_work, NULL),
+	       "lm_head backward");
+	RL_TRY(ops->rmsnorm_backward(a->dres, m->final_norm->grad, a->dhf, a->x_final,
+	                             m->final_norm->data, a->rstd_f, T, d, NULL),
+	       "final norm backward");
 	for (int l = c->n_layers - 1; l >= 0; l--) {
 		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
-			goto out;
+			return -1;
 	}
-	if (ops->embedding_backward(m->embed->grad, a->dres, a->ids, T, d, NULL)) {
-		snprintf(err, errlen, "embedding backward failed");
-		goto out;
-	}
-	rc = 0;
-out:
-	ops->release(dlp);
-	ops->release(work);
-	free(masked);
-	return rc;
+	RL_TRY(ops->embedding_backward(m->embed->grad, a->dres, a->ids, T, d, NULL),
+	       "embedding backward");
+	return 0;
 }

@@ -162,34 +162,32 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	struct rl_lm_logprobs_shape shape = {a->n_tokens, m->cfg.hidden_size, V,
 	                                     vocab_chunk <= 0 || vocab_chunk > V ? V : vocab_chunk,
 	                                     logit_scale};
-	size_t work_bytes = (size_t)rl_lm_logprobs_work_floats(&shape) * sizeof(float);
-	size_t out_bytes = (size_t)a->n_tokens * sizeof(float);
-	float *work = ops->alloc(work_bytes);
-	float *dev = ops == &rl_ops_cpu ? logprob_host : ops->alloc(out_bytes);
-	int rc = -1;
+	long need = rl_lm_logprobs_work_floats(&shape);
+	float *dev = ops == &rl_ops_cpu ? logprob_host : a->lm_vec;
 
-	if (!work || !dev) {
-		snprintf(err, errlen, "cannot allocate %zu bytes for log-probabilities",
-		         work_bytes);
-		goto out;
+	if (need > a->lm_work_floats) {
+		ops->release(a->lm_work);
+		a->lm_work = ops->alloc((size_t)need * sizeof(float));
+		a->lm_work_floats = a->lm_work ? need : 0;
+		if (!a->lm_work) {
+			snprintf(err, errlen, "cannot allocate %zu bytes for log-probabilities",
+			         (size_t)need * sizeof(float));
+			return -1;
+		}
 	}
 	if (ops->lm_logprobs_forward(dev, a->lm_lse, a->hf, m->lm_head->data, a->targets, &shape,
-	                             work, NULL)) {
+	                             a->lm_work, NULL)) {
 		snprintf(err, errlen, "lm_head log-probabilities failed");
-		goto out;
+		return -1;
 	}
-	if (dev != logprob_host && ops->to_host(logprob_host, dev, out_bytes, NULL)) {
+	if (dev != logprob_host &&
+	    ops->to_host(logprob_host, dev, (size_t)a->n_tokens * sizeof(float), NULL)) {
 		snprintf(err, errlen, "copying the log-probabilities to the host failed");
-		goto out;
+		return -1;
 	}
 	for (int t = 0; t < a->n_tokens; t++)
 		logprob_host[t] *= a->target_mask[t];
 	a->logit_chunk = shape.chunk;
 	a->logit_scale = logit_scale;
-	rc = 0;
-out:
-	ops->release(work);
-	if (dev != logprob_host)
-		ops->release(dev);
-	return rc;
+	return 0;
 }
