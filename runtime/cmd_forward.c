@@ -116,10 +116,10 @@ int rl_cmd_forward(int argc, char **argv)
 	if (rl_model_forward(m, a, &b, err, sizeof err) ||
 	    rl_model_logits(m, a, logits, err, sizeof err))
 		goto out;
-	if (out ? write_logits(out, logits, count, err, sizeof err) : 0)
-		goto out;
 	if (!out)
 		summarize(logits, (int)n, m->cfg.vocab_size);
+	else if (write_logits(out, logits, count, err, sizeof err))
+		goto out;
 	rc = RL_EXIT_OK;
 out:
 	if (rc)

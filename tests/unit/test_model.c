@@ -139,11 +139,11 @@ ParameterizedTestParameters(model, logits_loss_grads)
 
 ParameterizedTest(struct model_name *param, model, logits_loss_grads)
 {
-	const char *const *name = &(const char *){param->s};
+	const char *name = param->s;
 	struct fixture f;
 	char err[512];
 
-	fixture_open(&f, *name);
+	fixture_open(&f, name);
 	struct rl_model *m = f.model;
 	int T = f.batch.n_tokens, V = m->cfg.vocab_size;
 	struct rl_acts *a = rl_acts_new(m, T);
@@ -154,15 +154,15 @@ ParameterizedTest(struct model_name *param, model, logits_loss_grads)
 	cr_assert_eq(rl_model_logits(m, a, logits, err, sizeof err), 0, "%s", err);
 	float *want = ref_tensor(&f, "logits", (int64_t)T * V);
 	double e = scaled_error(logits, want, (int64_t)T * V);
-	cr_expect(e <= TOL, "%s: logits error %.3g", *name, e);
+	cr_expect(e <= TOL, "%s: logits error %.3g", name, e);
 	free(want);
 	free(logits);
 
 	float *dlp = malloc((size_t)T * sizeof *dlp);
 	double loss = batch_loss(&f, a, dlp);
 	double want_loss = json_real_value(json_object_get(f.meta, "loss"));
-	cr_expect(fabs(loss - want_loss) <= TOL * fabs(want_loss), "%s: loss %.8g, want %.8g",
-	          *name, loss, want_loss);
+	cr_expect(fabs(loss - want_loss) <= TOL * fabs(want_loss), "%s: loss %.8g, want %.8g", name,
+	          loss, want_loss);
 
 	cr_assert_eq(rl_model_zero_grad(m), 0);
 	cr_assert_eq(rl_model_backward(m, a, dlp, err, sizeof err), 0, "%s", err);
@@ -174,7 +174,7 @@ ParameterizedTest(struct model_name *param, model, logits_loss_grads)
 		snprintf(key, sizeof key, "grad.%s", p->name);
 		float *g = ref_tensor(&f, key, p->numel);
 		e = scaled_error(p->grad, g, p->numel);
-		cr_expect(e <= TOL, "%s: %s error %.3g", *name, key, e);
+		cr_expect(e <= TOL, "%s: %s error %.3g", name, key, e);
 		free(g);
 	}
 	free(dlp);
@@ -189,12 +189,12 @@ ParameterizedTestParameters(model, adamw_ten_steps)
 
 ParameterizedTest(struct model_name *param, model, adamw_ten_steps)
 {
-	const char *const *name = &(const char *){param->s};
+	const char *name = param->s;
 	struct fixture f;
 	struct rl_optimizer opt;
 	char err[512];
 
-	fixture_open(&f, *name);
+	fixture_open(&f, name);
 	struct rl_model *m = f.model;
 	json_t *hp = json_object_get(f.meta, "adamw");
 	struct rl_adamw_hparams h = {
@@ -221,9 +221,9 @@ ParameterizedTest(struct model_name *param, model, adamw_ten_steps)
 		cr_assert_eq(rl_model_backward(m, a, dlp, err, sizeof err), 0, "%s", err);
 		cr_assert_eq(rl_clip_grad_norm(m, max_norm, &norm), 0);
 		cr_expect(fabs(loss - want) <= TOL * fabs(want),
-		          "%s: step %zu loss %.8g, want %.8g", *name, step, loss, want);
+		          "%s: step %zu loss %.8g, want %.8g", name, step, loss, want);
 		cr_expect(fabs(norm - want_norm) <= TOL * want_norm,
-		          "%s: step %zu grad norm %.8g, want %.8g", *name, step, norm, want_norm);
+		          "%s: step %zu grad norm %.8g, want %.8g", name, step, norm, want_norm);
 		cr_assert_eq(rl_optimizer_step(&opt, m), 0);
 	}
 	rl_optimizer_free(&opt);
@@ -241,11 +241,11 @@ ParameterizedTestParameters(model, greedy_through_kv_cache)
  * prompts together, then one token per sequence per step. */
 ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 {
-	const char *const *name = &(const char *){param->s};
+	const char *name = param->s;
 	struct fixture f;
 	char err[512];
 
-	fixture_open(&f, *name);
+	fixture_open(&f, name);
 	struct rl_model *m = f.model;
 	json_t *gens = json_object_get(f.meta, "greedy");
 	int n = (int)json_array_size(gens), V = m->cfg.vocab_size;
@@ -284,10 +284,10 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 				if (row[v] > row[tok])
 					tok = v;
 			cr_assert_lt((size_t)produced[g], json_array_size(want),
-			             "%s: sequence %d runs past its reference", *name, g);
+			             "%s: sequence %d runs past its reference", name, g);
 			int32_t w =
 			    (int32_t)json_integer_value(json_array_get(want, (size_t)produced[g]));
-			cr_assert_eq(tok, w, "%s: sequence %d token %d: got %d, want %d", *name, g,
+			cr_assert_eq(tok, w, "%s: sequence %d token %d: got %d, want %d", name, g,
 			             produced[g], tok, w);
 			produced[g]++;
 			if (tok == m->cfg.eos_token_ids[0] || produced[g] == max_new) {
@@ -308,7 +308,7 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 		n_active = next;
 	}
 	for (int g = 0; g < n; g++)
-		cr_expect(done[g], "%s: sequence %d did not finish", *name, g);
+		cr_expect(done[g], "%s: sequence %d did not finish", name, g);
 	free(logits);
 	rl_kv_cache_free(m, kv);
 	fixture_close(&f);
