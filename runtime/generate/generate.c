@@ -198,7 +198,7 @@ int rl_generate(struct rl_model *m, const struct rl_tokenizer *tok, int n_prompt
 	if (tok && rl_tokenizer_vocab_size(tok) < g.sample_vocab)
 		g.sample_vocab = rl_tokenizer_vocab_size(tok);
 	for (int s = 0; s < n_prompts; s++) {
-		rl_rng_seed(&g.rng[s], p->seed, (uint64_t)s);
+		rl_rng_seed(&g.rng[s], p->seed, p->stream_base + (uint64_t)s);
 		ones[s] = 1;
 	}
 	if (prefill(&g, kv, n_prompts, prompts, prompt_lens, live, &n_live, next_ids, logits, err,

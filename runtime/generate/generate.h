@@ -1,7 +1,8 @@
 /* Batched generation: prefill every prompt through the KV cache, then decode
  * one token per live sequence per step until each stops on its own (EOS,
  * stop token, stop string, token budget). Sequence i samples from RNG stream
- * i of the seed, so its tokens do not depend on the batch it ran in.
+ * stream_base + i of the seed, so its tokens do not depend on the batch it
+ * ran in.
  * defines: struct rl_gen_params, struct rl_gen_output, rl_generate,
  * rl_gen_outputs_free */
 #ifndef RL_GENERATE_GENERATE_H
@@ -19,6 +20,9 @@ struct rl_gen_params {
 	struct rl_sampling sampling;
 	struct rl_stop stop;
 	uint64_t seed;
+	/* prompt i draws from stream stream_base + i: a caller that splits one
+	 * logical batch into several calls keeps every sequence's stream */
+	uint64_t stream_base;
 };
 
 struct rl_gen_output {

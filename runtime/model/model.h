@@ -6,8 +6,9 @@
  * the order of the parameter table, so the optimizer, gradient zeroing and
  * the global grad norm are single calls over the whole model.
  * defines: struct rl_param, struct rl_model, struct rl_batch, struct rl_acts,
- * rl_model_load, rl_model_save, rl_model_free, rl_acts_new, rl_acts_free,
- * rl_model_forward, rl_model_logits, rl_model_logprobs, rl_model_backward */
+ * rl_model_load, rl_model_new_random, rl_model_swap_weights, rl_model_save,
+ * rl_model_free, rl_acts_new, rl_acts_free, rl_model_forward, rl_model_logits,
+ * rl_model_logprobs, rl_model_backward */
 #ifndef RL_MODEL_MODEL_H
 #define RL_MODEL_MODEL_H
 
@@ -94,7 +95,18 @@ int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *o
  * transformers' from_pretrained(DIR) loads it. */
 int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_bytes, char *err,
                   size_t errlen);
+/* A new model of shape cfg with random weights, as transformers initialises
+ * one: every matrix ~ N(0, init_std^2), norm weights 1, biases 0, drawn from
+ * seed (the same seed gives the same weights on every machine). name stands
+ * for the directory in messages. */
+int rl_model_new_random(struct rl_model **out, const struct rl_model_config *cfg, const char *name,
+                        const struct rl_ops *ops, uint64_t seed, double init_std, char *err,
+                        size_t errlen);
 void rl_model_free(struct rl_model *m);
+/* Exchanges the weights with *other, a buffer of m->n_elems floats on the
+ * same backend, without copying: how the frozen reference policy is run
+ * through the same model. */
+void rl_model_swap_weights(struct rl_model *m, float **other);
 
 struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens);
 void rl_acts_free(const struct rl_model *m, struct rl_acts *a);

@@ -3,12 +3,15 @@
  * shapes, their place in the flat buffers; loading them from safetensors and
  * saving them back in the source's dtype. */
 #include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/model/model.h"
+#include "runtime/generate/rng.h"
 #include "runtime/model/safetensors.h"
 
 static const char *const layer_suffix[RL_P_PER_LAYER] = {
@@ -203,8 +206,10 @@ out:
 	return rc;
 }
 
-int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *ops, char *err,
-                  size_t errlen)
+/* A model with cfg's shape and every weight zero: the table, the flat
+ * buffers and the rotary frequencies, on ops' backend. */
+static int model_new(struct rl_model **out, const struct rl_model_config *cfg, const char *dir,
+                     const struct rl_ops *ops, char *err, size_t errlen)
 {
 	struct rl_model *m = calloc(1, sizeof *m);
 	const char *missing = rl_ops_missing(ops);
@@ -221,8 +226,7 @@ int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *o
 		return -1;
 	}
 	m->ops = ops;
-	if (rl_model_config_load(&m->cfg, dir, err, errlen))
-		goto fail;
+	m->cfg = *cfg;
 	if (build_table(m)) {
 		set_errf(err, errlen, "%s: out of memory", dir);
 		goto fail;
@@ -251,14 +255,94 @@ int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *o
 	}
 	rl_rope_inv_freq(inv_freq, m->cfg.head_dim, m->cfg.rope_theta, &m->cfg.rope_scaling);
 	ops->from_host(m->inv_freq, inv_freq, (size_t)m->cfg.head_dim / 2 * sizeof(float), NULL);
-
-	if (load_weights(m, err, errlen))
-		goto fail;
 	*out = m;
 	return 0;
 fail:
 	rl_model_free(m);
 	return -1;
+}
+
+int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *ops, char *err,
+                  size_t errlen)
+{
+	struct rl_model_config cfg;
+	struct rl_model *m;
+
+	*out = NULL;
+	if (rl_model_config_load(&cfg, dir, err, errlen) ||
+	    model_new(&m, &cfg, dir, ops, err, errlen))
+		return -1;
+	if (load_weights(m, err, errlen)) {
+		rl_model_free(m);
+		return -1;
+	}
+	*out = m;
+	return 0;
+}
+
+/* A standard normal draw by Box-Muller; 1 - u keeps the logarithm finite. */
+static double normal_draw(struct rl_rng *rng)
+{
+	double u = 1.0 - rl_rng_uniform(rng), v = rl_rng_uniform(rng);
+
+	return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+static bool is_norm_or_bias(const struct rl_param *p)
+{
+	return p->ndim == 1;
+}
+
+int rl_model_new_random(struct rl_model **out, const struct rl_model_config *cfg, const char *name,
+                        const struct rl_ops *ops, uint64_t seed, double init_std, char *err,
+                        size_t errlen)
+{
+	struct rl_model *m;
+	float *host = NULL;
+
+	if (model_new(&m, cfg, name, ops, err, errlen))
+		return -1;
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+		struct rl_rng rng;
+
+		/* a stream per tensor: one tensor's values do not depend on
+		 * which tensors the family has before it */
+		rl_rng_seed(&rng, seed, 0x696e6974ull + (uint64_t)i);
+		free(host);
+		host = malloc((size_t)p->numel * sizeof *host);
+		if (!host) {
+			set_errf(err, errlen, "%s: out of memory initialising %s", name, p->name);
+			goto fail;
+		}
+		/* 1-D tensors are norm weights (ones) or biases (zeros), as
+		 * transformers' _init_weights leaves a new model */
+		for (int64_t k = 0; k < p->numel; k++)
+			host[k] = is_norm_or_bias(p) ? (strstr(p->name, "norm") ? 1.0f : 0.0f)
+			                             : (float)(init_std * normal_draw(&rng));
+		if (ops->from_host(p->data, host, (size_t)p->numel * sizeof *host, NULL)) {
+			set_errf(err, errlen, "%s: cannot copy %s to the %s backend", name, p->name,
+			         ops->name);
+			goto fail;
+		}
+	}
+	free(host);
+	*out = m;
+	return 0;
+fail:
+	free(host);
+	rl_model_free(m);
+	return -1;
+}
+
+void rl_model_swap_weights(struct rl_model *m, float **other)
+{
+	float *mine = m->flat;
+
+	m->flat = *other;
+	*other = mine;
+	for (int i = 0; i < m->n_params; i++)
+		m->params[i].data = m->flat + m->params[i].offset;
 }
 
 void rl_model_free(struct rl_model *m)

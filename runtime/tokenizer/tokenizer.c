@@ -301,13 +301,52 @@ static int load_root(struct rl_tokenizer *tok, json_t *root, char *err, size_t e
 	return 0;
 }
 
+/* Builds tok from the parsed root (NULL: the parse failed, as jerr says). */
+static int finish_load(struct rl_tokenizer **out, struct rl_tokenizer *tok, json_t *root,
+                       const json_error_t *jerr, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!root) {
+		rl_tok_err(err, errlen, tok->path, "line %d, column %d: %s", jerr->line,
+		           jerr->column, jerr->text);
+		rl_tokenizer_free(tok);
+		return -1;
+	}
+	rc = load_root(tok, root, err, errlen);
+	json_decref(root);
+	if (rc) {
+		rl_tokenizer_free(tok);
+		return -1;
+	}
+	*out = tok;
+	return 0;
+}
+
+int rl_tokenizer_load_json(struct rl_tokenizer **out, const char *json, size_t len,
+                           const char *origin, char *err, size_t errlen)
+{
+	struct rl_tokenizer *tok;
+	json_error_t jerr;
+	json_t *root;
+
+	*out = NULL;
+	tok = calloc(1, sizeof(*tok));
+	if (!tok || !(tok->path = strdup(origin))) {
+		free(tok);
+		return rl_tok_err(err, errlen, origin, "out of memory");
+	}
+	tok->unk_id = -1;
+	root = json_loadb(json, len, 0, &jerr);
+	return finish_load(out, tok, root, &jerr, err, errlen);
+}
+
 int rl_tokenizer_load(struct rl_tokenizer **out, const char *path, char *err, size_t errlen)
 {
 	struct rl_tokenizer *tok;
 	struct stat st;
 	json_error_t jerr;
 	json_t *root;
-	int rc;
 
 	*out = NULL;
 	tok = calloc(1, sizeof(*tok));
@@ -328,20 +367,7 @@ int rl_tokenizer_load(struct rl_tokenizer **out, const char *path, char *err, si
 		return rl_tok_err(err, errlen, path, "out of memory");
 	}
 	root = json_load_file(tok->path, 0, &jerr);
-	if (!root) {
-		rl_tok_err(err, errlen, tok->path, "line %d, column %d: %s", jerr.line, jerr.column,
-		           jerr.text);
-		rl_tokenizer_free(tok);
-		return -1;
-	}
-	rc = load_root(tok, root, err, errlen);
-	json_decref(root);
-	if (rc) {
-		rl_tokenizer_free(tok);
-		return -1;
-	}
-	*out = tok;
-	return 0;
+	return finish_load(out, tok, root, &jerr, err, errlen);
 }
 
 void rl_tokenizer_free(struct rl_tokenizer *tok)

@@ -3,7 +3,8 @@
  * pre-tokenizer regex through PCRE2 with Unicode properties, the byte-to-
  * unicode map, merges by rank, the post-processor's template, and decoding
  * back to UTF-8. Encoding equals `tokenizers`' encode() id for id.
- * defines: struct rl_tokenizer, rl_tokenizer_load, rl_tokenizer_free,
+ * defines: struct rl_tokenizer, rl_tokenizer_load, rl_tokenizer_load_json,
+ * rl_tokenizer_free,
  * rl_tokenizer_encode, rl_tokenizer_decode, rl_tokenizer_vocab_size,
  * rl_tokenizer_token_to_id, rl_tokenizer_id_to_token */
 #ifndef RL_TOKENIZER_TOKENIZER_H
@@ -18,6 +19,9 @@ struct rl_tokenizer; /* opaque */
 /* PATH is a tokenizer.json or a directory holding one. Returns -1 with a
  * message naming the file and the JSON path of the problem. */
 int rl_tokenizer_load(struct rl_tokenizer **out, const char *path, char *err, size_t errlen);
+/* The same from the text of a tokenizer.json; origin names it in messages. */
+int rl_tokenizer_load_json(struct rl_tokenizer **out, const char *json, size_t len,
+                           const char *origin, char *err, size_t errlen);
 void rl_tokenizer_free(struct rl_tokenizer *tok);
 
 /* Encodes len bytes of text (any bytes: invalid UTF-8 is encoded byte by byte
