@@ -1,0 +1,136 @@
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/data/source.h"
+
+/* Synthetic validation problems are numbered from here, far past any
+ * training run, so the two sets never share a problem stream. */
+#define VAL_PROBLEM_BASE (UINT64_C(1) << 62)
+
+int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
+                        char *err, size_t errlen)
+{
+	const struct rl_cfg_data *c = &cfg->data;
+
+	memset(d, 0, sizeof *d);
+	d->seed = (uint64_t)cfg->grpo.seed;
+	if (rl_prompt_load(&d->prompt, c, err, errlen))
+		return -1;
+	if (strcmp(c->dataset_name, "jsonl") != 0) {
+		d->synthetic = true;
+		if (rl_task_parse(c->dataset_name, &d->task)) {
+			snprintf(err, errlen, "data.dataset_name: no built-in task '%s'",
+			         c->dataset_name);
+			goto fail;
+		}
+		return 0;
+	}
+	/* answers are optional only when an external reward program decides */
+	if (rl_dataset_load_jsonl(c->train_path, c->input_key, c->output_key, false, &d->train, err,
+	                          errlen))
+		goto fail;
+	if (c->validation_path) {
+		if (rl_dataset_load_jsonl(c->validation_path, c->input_key, c->output_key, false,
+		                          &d->val, err, errlen))
+			goto fail;
+		d->has_val = true;
+	}
+	if (rl_data_order_init(&d->order, d->train.n, per_step, c->shuffle, d->seed,
+	                       cfg->grpo.max_num_epochs, err, errlen))
+		goto fail;
+	d->batch_idx = calloc(per_step, sizeof *d->batch_idx);
+	if (!d->batch_idx) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	return 0;
+fail:
+	rl_data_source_close(d);
+	return -1;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static int fill(struct rl_data_source *d, const char *problem, const char *answer, char **p_out,
+                char **a_out, char **prompt_out, char *err, size_t errlen)
+{
+	*p_out = strdup(problem);
+	*a_out = dup_or_null(answer);
+	*prompt_out = rl_prompt_render(&d->prompt, problem);
+	if (!*p_out || (answer && !*a_out) || !*prompt_out) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int synthetic_problem(struct rl_data_source *d, uint64_t index, char **problem,
+                             char **answer, char **prompt, char *err, size_t errlen)
+{
+	char *p = NULL, *a = NULL;
+	int rc;
+
+	if (rl_task_make(d->task, d->seed, index, &p, &a)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = fill(d, p, a, problem, answer, prompt, err, errlen);
+	free(p);
+	free(a);
+	return rc;
+}
+
+int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
+                        char **prompts, char *err, size_t errlen)
+{
+	if (d->synthetic) {
+		for (int i = 0; i < n; i++)
+			if (synthetic_problem(d, (uint64_t)d->next_problem++, &problems[i],
+			                      &answers[i], &prompts[i], err, errlen))
+				return -1;
+		return 1;
+	}
+	if (!rl_data_order_next(&d->order, d->batch_idx))
+		return 0;
+	for (int i = 0; i < n; i++) {
+		const struct rl_example *ex = &d->train.ex[d->batch_idx[i]];
+		if (fill(d, ex->problem, ex->answer, &problems[i], &answers[i], &prompts[i], err,
+		         errlen))
+			return -1;
+	}
+	return 1;
+}
+
+size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max)
+{
+	if (d->synthetic)
+		return max;
+	return d->has_val ? (d->val.n < max ? d->val.n : max) : 0;
+}
+
+int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
+                       char **prompt, char *err, size_t errlen)
+{
+	if (d->synthetic)
+		return synthetic_problem(d, VAL_PROBLEM_BASE + k, problem, answer, prompt, err,
+		                         errlen);
+	const struct rl_example *ex = &d->val.ex[k];
+	return fill(d, ex->problem, ex->answer, problem, answer, prompt, err, errlen);
+}
+
+void rl_data_source_close(struct rl_data_source *d)
+{
+	rl_prompt_free(&d->prompt);
+	if (d->train.ex)
+		rl_dataset_free(&d->train);
+	if (d->val.ex)
+		rl_dataset_free(&d->val);
+	if (d->order.perm)
+		rl_data_order_free(&d->order);
+	free(d->batch_idx);
+	memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,45 @@
+/* Where a run's prompts come from: a JSONL dataset walked in shuffled epochs,
+ * or a built-in synthetic task that makes fresh problems from the seed; in
+ * both cases rendered through the prompt template.
+ * defines: struct rl_data_source, rl_data_source_open, rl_data_source_next,
+ * rl_data_source_val, rl_data_source_close */
+#ifndef RL_DATA_SOURCE_H
+#define RL_DATA_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/order.h"
+#include "runtime/data/prompt.h"
+#include "runtime/data/synthetic.h"
+
+struct rl_data_source {
+	bool synthetic;
+	enum rl_task_kind task;
+	uint64_t seed;
+	int64_t next_problem; /* synthetic: problems handed out so far */
+	struct rl_dataset train, val;
+	bool has_val;
+	struct rl_data_order order;
+	struct rl_prompt prompt;
+	size_t *batch_idx;
+};
+
+int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
+                        char *err, size_t errlen);
+/* The next n problems, their answers (entries may be NULL) and rendered
+ * prompts, each malloc'd. 1: filled; 0: the epochs are exhausted; -1: error. */
+int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
+                        char **prompts, char *err, size_t errlen);
+/* Validation problem k (k < the count returned through *n_val), or -1.
+ * Synthetic tasks draw validation problems from their own stream, apart
+ * from the training ones. */
+size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max);
+int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
+                       char **prompt, char *err, size_t errlen);
+void rl_data_source_close(struct rl_data_source *d);
+
+#endif

@@ -1,0 +1,118 @@
+/* The built-in tasks: problems determined by (seed, index), answers that an
+ * independent reading of the problem confirms, and the checker's table. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/data/synthetic.h"
+
+static void make(enum rl_task_kind k, uint64_t seed, uint64_t i, char **p, char **a)
+{
+	cr_assert_eq(rl_task_make(k, seed, i, p, a), 0);
+}
+
+Test(synthetic, names)
+{
+	enum rl_task_kind k;
+
+	cr_expect_eq(rl_task_parse("arithmetic", &k), 0);
+	cr_expect_eq(k, RL_TASK_ARITHMETIC);
+	cr_expect_eq(rl_task_parse("sort", &k), 0);
+	cr_expect_eq(k, RL_TASK_SORT);
+	cr_expect_eq(rl_task_parse("copy", &k), 0);
+	cr_expect_eq(k, RL_TASK_COPY);
+	cr_expect_eq(rl_task_parse("jsonl", &k), -1);
+}
+
+Test(synthetic, arithmetic_answers_are_the_sums)
+{
+	int seen[10] = {0};
+
+	for (uint64_t i = 0; i < 2000; i++) {
+		char *p, *a;
+		unsigned x, y;
+		char tail;
+
+		make(RL_TASK_ARITHMETIC, 42, i, &p, &a);
+		cr_assert_eq(sscanf(p, "%u+%u%c", &x, &y, &tail), 3, "problem '%s'", p);
+		cr_assert_eq(tail, '=');
+		cr_assert_eq((unsigned)atoi(a), x + y, "%s%s", p, a);
+		cr_assert(x + y < 10);
+		seen[x + y]++;
+		free(p);
+		free(a);
+	}
+	for (int s = 0; s <= 8; s++)
+		cr_expect_gt(seen[s], 0, "sum %d never drawn", s);
+}
+
+static int letter_counts_equal(const char *x, const char *y)
+{
+	int c[256] = {0};
+
+	for (; *x; x++)
+		c[(unsigned char)*x]++;
+	for (; *y; y++)
+		c[(unsigned char)*y]--;
+	for (int i = 0; i < 256; i++)
+		if (c[i])
+			return 0;
+	return 1;
+}
+
+Test(synthetic, copy_and_sort_answers)
+{
+	for (uint64_t i = 0; i < 500; i++) {
+		char *p, *a, word[32];
+
+		make(RL_TASK_COPY, 7, i, &p, &a);
+		cr_assert_eq(sscanf(p, "copy:%31[a-z]=", word), 1, "'%s'", p);
+		cr_expect_str_eq(a, word);
+		free(p);
+		free(a);
+
+		make(RL_TASK_SORT, 7, i, &p, &a);
+		cr_assert_eq(sscanf(p, "sort:%31[a-z]=", word), 1, "'%s'", p);
+		cr_expect(letter_counts_equal(a, word), "%s -> %s", p, a);
+		for (size_t j = 1; a[j]; j++)
+			cr_expect_leq(a[j - 1], a[j], "%s -> %s not sorted", p, a);
+		free(p);
+		free(a);
+	}
+}
+
+Test(synthetic, same_seed_same_problem_other_seed_other_stream)
+{
+	int differ = 0;
+
+	for (uint64_t i = 0; i < 50; i++) {
+		char *p1, *a1, *p2, *a2, *p3, *a3;
+
+		make(RL_TASK_COPY, 1, i, &p1, &a1);
+		make(RL_TASK_COPY, 1, i, &p2, &a2);
+		make(RL_TASK_COPY, 2, i, &p3, &a3);
+		cr_expect_str_eq(p1, p2);
+		differ += strcmp(p1, p3) != 0;
+		free(p1), free(a1), free(p2), free(a2), free(p3), free(a3);
+	}
+	cr_expect_gt(differ, 25, "seed 2 repeats seed 1's problems");
+}
+
+Test(synthetic, checker_table)
+{
+	/* characters in their place over the longer length, whitespace around
+	 * the response ignored */
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "7", "7"), 1.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, " 7\n", "7"), 1.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "77", "7"), 0.5, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "", "7"), 0.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "3", "7"), 0.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "7 7", "7"), 1.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_ARITHMETIC, "10", "10"), 1.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_SORT, "abc", "abc"), 1.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_SORT, "ab", "abc"), 2.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_SORT, "bac", "abc"), 1.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_COPY, "cab", "cab"), 1.0, 1e-15);
+}
