@@ -1,0 +1,563 @@
+/* The external reward program: one poll() loop drives every copy at once,
+ * writing JSON lines as each stdin pipe accepts them and reading rewards as
+ * they come, so that a program answering line by line never deadlocks
+ * against a large input. Each copy runs in its own process group, so that a
+ * timeout also kills what its shell started. */
+#define _GNU_SOURCE
+#include "runtime/reward/reward_command.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* A reward is a short number; longer lines are garbage and are not kept. */
+#define MAX_LINE 256
+/* How long a copy may take to exit once its output is over. */
+#define EXIT_GRACE_S 5.0
+/* Poll interval while waiting for a copy that closed its stdout to exit:
+ * there is no portable descriptor for child exit without SIGCHLD. */
+#define REAP_POLL_MS 2
+
+struct worker {
+	size_t begin, end; /* the share: items [begin, end) */
+	size_t next_write; /* the next item to send */
+	size_t next_read;  /* the item the next reward line is for */
+	pid_t pid;         /* the running copy, or 0 */
+	int in_fd, out_fd; /* our ends of its stdin and stdout, or -1 */
+	char *wline;       /* the JSON line being written */
+	size_t wlen, woff;
+	char line[MAX_LINE]; /* the partial reward line read so far */
+	size_t llen;
+	bool overlong;
+	bool no_restart; /* the shell did not find the command */
+	double deadline; /* monotonic seconds; see arm() */
+};
+
+struct job {
+	const char *command;
+	double timeout;
+	const struct rl_reward_item *items;
+	double *rewards;
+	struct rl_reward_failures *fail;
+	FILE *log;
+	sigset_t child_mask;
+	size_t started;
+	int spawn_errno;
+};
+
+/* ---- the JSON lines ---- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned lo = 0x80, hi = 0xBF;
+	size_t len;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+		len = 2;
+	} else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+		len = 3;
+		lo = s[0] == 0xE0 ? 0xA0 : lo;
+		hi = s[0] == 0xED ? 0x9F : hi;
+	} else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+		len = 4;
+		lo = s[0] == 0xF0 ? 0x90 : lo;
+		hi = s[0] == 0xF4 ? 0x8F : hi;
+	} else {
+		return 0;
+	}
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t k = 2; k < len; k++)
+		if ((s[k] & 0xC0) != 0x80)
+			return 0;
+	return len;
+}
+
+/* A JSON string for s; generated text can end inside a character, which
+ * jansson refuses, so invalid bytes become U+FFFD as in Python's "replace". */
+static json_t *json_text(const char *s)
+{
+	if (!s)
+		return json_null();
+	json_t *v = json_string(s);
+
+	if (v)
+		return v;
+	size_t n = strlen(s), o = 0;
+	char *fixed = malloc(3 * n + 1);
+
+	if (!fixed)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_seq((const unsigned char *)s + i, n - i);
+
+		if (len) {
+			memcpy(fixed + o, s + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(fixed + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	fixed[o] = '\0';
+	v = json_string(fixed);
+	free(fixed);
+	return v;
+}
+
+/* The line for item index, newline included; NULL when out of memory. */
+static char *json_line(const struct rl_reward_item *it, size_t index, size_t *len)
+{
+	json_t *o = json_pack("{s:I, s:o?, s:o?, s:o?, s:o?}", "index", (json_int_t)index, "prompt",
+	                      json_text(it->prompt), "problem", json_text(it->problem), "response",
+	                      json_text(it->response), "expected_answer", json_text(it->expected));
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL, *line;
+
+	json_decref(o);
+	if (!s)
+		return NULL;
+	*len = strlen(s);
+	line = realloc(s, *len + 2);
+	if (!line) {
+		free(s);
+		return NULL;
+	}
+	line[(*len)++] = '\n';
+	line[*len] = '\0';
+	return line;
+}
+
+/* ---- the copies ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void log_line(const struct job *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void log_line(const struct job *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!j->log)
+		return;
+	va_start(ap, fmt);
+	fputs("reward command: ", j->log);
+	vfprintf(j->log, fmt, ap);
+	fputc('\n', j->log);
+	fflush(j->log);
+	va_end(ap);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The deadline of a running copy: the timeout while it owes rewards, a grace
+ * period to finish once it owes none. */
+static void arm(const struct job *j, struct worker *w)
+{
+	double grace = j->timeout > 0 && j->timeout < EXIT_GRACE_S ? j->timeout : EXIT_GRACE_S;
+
+	if (w->next_read < w->end && w->out_fd >= 0)
+		w->deadline = j->timeout > 0 ? now_s() + j->timeout : INFINITY;
+	else
+		w->deadline = now_s() + grace;
+}
+
+/* A pipe whose ends are not 0, 1 or 2, so that dup2 onto the child's 0 and 1
+ * never finds its source there already (it would keep O_CLOEXEC). */
+static int cloexec_pipe(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -1;
+	for (int k = 0; k < 2; k++) {
+		if (fds[k] > 2)
+			continue;
+		int moved = fcntl(fds[k], F_DUPFD_CLOEXEC, 3);
+
+		close(fds[k]);
+		fds[k] = moved;
+	}
+	if (fds[0] < 0 || fds[1] < 0) {
+		close_fd(&fds[0]);
+		close_fd(&fds[1]);
+		return -1;
+	}
+	return 0;
+}
+
+static int spawn(struct job *j, struct worker *w)
+{
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, rc;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t deflt;
+	char *argv[] = {"sh", "-c", (char *)j->command, NULL};
+
+	if (cloexec_pipe(in) != 0 || cloexec_pipe(out) != 0) {
+		rc = errno;
+		close_fd(&in[0]);
+		close_fd(&in[1]);
+		return rc;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	/* The child gets the caller's signal mask (not ours with SIGPIPE blocked)
+	 * and SIGPIPE's default action, whatever the caller ignores. */
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+	                                    POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setsigmask(&attr, &j->child_mask);
+	sigemptyset(&deflt);
+	sigaddset(&deflt, SIGPIPE);
+	posix_spawnattr_setsigdefault(&attr, &deflt);
+	rc = posix_spawn(&w->pid, "/bin/sh", &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(in[0]);
+	close(out[1]);
+	if (rc != 0) {
+		w->pid = 0;
+		close(in[1]);
+		close(out[0]);
+		return rc;
+	}
+	fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
+	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+	w->in_fd = in[1];
+	w->out_fd = out[0];
+	return 0;
+}
+
+/* Scores the rest of the share 0 as crashed. */
+static void give_up(struct job *j, struct worker *w)
+{
+	j->fail->crashed += w->end - w->next_read;
+	w->next_read = w->end;
+}
+
+/* Starts a fresh copy for the rest of the share, if any is left. */
+static void start(struct job *j, struct worker *w)
+{
+	free(w->wline);
+	w->wline = NULL;
+	w->llen = 0;
+	w->overlong = false;
+	w->next_write = w->next_read;
+	if (w->next_read >= w->end || w->no_restart)
+		return;
+	int rc = spawn(j, w);
+
+	if (rc != 0) {
+		j->spawn_errno = rc;
+		log_line(j, "samples %zu-%zu: cannot start: %s", w->next_read, w->end - 1,
+		         strerror(rc));
+		give_up(j, w);
+		return;
+	}
+	j->started++;
+	arm(j, w);
+}
+
+/* The copy has been reaped with status: account for what it left undone. */
+static void finished(struct job *j, struct worker *w, int status)
+{
+	w->pid = 0;
+	close_fd(&w->in_fd);
+	close_fd(&w->out_fd);
+	if (w->next_read >= w->end)
+		return;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+		log_line(j, "samples %zu-%zu: exited with status 127 (%s), not restarting",
+		         w->next_read, w->end - 1, "command not found?");
+		w->no_restart = true;
+		give_up(j, w);
+		return;
+	}
+	if (WIFSIGNALED(status))
+		log_line(j, "sample %zu: killed by signal %d", w->next_read, WTERMSIG(status));
+	else
+		log_line(j, "sample %zu: exited with status %d", w->next_read, WEXITSTATUS(status));
+	j->fail->crashed++;
+	w->next_read++;
+	start(j, w);
+}
+
+static int wait_blocking(pid_t pid)
+{
+	int status = 0;
+
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return status;
+}
+
+/* Kills the copy's process group and reaps it. */
+static int kill_copy(struct worker *w)
+{
+	kill(-w->pid, SIGKILL);
+	close_fd(&w->in_fd);
+	close_fd(&w->out_fd);
+	return wait_blocking(w->pid);
+}
+
+static void on_deadline(struct job *j, struct worker *w)
+{
+	bool owed = w->next_read < w->end && w->out_fd >= 0;
+	int status = kill_copy(w);
+
+	if (!owed) { /* output over: it is a crash if rewards are missing */
+		finished(j, w, status);
+		return;
+	}
+	w->pid = 0;
+	log_line(j, "sample %zu: no reward within %g s", w->next_read, j->timeout);
+	j->fail->timed_out++;
+	w->next_read++;
+	start(j, w);
+}
+
+static void on_line(struct job *j, struct worker *w)
+{
+	char *end;
+	double v;
+
+	w->line[w->llen] = '\0';
+	if (w->next_read >= w->end)
+		return; /* more lines than items: ignored */
+	size_t len = w->llen;
+
+	while (len && strchr(" \t\r", w->line[len - 1]))
+		w->line[--len] = '\0';
+	errno = 0;
+	v = strtod(w->line, &end);
+	if (w->overlong || end == w->line || *end != '\0' || !isfinite(v)) {
+		log_line(j, "sample %zu: line '%.64s%s' is not a number", w->next_read, w->line,
+		         w->overlong ? "..." : "");
+		j->fail->bad_output++;
+		v = 0;
+	}
+	j->rewards[w->next_read++] = v;
+	arm(j, w);
+}
+
+static void read_some(struct job *j, struct worker *w)
+{
+	char buf[4096];
+	ssize_t got = read(w->out_fd, buf, sizeof(buf));
+
+	if (got < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (got <= 0) { /* EOF: it exited or closed stdout; reap it next */
+		close_fd(&w->out_fd);
+		close_fd(&w->in_fd);
+		arm(j, w);
+		return;
+	}
+	for (ssize_t i = 0; i < got; i++) {
+		if (buf[i] == '\n') {
+			on_line(j, w);
+			w->llen = 0;
+			w->overlong = false;
+		} else if (w->llen + 1 < MAX_LINE) {
+			w->line[w->llen++] = buf[i];
+		} else {
+			w->overlong = true;
+		}
+	}
+}
+
+static void write_some(struct job *j, struct worker *w)
+{
+	while (w->in_fd >= 0) {
+		if (!w->wline) {
+			if (w->next_write >= w->end) {
+				close_fd(&w->in_fd); /* EOF for programs that read it all */
+				return;
+			}
+			w->wline = json_line(&j->items[w->next_write], w->next_write, &w->wlen);
+			w->woff = 0;
+			if (!w->wline) { /* out of memory: the copy ends at EOF */
+				close_fd(&w->in_fd);
+				return;
+			}
+		}
+		ssize_t put = write(w->in_fd, w->wline + w->woff, w->wlen - w->woff);
+
+		if (put < 0) {
+			if (errno != EAGAIN && errno != EINTR) /* EPIPE: it died; stdout tells */
+				close_fd(&w->in_fd);
+			return;
+		}
+		w->woff += (size_t)put;
+		if (w->woff == w->wlen) {
+			free(w->wline);
+			w->wline = NULL;
+			w->next_write++;
+		}
+	}
+}
+
+/* One round: poll every copy, move data, reap and enforce deadlines.
+ * Returns false when every share is done. */
+static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
+{
+	double now = now_s(), next = INFINITY;
+	int np = 0, wait_ms;
+	bool busy = false, reaping = false;
+
+	for (int k = 0; k < nw; k++) {
+		struct worker *w = &ws[k];
+
+		if (!w->pid)
+			continue;
+		busy = true;
+		if (w->out_fd < 0) {
+			int status;
+			pid_t r = waitpid(w->pid, &status, WNOHANG);
+
+			if (r == w->pid || (r < 0 && errno == ECHILD)) {
+				finished(j, w, r == w->pid ? status : 0);
+				return true;
+			}
+			reaping = true;
+		}
+		if (now >= w->deadline) {
+			on_deadline(j, w);
+			return true;
+		}
+		next = fmin(next, w->deadline);
+		if (w->in_fd >= 0)
+			pfd[np++] = (struct pollfd){.fd = w->in_fd, .events = POLLOUT};
+		if (w->out_fd >= 0)
+			pfd[np++] = (struct pollfd){.fd = w->out_fd, .events = POLLIN};
+	}
+	if (!busy)
+		return false;
+	wait_ms = isinf(next) ? -1 : (int)fmin(ceil((next - now) * 1e3), 1e9);
+	if (reaping && (wait_ms < 0 || wait_ms > REAP_POLL_MS))
+		wait_ms = REAP_POLL_MS;
+	if (poll(pfd, (nfds_t)np, wait_ms) < 0)
+		return true; /* EINTR: go round again */
+	for (int k = 0, p = 0; k < nw; k++) {
+		struct worker *w = &ws[k];
+
+		if (!w->pid)
+			continue;
+		int in_fd = w->in_fd, out_fd = w->out_fd;
+
+		if (in_fd >= 0 && pfd[p++].revents)
+			write_some(j, w);
+		if (out_fd >= 0 && pfd[p++].revents && w->out_fd >= 0)
+			read_some(j, w);
+	}
+	return true;
+}
+
+int rl_reward_command(const char *command, double timeout_s, int num_workers,
+                      const struct rl_reward_item *items, size_t n, double *rewards,
+                      struct rl_reward_failures *fail, FILE *log, char *err, size_t errlen)
+{
+	struct rl_reward_failures local = {0};
+	struct job j = {.command = command,
+	                .timeout = timeout_s,
+	                .items = items,
+	                .rewards = rewards,
+	                .fail = fail ? fail : &local,
+	                .log = log};
+	size_t nw = num_workers < 1 ? 1 : (size_t)num_workers;
+	sigset_t pipe_set, pending;
+	bool was_pending;
+
+	for (size_t i = 0; i < n; i++)
+		rewards[i] = 0;
+	*j.fail = (struct rl_reward_failures){0};
+	if (n == 0)
+		return 0;
+	if (!command) {
+		if (err && errlen)
+			snprintf(err, errlen, "reward command: no command");
+		return -1;
+	}
+	if (nw > n)
+		nw = n;
+	struct worker *ws = calloc(nw, sizeof(*ws));
+	struct pollfd *pfd = calloc(2 * nw, sizeof(*pfd));
+
+	if (!ws || !pfd) {
+		free(ws);
+		free(pfd);
+		if (err && errlen)
+			snprintf(err, errlen, "reward command: out of memory for %zu workers", nw);
+		return -1;
+	}
+	/* Writes to a dead copy must fail with EPIPE, not kill the caller; the
+	 * process-wide disposition is the caller's, so only this thread's mask
+	 * changes, and a SIGPIPE raised by our writes is consumed before it is
+	 * unblocked. */
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &j.child_mask);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+
+	for (size_t k = 0; k < nw; k++) {
+		ws[k] = (struct worker){
+		    .begin = n * k / nw, .end = n * (k + 1) / nw, .in_fd = -1, .out_fd = -1};
+		ws[k].next_read = ws[k].begin;
+		start(&j, &ws[k]);
+	}
+	while (step(&j, ws, (int)nw, pfd))
+		;
+	for (size_t k = 0; k < nw; k++)
+		free(ws[k].wline);
+	free(ws);
+	free(pfd);
+
+	if (!was_pending) {
+		struct timespec zero = {0, 0};
+
+		sigpending(&pending);
+		while (sigismember(&pending, SIGPIPE) && sigtimedwait(&pipe_set, NULL, &zero) < 0 &&
+		       errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &j.child_mask, NULL);
+	if (j.started == 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "reward command: cannot start /bin/sh -c '%s': %s",
+			         command, strerror(j.spawn_errno));
+		return -1;
+	}
+	return 0;
+}

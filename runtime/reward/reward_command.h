@@ -1,0 +1,54 @@
+/* Rewards computed by an external program, so that users can write them in
+ * any language: items go to its stdin as JSON lines, rewards come back on its
+ * stdout one per line. A misbehaving program costs the samples it failed on,
+ * never the training run. */
+#ifndef RL_REWARD_COMMAND_H
+#define RL_REWARD_COMMAND_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct rl_reward_item {
+	const char *prompt;   /* the full prompt text given to the model */
+	const char *problem;  /* the raw problem (may be NULL) */
+	const char *response; /* the generated text */
+	const char *expected; /* the reference answer (may be NULL) */
+};
+
+struct rl_reward_failures {
+	size_t crashed;    /* scored 0: the program died (signal or exit) before answering it */
+	size_t timed_out;  /* scored 0: no reward line came within the timeout */
+	size_t bad_output; /* scored 0: the line was not a finite number */
+};
+
+/* Scores n items with `command` run by /bin/sh -c, num_workers copies in
+ * parallel (contiguous shares of the items, one share per copy).
+ *
+ * Protocol: the program reads one JSON object per line on stdin,
+ * {"index":I,"prompt":...,"problem":...,"response":...,"expected_answer":...}
+ * (null where NULL; invalid UTF-8 replaced by U+FFFD; I = the item's position
+ * in the whole call), and writes one reward per line on stdout, in order, as a
+ * number ("1", "0.5", "-1e-3"), flushing after each line. Its stdin is closed
+ * after its last item. Its stderr is ours.
+ *
+ * Failures score 0, are counted in *fail and logged to log (may be NULL), one
+ * line each: when the program exits or dies before answering its whole share,
+ * the first unanswered item is "crashed" and a fresh copy continues with the
+ * next one; when no line comes within timeout_s seconds of the previous line
+ * (or of the start), the program's process group is killed, the item is
+ * "timed_out" and a fresh copy continues; a line that is not a finite number
+ * is "bad_output" and the program continues. Exit status 127 (the shell did
+ * not find the command) scores the rest of that share as crashed without
+ * restarting. timeout_s <= 0 waits forever for rewards; a copy still running
+ * 5 s (or timeout_s if shorter) after its last reward or after closing its
+ * stdout is killed. Rewards are parsed with strtod (C locale expected).
+ *
+ * Returns 0 (also with failures), or -1 with a message in err when the program
+ * could not be started even once (fork or pipe failure); all rewards are 0
+ * then. No child or descriptor outlives the call; SIGPIPE is blocked in the
+ * calling thread during the call and never delivered to the caller. */
+int rl_reward_command(const char *command, double timeout_s, int num_workers,
+                      const struct rl_reward_item *items, size_t n, double *rewards,
+                      struct rl_reward_failures *fail, FILE *log, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,405 @@
+/* The external reward program, driven through the small programs in
+ * tests/unit/reward_progs/: exact rewards against values computed here from
+ * the items, restarts after crashes, signals, timeouts and garbage, a missing
+ * command, a large input that would deadlock a naive implementation, JSON
+ * escaping, and no children, descriptors or SIGPIPE left behind.
+ *
+ * The programs are found under $RL_TEST_SRCDIR, else $top_srcdir (what
+ * `make check` exports), else the compile-time RL_SRCDIR, else ".". */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "runtime/reward/reward_command.h"
+
+static const char *srcdir(void)
+{
+	const char *s = getenv("RL_TEST_SRCDIR");
+
+	if (!s || !*s)
+		s = getenv("top_srcdir");
+#ifdef RL_SRCDIR
+	if (!s || !*s)
+		s = RL_SRCDIR;
+#endif
+	return s && *s ? s : ".";
+}
+
+/* "exec <interp> '<srcdir>/tests/unit/reward_progs/<script>'"; exec so that
+ * the program itself is the child whose status is seen. */
+static char *prog(const char *interp, const char *script)
+{
+	char *cmd = NULL, path[4096];
+
+	snprintf(path, sizeof(path), "%s/tests/unit/reward_progs/%s", srcdir(), script);
+	cr_assert_eq(access(path, R_OK), 0, "cannot read %s (set RL_TEST_SRCDIR)", path);
+	cr_assert_geq(asprintf(&cmd, "exec %s '%s'", interp, path), 0);
+	return cmd;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One call with the checks every call must pass: return 0, no children
+ * left, no descriptors leaked, SIGPIPE neither pending nor blocked. The log
+ * is returned (free it). */
+static char *run(const char *cmd, double timeout, int workers, const struct rl_reward_item *items,
+                 size_t n, double *rewards, struct rl_reward_failures *fail)
+{
+	char *log_text = NULL, err[256] = "";
+	size_t log_len = 0;
+	FILE *log = open_memstream(&log_text, &log_len);
+	int fds = count_fds();
+	sigset_t set;
+
+	cr_assert_not_null(log);
+	int rc = rl_reward_command(cmd, timeout, workers, items, n, rewards, fail, log, err,
+	                           sizeof(err));
+
+	fclose(log);
+	cr_assert_eq(rc, 0, "%s", err);
+	errno = 0;
+	cr_expect_eq(waitpid(-1, NULL, WNOHANG), -1, "a child is left");
+	cr_expect_eq(errno, ECHILD);
+	cr_expect_eq(count_fds(), fds, "descriptors leaked");
+	sigpending(&set);
+	cr_expect(!sigismember(&set, SIGPIPE), "SIGPIPE left pending");
+	pthread_sigmask(SIG_BLOCK, NULL, &set);
+	cr_expect(!sigismember(&set, SIGPIPE), "SIGPIPE left blocked");
+	return log_text;
+}
+
+#define expect_contains(text, needle)                                                              \
+	cr_expect(strstr((text), (needle)) != NULL, "missing \"%s\" in:\n%s", (needle), (text))
+
+/* n items; responses of growing length from a small alphabet, with "boom"
+ * or other markers where asked. */
+#define N 40
+static char responses[N][64];
+static struct rl_reward_item items[N];
+
+static void make_items(void)
+{
+	for (size_t i = 0; i < N; i++) {
+		size_t len = (i * 7) % 23 + 1;
+
+		for (size_t k = 0; k < len; k++)
+			responses[i][k] = "abcxyz 123"[(i + k) % 10];
+		responses[i][len] = '\0';
+		items[i] = (struct rl_reward_item){"the prompt", i % 2 ? "p" : NULL, responses[i],
+		                                   i % 3 ? "42" : NULL};
+	}
+}
+
+static void mark(size_t i, const char *text)
+{
+	snprintf(responses[i], sizeof(responses[i]), "%s", text);
+}
+
+Test(reward_command, len_mod3_any_workers)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("awk -f", "len_mod3.awk");
+
+	make_items();
+	for (int workers = 1; workers <= 8; workers += 3) {
+		free(run(cmd, 5, workers, items, N, rewards, &fail));
+		for (size_t i = 0; i < N; i++)
+			cr_expect_eq(rewards[i], (double)(strlen(responses[i]) % 3),
+			             "workers %d item %zu", workers, i);
+		cr_expect(fail.crashed == 0 && fail.timed_out == 0 && fail.bad_output == 0);
+	}
+	/* more workers than items */
+	free(run(cmd, 5, 64, items, 3, rewards, &fail));
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(rewards[i], (double)(strlen(responses[i]) % 3));
+	free(cmd);
+}
+
+/* A program that answers only at EOF: its stdin must be closed after its
+ * share, or it would wait until the timeout. */
+Test(reward_command, reads_to_eof)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+
+	make_items();
+	double t0 = now_s();
+
+	free(run("awk '{ n++ } END { for (i = 0; i < n; i++) print i }'", 3, 2, items, N, rewards,
+	         &fail));
+	cr_expect_lt(now_s() - t0, 2.0);
+	for (size_t i = 0; i < N; i++) /* each copy counts from 0 within its share */
+		cr_expect_eq(rewards[i], (double)(i < N / 2 ? i : i - N / 2), "item %zu", i);
+	cr_expect(fail.crashed == 0 && fail.timed_out == 0 && fail.bad_output == 0);
+}
+
+Test(reward_command, exit_restarts)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("awk -f", "exit_on_boom.awk");
+	const size_t booms[] = {3, 4, 10, N - 1};
+
+	make_items();
+	for (size_t b = 0; b < 4; b++)
+		mark(booms[b], "boom");
+	for (int workers = 1; workers <= 2; workers++) {
+		char *log = run(cmd, 5, workers, items, N, rewards, &fail);
+
+		for (size_t i = 0; i < N; i++) {
+			bool boom = strcmp(responses[i], "boom") == 0;
+
+			cr_expect_eq(rewards[i], boom ? 0.0 : (double)(strlen(responses[i]) % 3),
+			             "item %zu", i);
+		}
+		cr_expect_eq(fail.crashed, 4);
+		cr_expect_eq(fail.timed_out + fail.bad_output, 0);
+		expect_contains(log, "reward command: sample 3: exited with status 3");
+		expect_contains(log, "reward command: sample 4: exited with status 3");
+		expect_contains(log, "reward command: sample 39: exited with status 3");
+		free(log);
+	}
+	free(cmd);
+}
+
+Test(reward_command, signal)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("sh", "signal_on_boom.sh");
+
+	make_items();
+	mark(0, "boom");
+	mark(17, "boom");
+	char *log = run(cmd, 5, 1, items, N, rewards, &fail);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i == 0 || i == 17 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.crashed, 2);
+	expect_contains(log, "sample 17: killed by signal 15");
+	free(log);
+	free(cmd);
+}
+
+/* Whether process pid is gone or a zombie, waiting up to a second for the
+ * SIGKILL to land. */
+static bool process_dead(pid_t pid)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		char path[64], state = 0;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "r");
+
+		if (!f)
+			return true;
+		int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+
+		fclose(f);
+		if (got == 1 && (state == 'Z' || state == 'X'))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+Test(reward_command, timeout_kills_group)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char pidfile[] = "/tmp/rl-sleep-XXXXXX", *cmd, *script = prog("sh", "hang_on_sleepy.sh");
+	int fd = mkstemp(pidfile);
+	int sleep_pid = 0;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_geq(asprintf(&cmd, "SLEEP_PID_FILE=%s %s", pidfile, script), 0);
+	make_items();
+	mark(5, "sleepy");
+	double t0 = now_s();
+	char *log = run(cmd, 0.5, 2, items, N, rewards, &fail);
+	double dt = now_s() - t0;
+	FILE *f = fopen(pidfile, "r");
+
+	cr_assert_not_null(f);
+	cr_expect_eq(fscanf(f, "%d", &sleep_pid), 1, "the program did not write its pid");
+	fclose(f);
+	unlink(pidfile);
+	cr_expect(sleep_pid > 0 && process_dead(sleep_pid), "the program's child %d survived",
+	          sleep_pid);
+	free(script);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i == 5 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.timed_out, 1);
+	cr_expect_eq(fail.crashed + fail.bad_output, 0);
+	cr_expect_lt(dt, 2.5, "took %.2f s", dt);
+	expect_contains(log, "reward command: sample 5: no reward within 0.5 s");
+	free(log);
+	free(cmd);
+}
+
+Test(reward_command, bad_output)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("awk -f", "garbage.awk");
+	const char *kinds[] = {"garbage", "nan", "inf", "empty", "trailing", "long"};
+
+	make_items();
+	for (size_t k = 0; k < 6; k++)
+		mark(2 * k + 1, kinds[k]);
+	char *log = run(cmd, 5, 1, items, N, rewards, &fail);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i % 2 && i < 12 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.bad_output, 6);
+	cr_expect_eq(fail.crashed + fail.timed_out, 0);
+	expect_contains(log, "reward command: sample 1: line 'abc' is not a number");
+	expect_contains(log, "sample 5: line '-inf' is not a number");
+	free(log);
+	free(cmd);
+}
+
+Test(reward_command, command_not_found)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+
+	make_items();
+	for (int workers = 1; workers <= 3; workers += 2) {
+		for (size_t i = 0; i < N; i++)
+			rewards[i] = 7;
+		char *log =
+		    run("/nonexistent/reward-program", 5, workers, items, N, rewards, &fail);
+
+		for (size_t i = 0; i < N; i++)
+			cr_expect_eq(rewards[i], 0.0);
+		cr_expect_eq(fail.crashed, N);
+		expect_contains(log, "exited with status 127");
+		free(log);
+	}
+}
+
+/* A program that exits without reading: our writes meet a closed pipe,
+ * which must neither kill us nor leave SIGPIPE behind (run() checks). */
+Test(reward_command, early_exit_sigpipe)
+{
+	const size_t n = 30, big = 256 * 1024;
+	struct rl_reward_item *its = calloc(n, sizeof(*its));
+	double *rewards = calloc(n, sizeof(double));
+	char *text = malloc(big + 1);
+	struct rl_reward_failures fail;
+
+	memset(text, 'q', big);
+	text[big] = '\0';
+	for (size_t i = 0; i < n; i++)
+		its[i] = (struct rl_reward_item){text, NULL, text, NULL};
+	char *log = run("exit 0", 5, 2, its, n, rewards, &fail);
+
+	cr_expect_eq(fail.crashed, n);
+	expect_contains(log, "sample 0: exited with status 0");
+	free(log);
+	free(its);
+	free(rewards);
+	free(text);
+}
+
+Test(reward_command, large_input_no_deadlock)
+{
+	const size_t n = 1000, big = 64 * 1024;
+	struct rl_reward_item *its = calloc(n, sizeof(*its));
+	double *rewards = calloc(n, sizeof(double));
+	char *text = malloc(big + 1);
+	struct rl_reward_failures fail;
+	char *cmd = prog("awk -f", "echo_index.awk");
+
+	for (size_t i = 0; i < big; i++)
+		text[i] = "lorem ipsum "[i % 12];
+	text[big] = '\0';
+	for (size_t i = 0; i < n; i++)
+		its[i] = (struct rl_reward_item){"prompt", NULL, text, "1"};
+	for (int workers = 1; workers <= 3; workers += 2) {
+		free(run(cmd, 20, workers, its, n, rewards, &fail));
+		for (size_t i = 0; i < n; i++)
+			cr_expect_eq(rewards[i], (double)i, "workers %d item %zu", workers, i);
+		cr_expect(fail.crashed == 0 && fail.timed_out == 0 && fail.bad_output == 0);
+	}
+	free(cmd);
+	free(its);
+	free(rewards);
+	free(text);
+}
+
+Test(reward_command, json_escaping)
+{
+	const struct rl_reward_item its[2] = {
+	    {"say \"hi\"", NULL, "a\\b\nc \xc3\xa9\t/", "ctrl \x01"},
+	    {"p", "q", "bad \xff byte", NULL},
+	};
+	double rewards[2];
+	struct rl_reward_failures fail;
+	char *cmd = prog("sh", "check_escapes.sh");
+
+	free(run(cmd, 5, 1, its, 2, rewards, &fail));
+	cr_expect_eq(rewards[0], 1.0);
+	cr_expect_eq(rewards[1], 1.0);
+	free(cmd);
+}
+
+/* With no descriptor left for a pipe, nothing can start: -1 and zeros. */
+Test(reward_command, cannot_start)
+{
+	struct rlimit old, low;
+	int fds[256], nfd = 0, rc;
+	double rewards[3] = {5, 5, 5};
+	struct rl_reward_failures fail;
+	char err[256] = "";
+
+	make_items();
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 64;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (nfd < 256 && (fds[nfd] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		nfd++;
+	rc = rl_reward_command("echo 1", 5, 2, items, 3, rewards, &fail, NULL, err, sizeof(err));
+	while (nfd > 0)
+		close(fds[--nfd]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	cr_expect_eq(rc, -1);
+	cr_expect(strstr(err, "cannot start") != NULL, "%s", err);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_eq(rewards[i], 0.0);
+	cr_expect_eq(fail.crashed, 3);
+}
