@@ -1,0 +1,57 @@
+/* GRPO advantages (see advantage.h). */
+#include "runtime/grpo/advantage.h"
+
+#include <math.h>
+#include <stddef.h>
+
+/* Mean and sample std (Bessel's n - 1, as NeMo-RL since it corrected the
+ * bias; 0 for a single value) of group[0..n) without entry skip (skip = -1:
+ * none). Two passes instead of E[r^2] - E[r]^2: the same number on paper,
+ * but without the cancellation that leaves a tiny positive std (and so a
+ * huge normalized advantage) for rewards that are equal but not small. */
+static void mean_std_except(const double *group, int n, int skip, double *mean, double *std)
+{
+	double sum = 0.0, var = 0.0;
+	int count = 0;
+
+	for (int j = 0; j < n; j++)
+		if (j != skip) {
+			sum += group[j];
+			count++;
+		}
+	*mean = sum / count;
+	for (int j = 0; j < n; j++)
+		if (j != skip)
+			var += (group[j] - *mean) * (group[j] - *mean);
+	*std = count > 1 ? sqrt(var / (count - 1)) : 0.0;
+}
+
+void rl_grpo_advantages(const double *rewards, int n_groups, int group_size, bool leave_one_out,
+                        bool normalize, const struct rl_opt_float *clip_low,
+                        const struct rl_opt_float *clip_high, double *advantages, double *baseline,
+                        double *std)
+{
+	for (int g = 0; g < n_groups; g++) {
+		const double *group = rewards + (size_t)g * (size_t)group_size;
+
+		for (int i = 0; i < group_size; i++) {
+			size_t k = (size_t)g * (size_t)group_size + (size_t)i;
+			double b = group[i], s = 0.0, a;
+
+			if (group_size > 1)
+				mean_std_except(group, group_size, leave_one_out ? i : -1, &b, &s);
+			a = group[i] - b;
+			if (normalize && s > 0.0)
+				a /= s;
+			if (clip_low && clip_low->set && a < clip_low->value)
+				a = clip_low->value;
+			if (clip_high && clip_high->set && a > clip_high->value)
+				a = clip_high->value;
+			advantages[k] = a;
+			if (baseline)
+				baseline[k] = b;
+			if (std)
+				std[k] = s;
+		}
+	}
+}

@@ -1,0 +1,31 @@
+/* Which samples go into each micro-batch: a fixed count per micro-batch, or
+ * sequence packing by first-fit-decreasing into a token budget.
+ * defines: struct rl_microbatches, rl_pack_fixed, rl_pack_ffd,
+ * rl_microbatches_free */
+#ifndef RL_GRPO_PACKING_H
+#define RL_GRPO_PACKING_H
+
+#include <stddef.h>
+
+/* Micro-batch b holds items[start[b] .. start[b + 1]), positions into the
+ * caller's list of samples. */
+struct rl_microbatches {
+	int n;
+	int *start; /* n + 1 */
+	int *items;
+};
+
+/* Consecutive runs of per_batch items (the last may be shorter). */
+int rl_pack_fixed(int n_items, int per_batch, struct rl_microbatches *out);
+
+/* First-fit-decreasing: items by length rounded up to a multiple of round,
+ * longest first (ties by position, so the result is deterministic), each
+ * into the first micro-batch with room left under capacity, a new one when
+ * none has. Items keep the order they were placed in. -1 when an item alone
+ * exceeds the capacity (the caller checks lengths against it first) or
+ * memory runs out. */
+int rl_pack_ffd(const int *len, int n_items, int capacity, int round, struct rl_microbatches *out);
+
+void rl_microbatches_free(struct rl_microbatches *mb);
+
+#endif

@@ -1,0 +1,112 @@
+#define _GNU_SOURCE
+/* The learning-rate schedule and the micro-batch plans against values
+ * worked out by hand. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "runtime/grpo/packing.h"
+#include "runtime/grpo/schedule.h"
+
+static struct rl_lr_schedule schedule(const char *type, int64_t warmup, int64_t decay)
+{
+	struct rl_lr_schedule s;
+	char err[256];
+
+	cr_assert_eq(rl_lr_schedule_init(&s, type, 1.0, 0.1, warmup, decay, 100, err, sizeof err),
+	             0, "%s", err);
+	return s;
+}
+
+Test(schedule, constant_without_warmup_is_flat)
+{
+	struct rl_lr_schedule s = schedule("constant", 0, 0);
+
+	for (int k = 0; k < 5; k++)
+		cr_expect_float_eq(rl_lr_at(&s, k), 1.0, 1e-15);
+}
+
+Test(schedule, linear_warmup_reaches_peak_on_its_last_step)
+{
+	struct rl_lr_schedule s = schedule("linear_warmup", 4, 0);
+	const double want[6] = {0.25, 0.5, 0.75, 1.0, 1.0, 1.0};
+
+	for (int k = 0; k < 6; k++)
+		cr_expect_float_eq(rl_lr_at(&s, k), want[k], 1e-15, "step %d", k);
+}
+
+Test(schedule, cosine_after_warmup)
+{
+	/* warmup 2, decay to 0.1 by step 6: progress (k - 2) / 4 */
+	struct rl_lr_schedule s = schedule("cosine", 2, 6);
+	const double want[8] = {0.5,  1.0,
+	                        1.0,  0.1 + 0.9 * 0.5 * (1 + cos(M_PI / 4)),
+	                        0.55, 0.1 + 0.9 * 0.5 * (1 + cos(3 * M_PI / 4)),
+	                        0.1,  0.1};
+
+	for (int k = 0; k < 8; k++)
+		cr_expect_float_eq(rl_lr_at(&s, k), want[k], 1e-12, "step %d", k);
+}
+
+Test(schedule, cosine_needs_steps_after_warmup)
+{
+	struct rl_lr_schedule s;
+	char err[256];
+
+	cr_expect_eq(rl_lr_schedule_init(&s, "cosine", 1, 0, 10, 10, 100, err, sizeof err), -1);
+	cr_expect(strstr(err, "warmup"), "%s", err);
+	cr_expect_eq(rl_lr_schedule_init(&s, "step", 1, 0, 0, 0, 100, err, sizeof err), -1);
+}
+
+static void expect_plan(const struct rl_microbatches *mb, int n, const int *start, const int *items,
+                        int n_items)
+{
+	cr_assert_eq(mb->n, n, "micro-batches: %d, want %d", mb->n, n);
+	for (int b = 0; b <= n; b++)
+		cr_expect_eq(mb->start[b], start[b], "start[%d]", b);
+	for (int i = 0; i < n_items; i++)
+		cr_expect_eq(mb->items[i], items[i], "items[%d]", i);
+}
+
+Test(packing, first_fit_decreasing)
+{
+	/* by length: 8(#2) 7(#4) 5(#0) 4(#5) 3(#1) 2(#3) into 10 each:
+	 * 8 -> bin 0, 7 -> bin 1, 5 -> bin 2, 4 -> bin 2, 3 -> bin 1, 2 -> bin 0 */
+	const int len[6] = {5, 3, 8, 2, 7, 4};
+	const int start[4] = {0, 2, 4, 6}, items[6] = {2, 3, 4, 1, 0, 5};
+	struct rl_microbatches mb;
+
+	cr_assert_eq(rl_pack_ffd(len, 6, 10, 1, &mb), 0);
+	expect_plan(&mb, 3, start, items, 6);
+	rl_microbatches_free(&mb);
+}
+
+Test(packing, rounded_lengths_and_ties_by_position)
+{
+	/* rounded to 4: 8 4 8 4 8 4; the 8s in order 0, 2, 4 each open a bin of
+	 * 12, and the 4s fill them in order */
+	const int len[6] = {5, 3, 8, 2, 7, 4};
+	const int start[4] = {0, 2, 4, 6}, items[6] = {0, 1, 2, 3, 4, 5};
+	struct rl_microbatches mb;
+
+	cr_assert_eq(rl_pack_ffd(len, 6, 12, 4, &mb), 0);
+	expect_plan(&mb, 3, start, items, 6);
+	rl_microbatches_free(&mb);
+}
+
+Test(packing, an_item_over_capacity_is_refused)
+{
+	const int len[2] = {3, 11};
+	struct rl_microbatches mb;
+
+	cr_expect_eq(rl_pack_ffd(len, 2, 10, 1, &mb), -1);
+}
+
+Test(packing, fixed_counts)
+{
+	const int start[4] = {0, 2, 4, 5}, items[5] = {0, 1, 2, 3, 4};
+	struct rl_microbatches mb;
+
+	cr_assert_eq(rl_pack_fixed(5, 2, &mb), 0);
+	expect_plan(&mb, 3, start, items, 5);
+	rl_microbatches_free(&mb);
+}
