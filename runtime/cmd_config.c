@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "runtime/cli_config.h"
 #include "runtime/config/config.h"
 #include "runtime/config/schema_doc.h"
 
@@ -15,21 +16,16 @@ static const char usage[] =
 
 int rl_cmd_config(int argc, char **argv)
 {
-	const char *path = NULL;
-	char **overrides = calloc((size_t)argc + 1, sizeof(char *));
-	size_t n_overrides = 0;
-	if (!overrides)
-		return RL_EXIT_FAIL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
-			free(overrides);
 			return RL_EXIT_OK;
 		}
 		if (strncmp(a, "--schema", 8) == 0 && (a[8] == '\0' || a[8] == '=')) {
 			const char *fmt = a[8] ? a + 9 : "text";
-			free(overrides);
+
 			if (strcmp(fmt, "text") != 0 && strcmp(fmt, "man") != 0) {
 				fprintf(stderr,
 				        "rlrun config: --schema takes text or man, not '%s'\n",
@@ -40,44 +36,17 @@ int rl_cmd_config(int argc, char **argv)
 			                strcmp(fmt, "man") == 0 ? RL_SCHEMA_ROFF : RL_SCHEMA_TEXT);
 			return fflush(stdout) == 0 ? RL_EXIT_OK : RL_EXIT_FAIL;
 		}
-		if (a[0] == '-' && a[1] == '-') {
-			fprintf(stderr, "rlrun config: unknown option '%s'\n%s", a, usage);
-			free(overrides);
-			return RL_EXIT_USAGE;
-		}
-		if (strchr(a, '='))
-			overrides[n_overrides++] = argv[i];
-		else if (!path)
-			path = a;
-		else {
-			fprintf(stderr, "rlrun config: more than one CONFIG ('%s' and '%s')\n%s",
-			        path, a, usage);
-			free(overrides);
-			return RL_EXIT_USAGE;
-		}
 	}
-	if (!path && getenv("RL_CONFIG") && *getenv("RL_CONFIG"))
-		path = getenv("RL_CONFIG");
 
 	struct rl_config cfg;
-	struct rl_diags diags = {0};
-	int rc = path ? rl_config_load(path, overrides, n_overrides, &cfg, &diags)
-	              : rl_config_load_text(RL_DEFAULT_CONFIG_NAME, rl_default_config,
-	                                    rl_default_config_len, NULL, overrides, n_overrides,
-	                                    &cfg, &diags);
-	free(overrides);
-	if (rc != 0) {
-		rl_diags_print(&diags, stderr);
-		fprintf(stderr, "rlrun config: %zu error%s in %s\n", diags.n,
-		        diags.n == 1 ? "" : "s", path ? path : RL_DEFAULT_CONFIG_NAME);
-		rl_diags_free(&diags);
-		return RL_EXIT_USAGE;
-	}
+	int rc = rl_cli_load_config("config", usage, argv + 1, argc - 1, &cfg);
+
+	if (rc != RL_EXIT_OK)
+		return rc;
 	printf("# slurm-rl resolved config from %s\n", cfg.source);
 	fflush(stdout);
 	rc = rl_config_write_yaml(&cfg, stdout);
 	rl_config_free(&cfg);
-	rl_diags_free(&diags);
 	if (rc != 0 || fflush(stdout) != 0) {
 		fprintf(stderr, "rlrun config: cannot write the config to stdout\n");
 		return RL_EXIT_FAIL;

@@ -11,6 +11,8 @@ int rl_cmd_config(int argc, char **argv);
 int rl_cmd_forward(int argc, char **argv);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_tokenize(int argc, char **argv);
+int rl_cmd_train(int argc, char **argv);
+int rl_cmd_plot(int argc, char **argv);
 
 /* The default config compiled into rlrun (etc/examples/grpo-tiny.yaml). */
 extern const char rl_default_config[];

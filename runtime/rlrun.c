@@ -24,8 +24,9 @@ static const char usage[] =
     "                                   sample a continuation with the KV cache\n"
     "  tokenize --model DIR (--text TEXT | --decode LIST)\n"
     "                                   text to token ids and back\n"
-    "  train, plan, ckpt, plot\n"
-    "                                   not implemented yet in this release\n"
+    "  train [CONFIG] [KEY=VALUE...]    run GRPO (progress here, metrics.jsonl in logger.log_dir)\n"
+    "  plot LOG_DIR [-o FILE.png]       reward and step-time breakdown over the steps\n"
+    "  plan, ckpt                       not implemented yet in this release\n"
     "\n"
     "options:\n"
     "  -h, --help       this text\n"
@@ -33,7 +34,7 @@ static const char usage[] =
     "\n"
     "See rlrun(1), rl-config(5) and spank_rl(8).\n";
 
-static const char *const not_yet[] = {"train", "plan", "ckpt", "plot", NULL};
+static const char *const not_yet[] = {"plan", "ckpt", NULL};
 
 int main(int argc, char **argv)
 {
@@ -59,6 +60,10 @@ int main(int argc, char **argv)
 		return rl_cmd_generate(argc - 1, argv + 1);
 	if (strcmp(cmd, "tokenize") == 0)
 		return rl_cmd_tokenize(argc - 1, argv + 1);
+	if (strcmp(cmd, "train") == 0)
+		return rl_cmd_train(argc - 1, argv + 1);
+	if (strcmp(cmd, "plot") == 0)
+		return rl_cmd_plot(argc - 1, argv + 1);
 	for (const char *const *n = not_yet; *n; n++) {
 		if (strcmp(cmd, *n) == 0) {
 			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd,

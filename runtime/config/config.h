@@ -159,6 +159,7 @@ struct rl_cfg_data {
 	char *dataset_name;
 	char *train_path;
 	char *validation_path;
+	char *env_name; /* NULL: the task's checker, or math for jsonl */
 	char *input_key;
 	char *output_key;
 	char *prompt_file;

@@ -52,6 +52,22 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	if (p->train_global_batch_size % p->train_micro_batch_size != 0)
 		rule_error(&r, "policy.train_micro_batch_size",
 		           "must divide policy.train_global_batch_size");
+	if (p->sequence_packing.train_mb_tokens.set &&
+	    p->sequence_packing.train_mb_tokens.value < p->max_total_sequence_length)
+		rule_error(&r, "policy.sequence_packing.train_mb_tokens",
+		           "must hold one sequence of policy.max_total_sequence_length tokens");
+	if (p->sequence_packing.logprob_mb_tokens.set &&
+	    p->sequence_packing.logprob_mb_tokens.value < p->max_total_sequence_length)
+		rule_error(&r, "policy.sequence_packing.logprob_mb_tokens",
+		           "must hold one sequence of policy.max_total_sequence_length tokens");
+	if (cfg->data.env_name && strcmp(cfg->data.env_name, "math") != 0 &&
+	    strcmp(cfg->data.env_name, "exact") != 0) {
+		const struct rl_cfg_env *e = rl_config_env(cfg, cfg->data.env_name);
+		if (!e || !e->command)
+			rule_error(&r, "data.env_name",
+			           "names no reward: use math, exact, or an env.<name> that has a "
+			           "command");
+	}
 	if (strcmp(cfg->data.dataset_name, "jsonl") == 0 && !cfg->data.train_path)
 		rule_error(&r, "data.train.path", "required when data.dataset_name is jsonl");
 	if (cfg->data.prompt_file && cfg->data.prompt_template)

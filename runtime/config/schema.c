@@ -143,7 +143,8 @@ const struct rl_key rl_schema[] = {
 
     /* policy: the model and how it is trained */
     {"policy.model_name", RL_T_STRING, OFF(policy.model_name), NULL, .flags = RL_K_REQUIRED,
-     .doc = "local directory with the Hugging Face model files (config.json, safetensors)"},
+     .doc = "local directory with the Hugging Face model files (config.json, safetensors), "
+            "or builtin:tiny-llama (a tiny model initialised from grpo.seed)"},
     {"policy.tokenizer.name", RL_T_STRING, OFF(policy.tokenizer_name), "null",
      .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
     NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
@@ -231,9 +232,9 @@ const struct rl_key rl_schema[] = {
     {"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
      .choices = "constant|linear_warmup|cosine", .doc = "learning-rate schedule"},
     {"policy.lr_schedule.warmup_steps", RL_T_INT, OFF(policy.lr_schedule.warmup_steps), "0",
-     AT_LEAST(0), .doc = "linear warmup from 0 over this many steps"},
+     AT_LEAST(0), .doc = "optimizer steps of linear warmup (any type): step k < N uses lr*(k+1)/N"},
     {"policy.lr_schedule.decay_steps", RL_T_OPT_INT, OFF(policy.lr_schedule.decay_steps), "null",
-     AT_LEAST(1), .doc = "cosine: steps to decay over; null: grpo.max_num_steps"},
+     AT_LEAST(1), .doc = "cosine: optimizer step at which min_lr is reached; null: the last step"},
     {"policy.lr_schedule.min_lr", RL_T_FLOAT, OFF(policy.lr_schedule.min_lr), "0", AT_LEAST(0),
      .doc = "cosine: floor of the learning rate"},
     NOT_YET_UNLESS("policy.generation.backend", NULL,
@@ -269,6 +270,9 @@ const struct rl_key rl_schema[] = {
      .doc = "JSONL training set (one object per line)"},
     {"data.validation.path", RL_T_STRING, OFF(data.validation_path), "null", .flags = RL_K_NULLABLE,
      .doc = "JSONL validation set"},
+    {"data.env_name", RL_T_STRING, OFF(data.env_name), "null", .flags = RL_K_NULLABLE,
+     .doc = "reward: math, exact, or an env.<name> with a command; null: the synthetic "
+            "task's own checker, math for jsonl"},
     {"data.input_key", RL_T_STRING, OFF(data.input_key), "problem",
      .doc = "JSONL field holding the problem"},
     {"data.output_key", RL_T_STRING, OFF(data.output_key), "expected_answer",

@@ -39,7 +39,7 @@ Test(config, example_tiny_loads_with_file_values_and_defaults)
 	struct rl_diags d = {0};
 	char *p = src_path("etc/examples/grpo-tiny.yaml");
 	cr_assert_eq(rl_config_load(p, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
-	cr_expect_eq(c.grpo.num_prompts_per_step, 8);
+	cr_expect_eq(c.grpo.num_prompts_per_step, 64);
 	cr_expect_eq(c.grpo.max_num_epochs, 1, "a default from the table");
 	cr_expect_str_eq(c.loss_fn.reference_policy_kl_type, "k3");
 	cr_expect_float_eq(c.policy.optimizer.lr, 1.0e-3, 1e-15);
@@ -47,9 +47,9 @@ Test(config, example_tiny_loads_with_file_values_and_defaults)
 	cr_expect_float_eq(c.policy.optimizer.betas.v[1], 0.99, 1e-15);
 	cr_expect_str_eq(c.policy.tokenizer_name, c.policy.model_name,
 	                 "null tokenizer follows the model");
-	cr_expect_eq(c.data.max_input_seq_length.value, 64,
+	cr_expect_eq(c.data.max_input_seq_length.value, 16,
 	             "a ${} reference to an int stays an int");
-	cr_expect_eq(c.policy.sequence_packing.train_mb_tokens.value, 64 * 8);
+	cr_expect_eq(c.policy.sequence_packing.train_mb_tokens.value, 16 * 64);
 	cr_expect(!c.policy.generation.top_k.set);
 	cr_expect(!c.policy.parallel.autoplan);
 	rl_config_free(&c);

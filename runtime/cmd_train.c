@@ -1,0 +1,37 @@
+/* rlrun train [CONFIG] [KEY=VALUE...]: a GRPO run in this process. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "runtime/cli_config.h"
+#include "runtime/grpo/train.h"
+
+static const char usage[] =
+    "usage: rlrun train [CONFIG] [KEY=VALUE...]\n"
+    "Runs GRPO as CONFIG says (default: $RL_CONFIG, then the built-in grpo-tiny.yaml):\n"
+    "one progress line per step here, one JSON line per step in\n"
+    "logger.log_dir/metrics.jsonl.\n";
+
+int rl_cmd_train(int argc, char **argv)
+{
+	struct rl_config cfg;
+	char err[2048];
+
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage, stdout);
+			return RL_EXIT_OK;
+		}
+	int rc = rl_cli_load_config("train", usage, argv + 1, argc - 1, &cfg);
+	if (rc != RL_EXIT_OK)
+		return rc;
+	/* a reward program that dies must not take us with it on the next
+	 * write to its pipe; the reward code reports it instead */
+	signal(SIGPIPE, SIG_IGN);
+	rc = rl_train(&cfg, stdout, err, sizeof err) ? RL_EXIT_FAIL : RL_EXIT_OK;
+	if (rc != RL_EXIT_OK)
+		fprintf(stderr, "rlrun train: %s\n", err);
+	rl_config_free(&cfg);
+	return rc;
+}

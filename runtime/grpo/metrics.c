@@ -1,0 +1,179 @@
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/grpo/metrics.h"
+
+/* mkdir -p: every missing component of dir, as the user running rlrun. */
+static int make_dirs(const char *dir, char *err, size_t errlen)
+{
+	char *p = strdup(dir);
+
+	if (!p) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return -1;
+	}
+	for (char *c = p + 1;; c++) {
+		if (*c != '/' && *c != '\0')
+			continue;
+		char was = *c;
+		*c = '\0';
+		if (mkdir(p, 0777) && errno != EEXIST) {
+			snprintf(err, errlen, "logger.log_dir: cannot create %s: %s", p,
+			         strerror(errno));
+			free(p);
+			return -1;
+		}
+		if (!(*c = was))
+			break;
+	}
+	free(p);
+	return 0;
+}
+
+int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept_as, char *err,
+                    size_t errlen)
+{
+	*kept_as = NULL;
+	memset(log, 0, sizeof *log);
+	if (make_dirs(log_dir, err, errlen))
+		return -1;
+	if (asprintf(&log->path, "%s/metrics.jsonl", log_dir) < 0) {
+		log->path = NULL;
+		snprintf(err, errlen, "%s: out of memory", log_dir);
+		return -1;
+	}
+	if (access(log->path, F_OK) == 0) {
+		/* never overwrite an earlier run's record */
+		for (int n = 1; n < 100000; n++) {
+			char *old;
+			if (asprintf(&old, "%s/metrics.%d.jsonl", log_dir, n) < 0)
+				break;
+			if (access(old, F_OK) != 0 && errno == ENOENT) {
+				/* link + unlink rather than rename: a concurrent run
+				 * cannot make us replace its file */
+				if (link(log->path, old) == 0 && unlink(log->path) == 0) {
+					*kept_as = old;
+					break;
+				}
+				snprintf(err, errlen, "cannot keep %s as %s: %s", log->path, old,
+				         strerror(errno));
+				free(old);
+				goto fail;
+			}
+			free(old);
+		}
+	}
+	log->f = fopen(log->path, "wx");
+	if (!log->f) {
+		snprintf(err, errlen, "cannot create %s: %s", log->path, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	free(log->path);
+	log->path = NULL;
+	return -1;
+}
+
+static void put_num(json_t *o, const char *key, double v)
+{
+	/* JSON has no NaN or infinity: a diverged value is written as null */
+	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
+}
+
+int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
+                     size_t errlen)
+{
+	json_t *o = json_object();
+	char *line = NULL;
+	int rc = -1;
+
+	if (!o)
+		goto out;
+	json_object_set_new(o, "step", json_integer(m->step));
+	put_num(o, "reward_mean", m->reward_mean);
+	put_num(o, "reward_std", m->reward_std);
+	if (m->has_val)
+		put_num(o, "val_reward", m->val_reward);
+	put_num(o, "loss", m->loss);
+	put_num(o, "actor_loss", m->actor_loss);
+	put_num(o, "kl", m->kl);
+	put_num(o, "token_mult_prob_error", m->token_mult_prob_error);
+	put_num(o, "gen_logprob_max_diff", m->gen_logprob_max_diff);
+	put_num(o, "probs_ratio", m->probs_ratio);
+	put_num(o, "clip_fraction", m->clip_fraction);
+	put_num(o, "importance_weight", m->importance_weight);
+	put_num(o, "grad_norm", m->grad_norm);
+	put_num(o, "lr", m->lr);
+	put_num(o, "response_tokens_mean", m->response_tokens_mean);
+	put_num(o, "truncated_fraction", m->truncated_fraction);
+	json_object_set_new(o, "reward_failures", json_integer(m->reward_failures));
+	json_object_set_new(o, "prompts_truncated", json_integer(m->prompts_truncated));
+	json_object_set_new(o, "tokens", json_integer(m->tokens));
+	put_num(o, "tokens_per_sec", m->tokens_per_sec);
+	put_num(o, "total_step_time", m->t.total_step_time);
+	put_num(o, "generation", m->t.generation);
+	put_num(o, "reward_calculation", m->t.reward_calculation);
+	put_num(o, "policy_and_reference_logprobs", m->t.policy_and_reference_logprobs);
+	put_num(o, "policy_training", m->t.policy_training);
+	put_num(o, "refit", m->t.refit);
+	put_num(o, "checkpointing", m->t.checkpointing);
+	put_num(o, "validation", m->t.validation);
+	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+	if (!line)
+		goto out;
+	if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f)) {
+		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
+		goto done;
+	}
+	rc = 0;
+	goto done;
+out:
+	snprintf(err, errlen, "%s: out of memory", log->path);
+done:
+	free(line);
+	json_decref(o);
+	return rc;
+}
+
+void rl_metrics_close(struct rl_metrics_log *log)
+{
+	if (log->f)
+		fclose(log->f);
+	free(log->path);
+	memset(log, 0, sizeof *log);
+}
+
+void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s)
+{
+	const struct rl_step_timers *t = &m->t;
+	long eta = isfinite(eta_s) && eta_s > 0 ? lround(eta_s) : 0;
+
+	fprintf(out,
+	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  | gen %.2fs  reward "
+	        "%.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs | %.2f s/step, "
+	        "%.0f tok/s, ETA %ld:%02ld\n",
+	        (long long)m->step, (long long)m->total_steps, m->reward_mean, m->reward_std,
+	        m->loss, m->kl, t->generation, t->reward_calculation,
+	        t->policy_and_reference_logprobs, t->policy_training, t->refit, t->checkpointing,
+	        t->total_step_time, m->tokens_per_sec, eta / 60, eta % 60);
+	if (m->has_val)
+		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
+		        (long long)m->total_steps, m->val_reward, t->validation);
+	fflush(out);
+}
+
+double rl_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,236 @@
+#define _GNU_SOURCE
+/* The two passes of the policy over a step's samples: logprobs (of the
+ * policy before the update, and of the frozen reference) and training
+ * (forward, loss, backward, one optimizer update per global batch). Both
+ * cut the samples into micro-batches the same way: a fixed count of
+ * sequences, or first-fit-decreasing packing into a token budget. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/grpo/packing.h"
+#include "runtime/grpo/trainer.h"
+
+/* Micro-batches of the samples which[0..n), as positions into which[]. */
+static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout *r,
+                             const int *which, int n, bool training, struct rl_microbatches *mb)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+
+	if (!p->sequence_packing.enabled)
+		return rl_pack_fixed(
+		    n, (int)(training ? p->train_micro_batch_size : p->logprob_batch_size), mb);
+	int *len = malloc(((size_t)n + 1) * sizeof *len);
+	if (!len)
+		return -1;
+	for (int k = 0; k < n; k++)
+		len[k] = r->s[which[k]].len;
+	const struct rl_opt_int *cap = training ? &p->sequence_packing.train_mb_tokens
+	                                        : &p->sequence_packing.logprob_mb_tokens;
+	int64_t per = training ? p->train_micro_batch_size : p->logprob_batch_size;
+	int capacity = (int)(cap->set ? cap->value : per * p->max_total_sequence_length);
+	int rc = rl_pack_ffd(len, n, capacity, (int)p->sequence_packing.sequence_length_round, mb);
+	free(len);
+	return rc;
+}
+
+/* which[] of one micro-batch, mapped from positions to sample indices. */
+static int *mb_samples(const struct rl_microbatches *mb, int b, const int *which, int *n)
+{
+	*n = mb->start[b + 1] - mb->start[b];
+	int *s = malloc(((size_t)*n + 1) * sizeof *s);
+	if (s)
+		for (int k = 0; k < *n; k++)
+			s[k] = which[mb->items[mb->start[b] + k]];
+	return s;
+}
+
+static int run_forward(struct rl_trainer *t, const int *samples, int n, struct rl_rollout *r,
+                       char *err, size_t errlen)
+{
+	if (rl_packed_build(&t->packed, r, samples, n)) {
+		snprintf(err, errlen, "out of memory packing %d sequences", n);
+		return -1;
+	}
+	if (t->packed.batch.n_tokens > t->max_mb_tokens) {
+		snprintf(err, errlen, "a micro-batch of %d tokens exceeds the %d planned",
+		         t->packed.batch.n_tokens, t->max_mb_tokens);
+		return -1;
+	}
+	return rl_model_forward(t->model, t->acts, &t->packed.batch, err, errlen) ||
+	       rl_model_logprobs(t->model, t->acts, t->row_lp, t->logit_scale, t->logprob_chunk,
+	                         err, errlen);
+}
+
+int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
+                       size_t errlen)
+{
+	struct rl_microbatches mb = {0};
+	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
+	int rc = -1;
+
+	if (!all) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < r->n; i++)
+		all[i] = i;
+	if (plan_microbatches(t, r, all, r->n, false, &mb)) {
+		snprintf(err, errlen, "out of memory planning micro-batches");
+		goto out;
+	}
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+	for (int b = 0; b < mb.n; b++) {
+		int n;
+		int *samples = mb_samples(&mb, b, all, &n);
+
+		if (!samples) {
+			snprintf(err, errlen, "out of memory");
+			goto restore;
+		}
+		if (run_forward(t, samples, n, r, err, errlen)) {
+			free(samples);
+			goto restore;
+		}
+		rl_packed_scatter(&t->packed, r, samples, n, t->row_lp,
+		                  reference ? offsetof(struct rl_sample, ref_lp)
+		                            : offsetof(struct rl_sample, prev_lp));
+		free(samples);
+	}
+	rc = 0;
+restore:
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+out:
+	rl_microbatches_free(&mb);
+	free(all);
+	return rc;
+}
+
+static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *curr)
+{
+	return (struct rl_loss_batch){
+	    .n_tokens = p->batch.n_tokens,
+	    .n_seqs = p->batch.n_seqs,
+	    .cu_seqlens = p->cu_seqlens,
+	    .curr = curr,
+	    .prev = p->prev,
+	    .gen = p->gen,
+	    .ref = p->ref,
+	    .token_mask = p->token_mask,
+	    .advantage = p->advantage,
+	    .sample_mask = p->sample_mask,
+	};
+}
+
+int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
+                        struct rl_loss_stats *stats, char *err, size_t errlen)
+{
+	struct rl_microbatches mb = {0};
+	struct rl_loss_norm norm = {0};
+	int rc = -1;
+
+	/* the denominators of the whole global batch, before any micro-batch:
+	 * that is what makes the split invisible in the result */
+	for (int k = 0; k < n; k++) {
+		const struct rl_sample *s = &r->s[which[k]];
+		norm.valid_seqs += s->loss_mult;
+		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
+	}
+	if (plan_microbatches(t, r, which, n, true, &mb)) {
+		snprintf(err, errlen, "out of memory planning micro-batches");
+		return -1;
+	}
+	if (rl_model_zero_grad(t->model)) {
+		snprintf(err, errlen, "the %s backend cannot zero the gradients",
+		         t->model->ops->name);
+		goto out;
+	}
+	for (int b = 0; b < mb.n; b++) {
+		int ns;
+		int *samples = mb_samples(&mb, b, which, &ns);
+
+		if (!samples) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		if (run_forward(t, samples, ns, r, err, errlen)) {
+			free(samples);
+			goto out;
+		}
+		free(samples);
+		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
+		rl_loss_compute(&t->loss, &lb, &norm, t->row_grad, stats);
+		if (rl_model_backward(t->model, t->acts, t->row_grad, err, errlen))
+			goto out;
+	}
+	rc = 0;
+out:
+	rl_microbatches_free(&mb);
+	return rc;
+}
+
+/* One optimizer update over the global batch which[0..n). */
+static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
+                              struct rl_loss_stats *stats, double *grad_norm, char *err,
+                              size_t errlen)
+{
+	if (rl_policy_gradients(t, r, which, n, stats, err, errlen))
+		return -1;
+	double max_norm = t->cfg->policy.max_grad_norm.set ? t->cfg->policy.max_grad_norm.value : 0;
+	t->opt.hp.lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
+	if (rl_clip_grad_norm(t->model, max_norm, grad_norm) ||
+	    rl_optimizer_step(&t->opt, t->model)) {
+		snprintf(err, errlen, "the %s backend failed during the update",
+		         t->model->ops->name);
+		return -1;
+	}
+	t->optimizer_steps++;
+	return 0;
+}
+
+int rl_policy_train(struct rl_trainer *t, struct rl_rollout *r, struct rl_step_metrics *m,
+                    char *err, size_t errlen)
+{
+	int B = (int)t->cfg->policy.train_global_batch_size;
+	int *which = malloc(((size_t)B + 1) * sizeof *which);
+	struct rl_loss_stats sum = {0};
+	int updates = 0;
+
+	if (!which) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* global batches are consecutive runs of samples, as NeMo-RL cuts
+	 * the step's batch */
+	for (int start = 0; start < r->n; start += B, updates++) {
+		struct rl_loss_stats st = {0};
+		double gn = 0;
+		int n = r->n - start < B ? r->n - start : B;
+
+		for (int k = 0; k < n; k++)
+			which[k] = start + k;
+		m->lr = rl_lr_at(&t->lr, t->optimizer_steps);
+		if (train_global_batch(t, r, which, n, &st, &gn, err, errlen)) {
+			free(which);
+			return -1;
+		}
+		m->grad_norm = gn;
+		sum.loss += st.loss;
+		sum.actor_loss += st.actor_loss;
+		sum.kl += st.kl;
+		sum.probs_ratio += st.probs_ratio;
+		sum.clip_fraction += st.clip_fraction;
+		sum.importance_weight += st.importance_weight;
+	}
+	free(which);
+	/* each global batch's stats are already its mean; the step reports
+	 * the mean over its updates */
+	m->loss = sum.loss / updates;
+	m->actor_loss = sum.actor_loss / updates;
+	m->kl = sum.kl / updates;
+	m->probs_ratio = sum.probs_ratio / updates;
+	m->clip_fraction = sum.clip_fraction / updates;
+	m->importance_weight = sum.importance_weight / updates;
+	return 0;
+}

@@ -1,0 +1,212 @@
+/* Building a GRPO run from its config: backend, model and tokenizer, the
+ * frozen reference, optimizer and schedule, loss, data, reward and log.
+ * Every option this release cannot honour is refused here, by name, before
+ * any work starts. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/generate/sampler.h"
+#include "runtime/grpo/trainer.h"
+#include "runtime/model/builtin.h"
+
+static int refuse_unsupported(const struct rl_config *c, char *err, size_t errlen)
+{
+	const struct rl_cfg_parallel *par = &c->policy.parallel;
+
+	if (strcmp(c->policy.backend, "cuda") == 0) {
+		snprintf(err, errlen,
+		         "policy.backend: cuda cannot train yet (its op table has "
+		         "only RMSNorm); use policy.backend=cpu");
+		return -1;
+	}
+	if (strcmp(c->policy.precision, "float32") != 0) {
+		snprintf(err, errlen,
+		         "policy.precision: %s training is not implemented on the cpu backend yet; "
+		         "use policy.precision=float32",
+		         c->policy.precision);
+		return -1;
+	}
+	if (par->autoplan || par->tensor > 1 || par->pipeline > 1 || par->context > 1 ||
+	    par->expert > 1 || par->expert_tensor > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel: this release trains in one process; set "
+		         "every size to 1");
+		return -1;
+	}
+	if (c->checkpointing.enabled) {
+		snprintf(err, errlen,
+		         "checkpointing.enabled: checkpoints are not implemented yet; "
+		         "set checkpointing.enabled=false");
+		return -1;
+	}
+	if (c->grpo.async_grpo.enabled) {
+		snprintf(err, errlen,
+		         "grpo.async_grpo.enabled: asynchronous GRPO is not "
+		         "implemented yet");
+		return -1;
+	}
+	return 0;
+}
+
+static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	const char *tok_dir =
+	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
+
+	if (rl_builtin_is(c->policy.model_name)) {
+		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, &rl_ops_cpu,
+		                         &t->model, err, errlen))
+			return -1;
+	} else if (rl_model_load(&t->model, c->policy.model_name, &rl_ops_cpu, err, errlen)) {
+		return -1;
+	}
+	if (rl_builtin_is(tok_dir))
+		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
+	return rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
+}
+
+static int stop_ids(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_int_list *extra = &t->cfg->policy.generation.stop_token_ids;
+	const struct rl_model_config *mc = &t->model->cfg;
+
+	t->n_eos_ids = (size_t)mc->n_eos;
+	t->n_stop_ids = t->n_eos_ids + extra->n;
+	t->stop_ids = calloc(t->n_stop_ids + 1, sizeof *t->stop_ids);
+	if (!t->stop_ids) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < t->n_eos_ids; i++)
+		t->stop_ids[i] = mc->eos_token_ids[i];
+	for (size_t i = 0; i < extra->n; i++) {
+		if (extra->v[i] >= mc->vocab_size) {
+			snprintf(err, errlen,
+			         "policy.generation.stop_token_ids[%zu]: %lld is past the model's "
+			         "vocabulary of %d",
+			         i, (long long)extra->v[i], mc->vocab_size);
+			return -1;
+		}
+		t->stop_ids[t->n_eos_ids + i] = (int32_t)extra->v[i];
+	}
+	if (t->n_eos_ids == 0)
+		fprintf(stderr,
+		        "rlrun train: warning: %s/config.json names no eos_token_id; "
+		        "responses end only at the token budget or a stop\n",
+		        t->model->dir);
+	return 0;
+}
+
+static int64_t mb_tokens(const struct rl_cfg_policy *p, const struct rl_opt_int *set, int64_t per)
+{
+	if (p->sequence_packing.enabled && set->set)
+		return set->value;
+	return per * p->max_total_sequence_length;
+}
+
+static int buffers(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+	int64_t a = mb_tokens(p, &p->sequence_packing.train_mb_tokens, p->train_micro_batch_size);
+	int64_t b = mb_tokens(p, &p->sequence_packing.logprob_mb_tokens, p->logprob_batch_size);
+	int64_t max = a > b ? a : b;
+
+	if (max > (1 << 24)) {
+		snprintf(err, errlen,
+		         "micro-batches of %lld tokens are more than this release "
+		         "handles (2^24)",
+		         (long long)max);
+		return -1;
+	}
+	t->max_mb_tokens = (int)max;
+	t->acts = rl_acts_new(t->model, t->max_mb_tokens);
+	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
+	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
+	size_t bytes = (size_t)t->model->n_elems * sizeof(float);
+	t->ref_weights = t->model->ops->alloc(bytes);
+	if (!t->acts || !t->row_lp || !t->row_grad || !t->ref_weights) {
+		snprintf(err, errlen, "out of memory for micro-batches of %d tokens",
+		         t->max_mb_tokens);
+		return -1;
+	}
+	/* the reference policy is the policy as it starts */
+	t->model->ops->copy(t->ref_weights, t->model->flat, bytes, NULL);
+	return 0;
+}
+
+static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+	struct rl_adamw_hparams hp = {
+	    .lr = (float)p->optimizer.lr,
+	    .beta1 = (float)p->optimizer.betas.v[0],
+	    .beta2 = (float)p->optimizer.betas.v[1],
+	    .eps = (float)p->optimizer.eps,
+	    .weight_decay = (float)p->optimizer.weight_decay,
+	};
+	int64_t total = t->cfg->grpo.max_num_steps * t->updates_per_step;
+
+	if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen))
+		return -1;
+	return rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr,
+	                           p->lr_schedule.min_lr, p->lr_schedule.warmup_steps,
+	                           p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
+	                                                          : 0,
+	                           total, err, errlen);
+}
+
+int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, FILE *progress, char *err,
+                     size_t errlen)
+{
+	char *kept = NULL;
+
+	memset(t, 0, sizeof *t);
+	t->cfg = cfg;
+	t->progress = progress;
+	t->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;
+	/* a step's samples in global batches, the last one possibly short */
+	t->updates_per_step = (t->samples_per_step + cfg->policy.train_global_batch_size - 1) /
+	                      cfg->policy.train_global_batch_size;
+	t->logit_scale = cfg->policy.generation.temperature >= RL_SAMPLING_GREEDY_EPS
+	                     ? (float)(1.0 / cfg->policy.generation.temperature)
+	                     : 1.0f;
+	t->logprob_chunk =
+	    cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value : 4096;
+	if (refuse_unsupported(cfg, err, errlen) ||
+	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
+	    rl_rewarder_setup(&t->reward, cfg, err, errlen) ||
+	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
+	                        errlen) ||
+	    load_policy(t, err, errlen) || stop_ids(t, err, errlen) || buffers(t, err, errlen) ||
+	    optimizer(t, err, errlen) ||
+	    rl_metrics_open(&t->log, cfg->logger.log_dir, &kept, err, errlen))
+		goto fail;
+	if (kept && progress)
+		fprintf(progress, "rlrun train: the previous run's metrics were kept as %s\n",
+		        kept);
+	free(kept);
+	return 0;
+fail:
+	rl_trainer_free(t);
+	return -1;
+}
+
+void rl_trainer_free(struct rl_trainer *t)
+{
+	rl_metrics_close(&t->log);
+	if (t->model) {
+		rl_optimizer_free(&t->opt);
+		rl_acts_free(t->model, t->acts);
+		t->model->ops->release(t->ref_weights);
+	}
+	rl_model_free(t->model);
+	rl_tokenizer_free(t->tok);
+	rl_data_source_close(&t->data);
+	rl_packed_free(&t->packed);
+	free(t->row_lp);
+	free(t->row_grad);
+	free(t->stop_ids);
+	memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,140 @@
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/grpo/train.h"
+#include "runtime/grpo/trainer.h"
+
+static void print_sample(FILE *out, size_t k, const char *prompt, const char *response,
+                         const char *answer, double reward)
+{
+	fprintf(out, "  validation sample %zu (reward %.2f)\n    prompt:   %s\n    response: %s\n",
+	        k, reward, prompt, response ? response : "");
+	if (answer)
+		fprintf(out, "    answer:   %s\n", answer);
+}
+
+/* One response per validation problem, sampled as in training; the mean
+ * reward. Batches of grpo.val_batch_size problems. */
+static int validate(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+                    size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	size_t n = rl_data_source_val_count(&t->data, (size_t)c->grpo.max_val_samples);
+	size_t printed = 0;
+	double t0 = rl_now(), sum = 0;
+	int64_t unused = 0;
+
+	if (n == 0)
+		return 0;
+	for (size_t start = 0; start < n; start += (size_t)c->grpo.val_batch_size) {
+		size_t k = n - start < (size_t)c->grpo.val_batch_size
+		               ? n - start
+		               : (size_t)c->grpo.val_batch_size;
+		struct rl_rollout r;
+		int rc = -1;
+
+		if (rl_rollout_alloc(&r, (int)k, 1)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		for (size_t i = 0; i < k; i++)
+			if (rl_data_source_val(&t->data, start + i, &r.problems[i], &r.answers[i],
+			                       &r.prompts[i], err, errlen))
+				goto done;
+		if (rl_rollout_generate(t, &r, rl_step_seed((uint64_t)c->grpo.seed, -1 - step),
+		                        &unused, err, errlen) ||
+		    rl_rewards_score(&t->reward, &r, &unused, err, errlen))
+			goto done;
+		for (size_t i = 0; i < k; i++) {
+			sum += r.s[i].reward;
+			if (t->progress && printed < (size_t)c->logger.num_val_samples_to_print)
+				print_sample(t->progress, printed++, r.prompts[i], r.s[i].response,
+				             r.answers[i], r.s[i].reward);
+		}
+		rc = 0;
+	done:
+		rl_rollout_free(&r);
+		if (rc)
+			return -1;
+	}
+	m->has_val = true;
+	m->val_reward = sum / (double)n;
+	m->t.validation = rl_now() - t0;
+	return 0;
+}
+
+static void describe(const struct rl_trainer *t, FILE *out)
+{
+	const struct rl_config *c = t->cfg;
+	const struct rl_model_config *mc = &t->model->cfg;
+	int64_t params = 0;
+
+	for (int i = 0; i < t->model->n_params; i++)
+		params += t->model->params[i].numel;
+	fprintf(out,
+	        "rlrun train: %s (%s, %d layers, hidden %d, %.2fM parameters) on %s, data %s, "
+	        "reward %s\n"
+	        "rlrun train: %lld steps of %lld prompts x %lld samples, %lld optimizer "
+	        "update%s per step; metrics in %s\n",
+	        c->policy.model_name, mc->architecture, mc->n_layers, mc->hidden_size,
+	        (double)params / 1e6, t->model->ops->name, c->data.dataset_name, t->reward.name,
+	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
+	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
+	        t->updates_per_step == 1 ? "" : "s", t->log.path);
+	fflush(out);
+}
+
+int rl_train(const struct rl_config *cfg, FILE *progress, char *err, size_t errlen)
+{
+	struct rl_trainer t;
+	double started, spent = 0;
+	int rc = -1;
+
+	if (rl_trainer_setup(&t, cfg, progress, err, errlen))
+		return -1;
+	if (progress)
+		describe(&t, progress);
+	if (cfg->grpo.val_at_start) {
+		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
+		struct rl_step_metrics m = {
+		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
+		if (validate(&t, 0, &m, err, errlen) ||
+		    (m.has_val && rl_metrics_write(&t.log, &m, err, errlen)))
+			goto out;
+		if (m.has_val && progress)
+			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
+			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
+	}
+	started = rl_now();
+	for (int64_t step = 1; step <= cfg->grpo.max_num_steps; step++) {
+		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
+		int got = rl_trainer_step(&t, step, &m, err, errlen);
+
+		if (got < 0)
+			goto out;
+		if (got > 0) {
+			if (progress)
+				fprintf(progress,
+				        "rlrun train: the data ran out after %lld "
+				        "epoch(s), at step %lld\n",
+				        (long long)cfg->grpo.max_num_epochs, (long long)step);
+			break;
+		}
+		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
+		    validate(&t, step, &m, err, errlen))
+			goto out;
+		if (rl_metrics_write(&t.log, &m, err, errlen))
+			goto out;
+		spent = rl_now() - started;
+		if (progress)
+			rl_metrics_progress(progress, &m,
+			                    spent / (double)step *
+			                        (double)(cfg->grpo.max_num_steps - step));
+	}
+	rc = 0;
+out:
+	rl_trainer_free(&t);
+	return rc;
+}

@@ -1,0 +1,77 @@
+/* Everything one GRPO run holds between steps, shared by the files of the
+ * trainer (setup, the step, the policy passes); not a public API.
+ * defines: struct rl_trainer, rl_trainer_setup, rl_trainer_free, rl_trainer_step,
+ * rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
+ * rl_policy_train */
+#ifndef RL_GRPO_TRAINER_H
+#define RL_GRPO_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/config/config.h"
+#include "runtime/data/source.h"
+#include "runtime/grpo/loss.h"
+#include "runtime/grpo/metrics.h"
+#include "runtime/grpo/rewards.h"
+#include "runtime/grpo/rollout.h"
+#include "runtime/grpo/schedule.h"
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+struct rl_trainer {
+	const struct rl_config *cfg;
+	FILE *progress; /* the one-line-per-step report; NULL: none */
+
+	struct rl_model *model;
+	float *ref_weights; /* the frozen reference policy, swapped in to run it */
+	struct rl_tokenizer *tok;
+	struct rl_optimizer opt;
+	struct rl_lr_schedule lr;
+	struct rl_loss loss;
+	struct rl_data_source data;
+	struct rl_reward reward;
+	struct rl_metrics_log log;
+	struct rl_acts *acts;
+	struct rl_packed packed;
+	float *row_lp;   /* per packed row: the model's logprobs */
+	float *row_grad; /* per packed row: d loss / d logprob */
+	int max_mb_tokens;
+
+	int64_t samples_per_step, updates_per_step;
+	int64_t optimizer_steps; /* taken so far */
+	float logit_scale;       /* 1 / temperature, as the sampler scales */
+	int logprob_chunk;
+	int32_t *stop_ids; /* EOS ids then policy.generation.stop_token_ids */
+	size_t n_stop_ids, n_eos_ids;
+};
+
+int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, FILE *progress, char *err,
+                     size_t errlen);
+void rl_trainer_free(struct rl_trainer *t);
+
+/* One step: rollout, rewards, advantages, logprobs, updates; fills *m. */
+int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+                    size_t errlen);
+
+/* The sampling seed of a step: the run's seed and the step, mixed, so that
+ * a step's samples depend on nothing else (a resumed run redraws them).
+ * Validation uses negative steps. */
+uint64_t rl_step_seed(uint64_t seed, int64_t step);
+/* Tokenizes r's prompts and samples group_size responses to each. */
+int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
+                        int64_t *prompts_truncated, char *err, size_t errlen);
+
+/* The policy passes over the samples of r (policy_pass.c). */
+int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
+                       size_t errlen);
+/* The gradients of the loss over the global batch which[0..n) (zeroed
+ * first), micro-batch by micro-batch; no update. */
+int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
+                        struct rl_loss_stats *stats, char *err, size_t errlen);
+int rl_policy_train(struct rl_trainer *t, struct rl_rollout *r, struct rl_step_metrics *m,
+                    char *err, size_t errlen);
+
+#endif
