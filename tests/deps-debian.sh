@@ -4,7 +4,8 @@
 set -eu
 pkgs="build-essential autoconf automake pkg-config binutils groff-base
 libyaml-dev libhwloc-dev hwloc libslurm-dev libpmi2-0-dev libmpich-dev mpich
-libopenblas-openmp-dev libjansson-dev libpcre2-dev libunistring-dev libxxhash-dev libcriterion-dev"
+libopenblas-openmp-dev libjansson-dev libpcre2-dev libunistring-dev libxxhash-dev libcriterion-dev
+gnuplot-nox"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
