@@ -74,7 +74,7 @@ done
 SH
 chmod +x reward.sh
 expect_status 0 "a run whose reward program crashes" -- "$RLRUN" train grpo.max_num_steps=2 \
-	logger.log_dir=crash env.digits.command="$WORK/reward.sh" data.env_name=digits
+	logger.log_dir=crash env.digits.command="exec $WORK/reward.sh" data.env_name=digits
 expect_grep crash/metrics.jsonl '"step":2,.*"reward_failures":[1-9]' "the crashes are counted"
 expect_grep "$WORK/err" "reward command: sample [0-9]+: killed by signal" "and reported"
 
