@@ -10,6 +10,17 @@
 #include "runtime/grpo/packing.h"
 #include "runtime/grpo/trainer.h"
 
+int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training)
+{
+	/* the config resolves null budgets from the batch sizes, so both
+	 * train_mb_tokens and logprob_mb_tokens are always set here */
+	if (p->sequence_packing.enabled)
+		return training ? p->sequence_packing.train_mb_tokens.value
+		                : p->sequence_packing.logprob_mb_tokens.value;
+	return (training ? p->train_micro_batch_size : p->logprob_batch_size) *
+	       p->max_total_sequence_length;
+}
+
 /* Micro-batches of the samples which[0..n), as positions into which[]. */
 static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout *r,
                              const int *which, int n, bool training, struct rl_microbatches *mb)
@@ -24,11 +35,8 @@ static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout
 		return -1;
 	for (int k = 0; k < n; k++)
 		len[k] = r->s[which[k]].len;
-	const struct rl_opt_int *cap = training ? &p->sequence_packing.train_mb_tokens
-	                                        : &p->sequence_packing.logprob_mb_tokens;
-	int64_t per = training ? p->train_micro_batch_size : p->logprob_batch_size;
-	int capacity = (int)(cap->set ? cap->value : per * p->max_total_sequence_length);
-	int rc = rl_pack_ffd(len, n, capacity, (int)p->sequence_packing.sequence_length_round, mb);
+	int rc = rl_pack_ffd(len, n, (int)rl_mb_token_budget(p, training),
+	                     (int)p->sequence_packing.sequence_length_round, mb);
 	free(len);
 	return rc;
 }

@@ -99,18 +99,10 @@ static int stop_ids(struct rl_trainer *t, char *err, size_t errlen)
 	return 0;
 }
 
-static int64_t mb_tokens(const struct rl_cfg_policy *p, const struct rl_opt_int *set, int64_t per)
-{
-	if (p->sequence_packing.enabled && set->set)
-		return set->value;
-	return per * p->max_total_sequence_length;
-}
-
 static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 {
-	const struct rl_cfg_policy *p = &t->cfg->policy;
-	int64_t a = mb_tokens(p, &p->sequence_packing.train_mb_tokens, p->train_micro_batch_size);
-	int64_t b = mb_tokens(p, &p->sequence_packing.logprob_mb_tokens, p->logprob_batch_size);
+	int64_t a = rl_mb_token_budget(&t->cfg->policy, true);
+	int64_t b = rl_mb_token_budget(&t->cfg->policy, false);
 	int64_t max = a > b ? a : b;
 
 	if (max > (1 << 24)) {

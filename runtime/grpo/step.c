@@ -25,8 +25,8 @@ static int encode_prompts(struct rl_trainer *t, struct rl_rollout *r, int32_t **
                           int64_t *truncated, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
-	int64_t limit = c->data.max_input_seq_length.set ? c->data.max_input_seq_length.value
-	                                                 : c->policy.max_total_sequence_length;
+	/* resolved by the config: max_total_sequence_length when null */
+	int64_t limit = c->data.max_input_seq_length.value;
 
 	/* at least one token must be left to generate */
 	if (limit > c->policy.max_total_sequence_length - 1)
@@ -96,8 +96,7 @@ int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t see
 			longest = seq_len[i];
 	}
 	int64_t budget = c->policy.max_total_sequence_length - longest;
-	if (c->policy.generation.max_new_tokens.set &&
-	    c->policy.generation.max_new_tokens.value < budget)
+	if (c->policy.generation.max_new_tokens.value < budget)
 		budget = c->policy.generation.max_new_tokens.value;
 	struct rl_gen_params p = {
 	    .sampling = {(float)c->policy.generation.temperature,

@@ -1,7 +1,7 @@
 /* Everything one GRPO run holds between steps, shared by the files of the
  * trainer (setup, the step, the policy passes); not a public API.
- * defines: struct rl_trainer, rl_trainer_setup, rl_trainer_free, rl_trainer_step,
- * rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
+ * defines: struct rl_trainer, rl_mb_token_budget, rl_trainer_setup, rl_trainer_free,
+ * rl_trainer_step, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
  * rl_policy_train */
 #ifndef RL_GRPO_TRAINER_H
 #define RL_GRPO_TRAINER_H
@@ -63,6 +63,10 @@ uint64_t rl_step_seed(uint64_t seed, int64_t step);
 /* Tokenizes r's prompts and samples group_size responses to each. */
 int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
                         int64_t *prompts_truncated, char *err, size_t errlen);
+
+/* The most tokens one micro-batch holds: the packing budget, or the
+ * micro-batch size times max_total_sequence_length without packing. */
+int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training);
 
 /* The policy passes over the samples of r (policy_pass.c). */
 int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
