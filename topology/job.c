@@ -1,0 +1,144 @@
+#define _GNU_SOURCE
+/* The step's plan: sizes (the config's or the auto planner's), the layout,
+ * and the one-line summary every task gets as RL_PLAN. */
+#include <stdio.h>
+#include <string.h>
+
+#include "topology/job.h"
+
+/* What the topology cannot say about links, stated so that a plan's
+ * estimate can be read against it: PCIe 4.0 x16 moves about 25 GB/s each
+ * way; an HDR InfiniBand port 200 Gb/s; a node without one is assumed to
+ * have a 100 GbE link. Compute reaches 40% of the dense peak, typical of
+ * Megatron-style training at this scale. */
+#define RL_PCIE_BYTES_PER_S    25e9
+#define RL_IB_PORT_BYTES_PER_S 25e9
+#define RL_ETH_BYTES_PER_S     12.5e9
+#define RL_ASSUMED_MFU         0.4
+
+static int smallest_nvlink_domain(const struct rl_topo *topo)
+{
+	int best = 0;
+	for (int d = 0; d < topo->n_nvlink_domains; d++) {
+		int n = 0;
+		for (int g = 0; g < topo->n_gpus; g++)
+			n += topo->gpus[g].nvlink_domain == d;
+		if (n > 0 && (best == 0 || n < best))
+			best = n;
+	}
+	return best > 0 ? best : 1;
+}
+
+int rl_plan_hw_from_topo(const struct rl_topo *topo, int n_nodes, int tasks_per_node,
+                         struct rl_plan_hw *hw, char *err, size_t errlen)
+{
+	memset(hw, 0, sizeof *hw);
+	if (topo->n_gpus == 0) {
+		snprintf(err, errlen, "%s: no NVIDIA GPU on this node", topo->source);
+		return -1;
+	}
+	const struct rl_topo_gpu *g = &topo->gpus[0];
+	const struct rl_gpu_spec *spec = rl_gpu_spec_lookup(g->device_id, g->model);
+	if (!spec) {
+		snprintf(err, errlen,
+		         "%s: GPU %04x:%04x%s%s%s is not in the planner's table, so its memory "
+		         "is unknown; give policy.parallel sizes instead of auto",
+		         topo->source, g->vendor_id, g->device_id, *g->model ? " (" : "", g->model,
+		         *g->model ? ")" : "");
+		return -1;
+	}
+	int n_ib = 0;
+	for (int i = 0; i < topo->n_nics; i++)
+		n_ib += topo->nics[i].infiniband;
+	hw->n_nodes = n_nodes;
+	hw->gpus_per_node = tasks_per_node;
+	hw->nvlink_domain_size = smallest_nvlink_domain(topo);
+	hw->gpu_mem_bytes = spec->mem_bytes;
+	hw->peak_flops = spec->bf16_flops;
+	hw->hbm_bytes_per_s = spec->hbm_bytes_per_s;
+	hw->mfu = RL_ASSUMED_MFU;
+	hw->nvlink_bytes_per_s = hw->nvlink_domain_size > 1 ? spec->nvlink_bytes_per_s : 0;
+	hw->pcie_bytes_per_s = RL_PCIE_BYTES_PER_S;
+	hw->net_bytes_per_s = n_ib > 0 ? n_ib * RL_IB_PORT_BYTES_PER_S : RL_ETH_BYTES_PER_S;
+	return 0;
+}
+
+static void summarize(struct rl_job_plan *plan)
+{
+	char sizes[160];
+	const struct rl_job_spec *s = &plan->spec;
+
+	rl_layout_describe(&plan->layout, sizes, sizeof sizes);
+	snprintf(plan->summary, sizeof plan->summary,
+	         "world=%d nodes=%d tasks_per_node=%d %s sp=%d order=%s devices=%s%s", s->world,
+	         s->n_nodes, s->tasks_per_node, sizes, s->sequence_parallel ? 1 : 0,
+	         RL_LAYOUT_ORDER, s->use_gpus ? "gpu" : "cpu", s->autoplan ? " auto" : "");
+}
+
+static int check_counts(const struct rl_job_spec *s, char *err, size_t errlen)
+{
+	if (s->world < 1 || s->n_nodes < 1 || s->tasks_per_node < 1 || s->n_nodes > s->world ||
+	    (long)s->tasks_per_node * s->n_nodes < s->world) {
+		snprintf(err, errlen,
+		         "a step of %d tasks on %d nodes with at most %d per node is not possible",
+		         s->world, s->n_nodes, s->tasks_per_node);
+		return -1;
+	}
+	return 0;
+}
+
+int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
+                     struct rl_job_plan *plan, char *err, size_t errlen)
+{
+	memset(plan, 0, sizeof *plan);
+	plan->spec = *spec;
+	if (check_counts(spec, err, errlen) != 0)
+		return -1;
+	int tp = spec->tp, pp = spec->pp, cp = spec->cp;
+	char hw_err[256] = "";
+
+	if (spec->use_gpus && topo)
+		plan->have_hw = rl_plan_hw_from_topo(topo, spec->n_nodes, spec->tasks_per_node,
+		                                     &plan->hw, hw_err, sizeof hw_err) == 0;
+	if (spec->autoplan) {
+		if (!spec->use_gpus) {
+			tp = pp = cp = 1;
+			snprintf(
+			    plan->explain, sizeof plan->explain,
+			    "auto: the CPU backend runs data parallel only: tp=1 pp=1 cp=1 dp=%d\n",
+			    spec->world);
+		} else if (!spec->have_model) {
+			snprintf(err, errlen,
+			         "policy.parallel: auto needs the model's config.json");
+			return -1;
+		} else if (!plan->have_hw) {
+			snprintf(err, errlen, "policy.parallel: auto: %s",
+			         *hw_err ? hw_err : "no topology to plan on");
+			return -1;
+		} else {
+			struct rl_plan_estimate best;
+			char why[512];
+			if (rl_plan_auto(&plan->hw, &spec->job, &best, plan->explain,
+			                 sizeof plan->explain, why, sizeof why) != 0) {
+				snprintf(err, errlen, "policy.parallel: auto: %s", why);
+				return -1;
+			}
+			tp = best.tp, pp = best.pp, cp = best.cp;
+			plan->estimate = best;
+			plan->have_estimate = true;
+		}
+		plan->spec.tp = tp, plan->spec.pp = pp, plan->spec.cp = cp;
+	}
+	char lerr[256];
+	if (rl_layout_init(&plan->layout, spec->world, tp, pp, cp, spec->ep, spec->etp, lerr,
+	                   sizeof lerr) != 0) {
+		snprintf(err, errlen, "policy.parallel: %s", lerr);
+		return -1;
+	}
+	plan->layout.sequence_parallel = spec->sequence_parallel;
+	if (!plan->have_estimate && plan->have_hw && spec->have_model)
+		plan->have_estimate =
+		    rl_plan_estimate(&plan->hw, &spec->job, tp, pp, cp, &plan->estimate) == 0;
+	summarize(plan);
+	return 0;
+}

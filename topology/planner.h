@@ -1,0 +1,97 @@
+/* The auto planner behind `policy.parallel: auto`: a memory model per GPU
+ * and a simple time model, searched over tensor / pipeline / context sizes
+ * (data parallel takes the rest of the world) for the layout that fits and
+ * has the smallest estimated step time. Pure arithmetic on the numbers
+ * below: no hwloc, no files, so every node computes the same answer.
+ * defines: struct rl_gpu_spec, struct rl_plan_hw, struct rl_plan_model,
+ * struct rl_plan_job, struct rl_plan_estimate, rl_gpu_spec_lookup,
+ * rl_plan_estimate, rl_plan_auto */
+#ifndef RL_PLANNER_H
+#define RL_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A known GPU: what hwloc cannot tell (memory and its bandwidth, peak, link speed). */
+struct rl_gpu_spec {
+	const char *name;
+	unsigned device_id; /* PCI device id, vendor 0x10de */
+	double mem_bytes;
+	double bf16_flops;         /* dense peak */
+	double hbm_bytes_per_s;    /* device memory bandwidth (GDDR on L40S and RTX cards) */
+	double nvlink_bytes_per_s; /* per GPU, one direction; 0 for PCIe-only cards */
+};
+
+/* By PCI device id, else by a substring of hwloc's GPUModel; NULL when
+ * unknown. */
+const struct rl_gpu_spec *rl_gpu_spec_lookup(unsigned device_id, const char *model);
+
+struct rl_plan_hw {
+	int n_nodes;
+	int gpus_per_node;      /* = tasks per node: one task per GPU */
+	int nvlink_domain_size; /* GPUs per NVLink domain on a node; 1 without NVLink */
+	double gpu_mem_bytes;
+	double peak_flops;         /* per GPU */
+	double hbm_bytes_per_s;    /* per GPU */
+	double mfu;                /* the fraction of peak the compute estimate assumes */
+	double nvlink_bytes_per_s; /* per GPU, inside a domain */
+	double pcie_bytes_per_s;   /* per GPU, between GPUs of a node without NVLink */
+	double net_bytes_per_s;    /* per node, between nodes (all its NICs) */
+};
+
+struct rl_plan_model {
+	int n_layers;
+	int hidden;
+	int intermediate;
+	int n_heads;
+	int n_kv_heads;
+	int head_dim;
+	int vocab;
+	bool tied_embeddings;
+};
+
+struct rl_plan_job {
+	struct rl_plan_model model;
+	int64_t samples_per_step; /* num_prompts_per_step x num_generations_per_prompt */
+	int64_t global_batch;     /* samples per optimizer update */
+	int64_t micro_batch;      /* samples per forward/backward */
+	int64_t generation_batch; /* sequences generated at once (KV cache) */
+	int64_t seq_len;          /* max_total_sequence_length */
+	int64_t max_new_tokens;
+	int param_bytes; /* 2 for bf16 weights, 4 for fp32 */
+	bool distributed_optimizer;
+	bool activation_checkpointing;
+	bool sequence_parallel;
+	int expert; /* fixed by the config, not searched */
+	int expert_tensor;
+};
+
+struct rl_plan_estimate {
+	int tp, pp, cp, dp;
+	/* bytes per GPU */
+	double weights, grads, optimizer, activations, kv_cache, total_mem;
+	/* seconds per GRPO step */
+	double t_generation, t_compute, t_tp_comm, t_pp_bubble, t_dp_comm, t_step;
+	bool fits;
+	char why[160]; /* why it does not fit, or is not allowed */
+};
+
+/* Estimates one layout. Returns 0, or -1 (with why filled) when hw or job
+ * holds an impossible number (no HBM bandwidth, a batch of 0, ...) or the
+ * sizes are not a valid layout for this model and world (heads not
+ * divisible by tp, layers by pp, world by tp pp cp, ...). */
+int rl_plan_estimate(const struct rl_plan_hw *hw, const struct rl_plan_job *job, int tp, int pp,
+                     int cp, struct rl_plan_estimate *out);
+
+/* Searches every valid (tp, pp, cp) and picks the fitting one with the
+ * smallest t_step (ties: smaller tp * pp * cp, then smaller tp). Writes a
+ * few lines explaining the choice and the runners-up into explain. Returns
+ * 0, or -1 with err saying what the smallest layout needs against what a
+ * GPU has when nothing fits; *best then holds that leanest attempt (it is
+ * zeroed when the inputs are bad or no layout is valid). */
+int rl_plan_auto(const struct rl_plan_hw *hw, const struct rl_plan_job *job,
+                 struct rl_plan_estimate *best, char *explain, size_t explain_len, char *err,
+                 size_t errlen);
+
+#endif
