@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "runtime/cli_config.h"
 #include "runtime/grpo/train.h"
+#include "runtime/plan/identity.h"
 
 static const char usage[] =
     "usage: rlrun train [CONFIG] [KEY=VALUE...]\n"
@@ -26,6 +27,22 @@ int rl_cmd_train(int argc, char **argv)
 	int rc = rl_cli_load_config("train", usage, argv + 1, argc - 1, &cfg);
 	if (rc != RL_EXIT_OK)
 		return rc;
+	struct rl_identity id;
+	if (rl_identity_get(&cfg, &id, err, sizeof err) != 0) {
+		fprintf(stderr, "rlrun train: %s\n", err);
+		rl_config_free(&cfg);
+		return RL_EXIT_USAGE;
+	}
+	if (id.world > 1) {
+		char sizes[160];
+		rl_layout_describe(&id.layout, sizes, sizeof sizes);
+		fprintf(stderr,
+		        "rlrun train: rank %d of %d (%s, from %s): training on several ranks is "
+		        "not implemented yet in this release; run one task\n",
+		        id.rank, id.world, sizes, id.launcher);
+		rl_config_free(&cfg);
+		return RL_EXIT_FAIL;
+	}
 	/* a reward program that dies must not take us with it on the next
 	 * write to its pipe; the reward code reports it instead */
 	signal(SIGPIPE, SIG_IGN);

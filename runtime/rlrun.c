@@ -4,7 +4,9 @@
 #include "config.h"
 #endif
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -26,7 +28,12 @@ static const char usage[] =
     "                                   text to token ids and back\n"
     "  train [CONFIG] [KEY=VALUE...]    run GRPO (progress here, metrics.jsonl in logger.log_dir)\n"
     "  plot LOG_DIR [-o FILE.png]       reward and step-time breakdown over the steps\n"
-    "  plan, ckpt                       not implemented yet in this release\n"
+    "  plan [CONFIG] [KEY=VALUE...] [--topology FILE] [--nodes N] [--tasks-per-node M]\n"
+    "       [--env RANK]                layout, groups and each task's GPU, CPUs and NIC\n"
+    "  ckpt                             not implemented yet in this release\n"
+    "\n"
+    "Under the plugin (srun --rl-config=FILE rlrun [KEY=VALUE...]), rlrun with no\n"
+    "command trains on $RL_CONFIG.\n"
     "\n"
     "options:\n"
     "  -h, --help       this text\n"
@@ -34,11 +41,16 @@ static const char usage[] =
     "\n"
     "See rlrun(1), rl-config(5) and spank_rl(8).\n";
 
-static const char *const not_yet[] = {"plan", "ckpt", NULL};
+static const char *const not_yet[] = {"ckpt", NULL};
 
 int main(int argc, char **argv)
 {
 	rl_omp_passive_reexec(argv);
+	/* the plugin's step line, `srun --rl-config=FILE rlrun [KEY=VALUE...]`:
+	 * the config is in the environment and the arguments are overrides */
+	bool under_plugin = getenv("RL_CONFIG") && *getenv("RL_CONFIG");
+	if (under_plugin && (argc < 2 || strchr(argv[1], '=')))
+		return rl_cmd_train(argc, argv);
 	if (argc < 2) {
 		fputs(usage, stderr);
 		return RL_EXIT_USAGE;
@@ -64,6 +76,8 @@ int main(int argc, char **argv)
 		return rl_cmd_train(argc - 1, argv + 1);
 	if (strcmp(cmd, "plot") == 0)
 		return rl_cmd_plot(argc - 1, argv + 1);
+	if (strcmp(cmd, "plan") == 0)
+		return rl_cmd_plan(argc - 1, argv + 1);
 	for (const char *const *n = not_yet; *n; n++) {
 		if (strcmp(cmd, *n) == 0) {
 			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd,

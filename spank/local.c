@@ -1,61 +1,29 @@
-/* srun's local context: runs as the user, in the user's working directory,
- * before any task exists. The config is made absolute here (the remote
- * working directory may differ) and checked with the same library rlrun
- * uses, so a bad config fails srun instead of a job. */
+/* srun's local context and sbatch/salloc: run as the user, in the user's
+ * working directory, before any task exists. The config is made absolute
+ * here (the remote working directory may differ) and checked with the same
+ * library rlrun uses, so a bad config fails the submission instead of a
+ * job. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugin.h"
-#include "runtime/config/config.h"
+#include "runtime/plan/spec.h"
+#include "topology/job.h"
 
-/* KEY=VALUE arguments after rlrun in the step's command are overrides that
- * rlrun will apply too: validate with them, so both see the same config. */
-static size_t step_overrides(spank_t sp, char ***out)
+/* Loads real with the overrides and reports every problem; 0 when valid.
+ * When cfg is not NULL it keeps the loaded config. */
+static int check_config(const char *real, char **overrides, size_t n, struct rl_config *cfg)
 {
-	int argc = 0;
-	char **argv = NULL;
-	*out = NULL;
-	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1)
-		return 0;
-	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-	if (strcmp(prog, "rlrun") != 0)
-		return 0;
-	char **v = calloc((size_t)argc, sizeof(char *));
-	size_t n = 0;
-	for (int i = 1; v && i < argc; i++)
-		if (argv[i][0] != '-' && strchr(argv[i], '='))
-			v[n++] = argv[i];
-	*out = v;
-	return n;
-}
-
-int rl_spank_local_user_init(spank_t sp)
-{
-	char real[PATH_MAX];
-	if (!realpath(rl_spank.config_arg, real)) {
-		slurm_error("%s: --rl-config=%s: %s", RL_SPANK_PREFIX, rl_spank.config_arg,
-		            strerror(errno));
-		return -1;
-	}
-	char **overrides;
-	size_t n = step_overrides(sp, &overrides);
-	struct rl_config cfg;
+	struct rl_config tmp;
 	struct rl_diags diags = {0};
-	int rc = rl_config_load(real, overrides, n, &cfg, &diags);
-	free(overrides);
-	if (rc == 0)
-		rl_config_free(&cfg);
-	/* Exported even when invalid: Slurm ignores our failure for an
-	 * `optional` plugin, and then rlrun must fail on the same errors rather
-	 * than run on some other config. */
-	if (setenv("RL_CONFIG", real, 1) != 0) {
-		slurm_error("%s: cannot set RL_CONFIG: %s", RL_SPANK_PREFIX, strerror(errno));
-		rc = -1;
-	}
+	int rc = rl_config_load(real, overrides, n, cfg ? cfg : &tmp, &diags);
+	if (rc == 0 && !cfg)
+		rl_config_free(&tmp);
 	if (rc != 0 && diags.n > 0) {
 		/* the same FILE:LINE:COL lines as `rlrun config`, on the user's terminal */
 		char *text = NULL;
@@ -63,20 +31,193 @@ int rl_spank_local_user_init(spank_t sp)
 		FILE *mem = open_memstream(&text, &len);
 		if (mem) {
 			rl_diags_print(&diags, mem);
+			fprintf(mem, "%zu error%s in %s", diags.n, diags.n == 1 ? "" : "s", real);
 			fclose(mem);
-		}
-		for (char *line = text, *nl; line && *line; line = nl + 1) {
-			nl = strchr(line, '\n');
-			if (nl)
-				*nl = '\0';
-			slurm_error("%s: %s", RL_SPANK_PREFIX, line);
-			if (!nl)
-				break;
+			rl_spank_report(text, false);
 		}
 		free(text);
-		slurm_error("%s: %zu error%s in %s", RL_SPANK_PREFIX, diags.n,
-		            diags.n == 1 ? "" : "s", real);
 	}
 	rl_diags_free(&diags);
 	return rc == 0 ? 0 : -1;
+}
+
+/* Exported even when invalid: Slurm ignores our failure for an `optional`
+ * plugin, and then rlrun must fail on the same errors rather than run on
+ * some other config. */
+static int export_config(const char *real, bool for_steps)
+{
+	if (setenv("RL_CONFIG", real, 1) != 0 ||
+	    (for_steps && setenv(RL_SPANK_JOB_ENV, real, 1) != 0)) {
+		slurm_error("%s: cannot set RL_CONFIG: %s", RL_SPANK_PREFIX, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int resolve(const char *arg, char real[PATH_MAX])
+{
+	if (!realpath(arg, real)) {
+		slurm_error("%s: --rl-config=%s: %s", RL_SPANK_PREFIX, arg, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* --rl-plan at submission: the layout and groups. Placement needs each
+ * node's topology, which only the nodes have: their tasks print theirs. */
+static void print_plan(spank_t sp, const struct rl_config *cfg)
+{
+	uint32_t world = 0, n_nodes = 0;
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NNODES, &n_nodes) != ESPANK_SUCCESS || world == 0 ||
+	    n_nodes == 0) {
+		fprintf(stderr, "%s: --rl-plan: srun did not tell the step's size\n",
+		        RL_SPANK_PREFIX);
+		return;
+	}
+	struct rl_job_spec spec;
+	struct rl_job_plan plan;
+	char err[1024];
+	int per = (int)((world + n_nodes - 1) / n_nodes);
+	if (rl_job_spec_from_config(cfg, (int)world, (int)n_nodes, per, NULL, false, &spec, err,
+	                            sizeof err) != 0) {
+		fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);
+		return;
+	}
+	if (spec.autoplan && spec.use_gpus) {
+		fprintf(
+		    stderr,
+		    "%s: plan: world=%u nodes=%u: policy.parallel: auto is decided on the nodes "
+		    "from their topology (each node's first task prints it)\n",
+		    RL_SPANK_PREFIX, world, n_nodes);
+		return;
+	}
+	if (rl_job_plan_make(&spec, NULL, &plan, err, sizeof err) != 0) {
+		fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);
+		return;
+	}
+	fprintf(stderr, "%s: plan: %s\n", RL_SPANK_PREFIX, plan.summary);
+	rl_layout_print_groups(&plan.layout, stderr, RL_SPANK_PREFIX ":   ");
+}
+
+int rl_spank_local_user_init(spank_t sp)
+{
+	const char *arg = rl_spank.config_arg;
+	/* inside an allocation made with --rl-config, steps inherit it */
+	if (!arg && getenv(RL_SPANK_JOB_ENV) && *getenv(RL_SPANK_JOB_ENV))
+		arg = getenv(RL_SPANK_JOB_ENV);
+	if (!arg)
+		return 0;
+	if (rl_spank.error) {
+		rl_spank_report(rl_spank.error, false);
+		return -1;
+	}
+	char real[PATH_MAX];
+	if (resolve(arg, real) != 0)
+		return -1;
+	int argc = 0;
+	char **argv = NULL, **overrides = NULL;
+	size_t n = 0;
+	/* KEY=VALUE arguments after rlrun are overrides that rlrun will apply
+	 * too: validate with them, so that both see the same config */
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS)
+		n = rl_step_overrides(&rl_spank.args, argc, argv, &overrides);
+	struct rl_config cfg;
+	int rc = check_config(real, overrides, n, &cfg);
+	free(overrides);
+	if (export_config(real, false) != 0)
+		rc = -1;
+	if (rc == 0) {
+		if (rl_spank.print_plan)
+			print_plan(sp, &cfg);
+		rl_config_free(&cfg);
+	}
+	return rc;
+}
+
+/* srun's own command line: before the allocation there is no S_JOB_ARGV,
+ * but the step's command is the tail of srun's argv. Fills argv (pointers
+ * into *buf); returns argc, 0 when unreadable. */
+static int own_argv(char **buf, char ***argv)
+{
+	*buf = NULL;
+	*argv = NULL;
+	FILE *f = fopen("/proc/self/cmdline", "r");
+	if (!f)
+		return 0;
+	size_t len = 0, cap = 0;
+	char *data = NULL;
+	for (int c; (c = fgetc(f)) != EOF;) {
+		if (len + 2 > cap) {
+			char *grown = realloc(data, cap = cap ? 2 * cap : 4096);
+			if (!grown) {
+				free(data);
+				fclose(f);
+				return 0;
+			}
+			data = grown;
+		}
+		data[len++] = (char)c;
+	}
+	fclose(f);
+	if (!data)
+		return 0;
+	data[len] = '\0';
+	int argc = 0;
+	for (size_t i = 0; i < len; i++)
+		argc += data[i] == '\0';
+	char **v = calloc((size_t)argc + 1, sizeof *v);
+	if (!v) {
+		free(data);
+		return 0;
+	}
+	int n = 0;
+	for (size_t i = 0; i < len && n < argc; i += strlen(data + i) + 1)
+		v[n++] = data + i;
+	*buf = data;
+	*argv = v;
+	return n;
+}
+
+/* srun, before it asks for an allocation: a config that cannot run fails
+ * here, so no job is created and cancelled for it. The overrides come from
+ * the step's command in srun's argv: the arguments after the first one
+ * that names rlrun. local_user_init checks again with the authoritative
+ * S_JOB_ARGV. */
+int rl_spank_local_post_opt(spank_t sp)
+{
+	(void)sp;
+	if (rl_spank.error) {
+		rl_spank_report(rl_spank.error, false);
+		return -1;
+	}
+	char real[PATH_MAX];
+	if (resolve(rl_spank.config_arg, real) != 0)
+		return -1;
+	char *buf, **argv, **overrides = NULL;
+	int argc = own_argv(&buf, &argv);
+	size_t n = 0;
+	for (int i = 1; i < argc && n == 0 && !overrides; i++)
+		n = rl_step_overrides(&rl_spank.args, argc - i, argv + i, &overrides);
+	int rc = check_config(real, overrides, n, NULL);
+	free(overrides);
+	free(argv);
+	free(buf);
+	return rc;
+}
+
+int rl_spank_allocator_post_opt(spank_t sp)
+{
+	(void)sp;
+	if (rl_spank.error) {
+		rl_spank_report(rl_spank.error, false);
+		return -1;
+	}
+	char real[PATH_MAX];
+	if (resolve(rl_spank.config_arg, real) != 0)
+		return -1;
+	int rc = check_config(real, NULL, 0, NULL);
+	if (export_config(real, true) != 0)
+		rc = -1;
+	return rc;
 }

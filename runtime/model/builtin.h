@@ -1,7 +1,7 @@
 /* Models compiled into rlrun, so a run can start with nothing downloaded:
  * `policy.model_name: builtin:tiny-llama` is a small Llama with a
  * character-level tokenizer whose weights are drawn from the run's seed.
- * defines: rl_builtin_is, rl_builtin_model_new, rl_builtin_tokenizer */
+ * defines: rl_builtin_model_new, rl_builtin_tokenizer */
 #ifndef RL_MODEL_BUILTIN_H
 #define RL_MODEL_BUILTIN_H
 
@@ -9,13 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/model/builtin_files.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 
-#define RL_BUILTIN_PREFIX "builtin:"
-
-/* True when name asks for a built-in model ("builtin:..."). */
-bool rl_builtin_is(const char *name);
 /* The built-in model NAME, initialised as transformers initialises a new
  * model of its config.json (initializer_range), from seed. Unknown names
  * are an error that lists the known ones. */

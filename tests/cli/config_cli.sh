@@ -11,7 +11,7 @@ expect_grep "$WORK/out" 'config \[CONFIG\]' "help lists config"
 expect_status 2 "rlrun without a command is a usage error" -- "$RLRUN"
 expect_status 2 "unknown command" -- "$RLRUN" frobnicate
 
-for cmd in plan ckpt; do
+for cmd in ckpt; do
 	expect_status 1 "rlrun $cmd is not pretended" -- "$RLRUN" $cmd "$tiny"
 	expect_grep "$WORK/err" "not implemented yet" "rlrun $cmd says so"
 done

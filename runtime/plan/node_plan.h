@@ -1,0 +1,51 @@
+/* A step's plan as seen from one node: the config's spec, the global
+ * layout, this node's placement and the GPUs Slurm gave it. Built the same
+ * way by the plugin in slurmstepd and by `rlrun plan` for each node it
+ * prints, so that `rlrun plan --env RANK` is exactly what the plugin sets.
+ * defines: struct rl_node_inputs, struct rl_node_plan, rl_node_plan_make,
+ * rl_node_plan_task_env, rl_node_plan_free */
+#ifndef RL_PLAN_NODE_PLAN_H
+#define RL_PLAN_NODE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/config/config.h"
+#include "topology/job.h"
+
+struct rl_node_inputs {
+	const struct rl_config *cfg;
+	const char *config_path; /* RL_CONFIG as the tasks get it; NULL: none */
+	const struct rl_topo *topo;
+	int world;
+	int n_nodes;
+	int node_id;
+	int first_rank; /* the node's tasks are first_rank .. first_rank + n_local - 1 */
+	int n_local;
+	const char *slurm_step_gpus;      /* NULL when unset */
+	const char *cuda_visible_devices; /* NULL when unset */
+	bool want_estimate;               /* read the model for the memory estimate */
+};
+
+struct rl_node_plan {
+	struct rl_job_plan job;
+	struct rl_step_gpus gpus;
+	struct rl_node_placement node;
+	int node_id;
+	int first_rank;
+	char *config_path;
+	const struct rl_topo *topo; /* borrowed */
+};
+
+/* Every node of a block-distributed step holds ceil(world / n_nodes) tasks
+ * but the last ones: what the planner sizes a node for. */
+int rl_node_tasks_max(int world, int n_nodes);
+
+/* Returns 0, or -1 with err (an invalid layout for this world, more tasks
+ * than GPUs, GPUs Slurm named that the node does not have, ...). */
+int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out, char *err,
+                      size_t errlen);
+int rl_node_plan_task_env(const struct rl_node_plan *p, int local_rank, struct rl_env *env);
+void rl_node_plan_free(struct rl_node_plan *p);
+
+#endif

@@ -1,0 +1,86 @@
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/model/builtin_files.h"
+#include "runtime/model/hf_config.h"
+#include "runtime/plan/spec.h"
+
+int rl_plan_model_load(const char *model_name, struct rl_plan_model *out, char *err, size_t errlen)
+{
+	struct rl_model_config mc;
+	int rc;
+
+	if (rl_builtin_is(model_name)) {
+		struct rl_builtin_files b;
+		rc = rl_builtin_files(model_name, &b, err, errlen);
+		if (rc == 0)
+			rc = rl_model_config_from_json(&mc, b.config, b.config_len, model_name, err,
+			                               errlen);
+	} else {
+		rc = rl_model_config_load(&mc, model_name, err, errlen);
+	}
+	if (rc != 0)
+		return -1;
+	*out = (struct rl_plan_model){
+	    .n_layers = mc.n_layers,
+	    .hidden = mc.hidden_size,
+	    .intermediate = mc.intermediate_size,
+	    .n_heads = mc.n_heads,
+	    .n_kv_heads = mc.n_kv_heads,
+	    .head_dim = mc.head_dim,
+	    .vocab = mc.vocab_size,
+	    .tied_embeddings = mc.tie_word_embeddings,
+	};
+	return 0;
+}
+
+int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes, int tasks_per_node,
+                            const struct rl_topo *topo, bool want_estimate,
+                            struct rl_job_spec *spec, char *err, size_t errlen)
+{
+	const struct rl_cfg_policy *p = &cfg->policy;
+	const struct rl_cfg_parallel *par = &p->parallel;
+
+	memset(spec, 0, sizeof *spec);
+	spec->world = world;
+	spec->n_nodes = n_nodes;
+	spec->tasks_per_node = tasks_per_node;
+	spec->use_gpus = strcmp(p->backend, "cuda") == 0 ||
+	                 (strcmp(p->backend, "auto") == 0 && topo && topo->n_gpus > 0);
+	spec->autoplan = par->autoplan;
+	spec->tp = par->autoplan ? 1 : (int)par->tensor;
+	spec->pp = par->autoplan ? 1 : (int)par->pipeline;
+	spec->cp = par->autoplan ? 1 : (int)par->context;
+	spec->ep = par->autoplan ? 1 : (int)par->expert;
+	spec->etp = par->autoplan ? 1 : (int)par->expert_tensor;
+	spec->sequence_parallel = par->sequence_parallel;
+
+	struct rl_plan_job *j = &spec->job;
+	j->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;
+	j->global_batch = p->train_global_batch_size;
+	j->micro_batch = p->train_micro_batch_size;
+	j->generation_batch = p->generation_batch_size;
+	j->seq_len = p->max_total_sequence_length;
+	j->max_new_tokens = p->generation.max_new_tokens.set ? p->generation.max_new_tokens.value
+	                                                     : p->max_total_sequence_length;
+	j->param_bytes = strcmp(p->precision, "float32") == 0 ? 4 : 2;
+	j->distributed_optimizer = par->distributed_optimizer;
+	j->activation_checkpointing = par->activation_checkpointing;
+	j->sequence_parallel = par->sequence_parallel;
+	j->expert = spec->ep;
+	j->expert_tensor = spec->etp;
+
+	if (!spec->autoplan && !want_estimate)
+		return 0;
+	char why[512];
+	if (rl_plan_model_load(p->model_name, &j->model, why, sizeof why) == 0) {
+		spec->have_model = true;
+		return 0;
+	}
+	if (spec->autoplan && spec->use_gpus) {
+		snprintf(err, errlen, "policy.parallel: auto needs the model's shape: %s", why);
+		return -1;
+	}
+	return 0;
+}

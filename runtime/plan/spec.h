@@ -1,0 +1,27 @@
+/* A config's side of a step's plan: the parallel sizes, the backend and the
+ * model's shape, read the same way by the plugin (in slurmstepd, as the
+ * user), by `rlrun plan` and by rlrun.
+ * defines: rl_plan_model_load, rl_job_spec_from_config */
+#ifndef RL_PLAN_SPEC_H
+#define RL_PLAN_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/config/config.h"
+#include "topology/job.h"
+
+/* The shape of policy.model_name: its config.json, or a built-in model's.
+ * Returns 0, or -1 with err naming the file. */
+int rl_plan_model_load(const char *model_name, struct rl_plan_model *out, char *err, size_t errlen);
+
+/* Fills spec for a step of world tasks on n_nodes nodes (at most
+ * tasks_per_node on one). policy.backend auto means GPUs when topo (the
+ * node's, NULL when unknown) has any. The model's config.json is read when the plan is
+ * auto, or when want_estimate asks for the memory estimate; a model that
+ * cannot be read is an error for auto, and no estimate otherwise. */
+int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes, int tasks_per_node,
+                            const struct rl_topo *topo, bool want_estimate,
+                            struct rl_job_spec *spec, char *err, size_t errlen);
+
+#endif

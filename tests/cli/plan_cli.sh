@@ -1,0 +1,104 @@
+#!/bin/sh
+# rlrun plan on the fixture topologies (and the real ones in
+# ../shared/topologies when present): TP groups inside NVLink domains, each
+# GPU with the InfiniBand NIC behind its own PCIe switch, the auto planner,
+# and the errors. What is expected comes from the fixtures' descriptions
+# (tests/fixtures/make_topologies.py), not from rlrun's output.
+. "$(dirname "$0")/lib.sh"
+T=$top_srcdir/tests/topologies
+SHARED=$top_srcdir/../shared/topologies
+cd "$WORK" || exit 1
+
+expect_status 0 "plan --help" -- "$RLRUN" plan --help
+expect_grep "$WORK/out" '--env RANK' "plan --help names --env"
+
+# the task table: rank node local tp cp ep dp pp gpu bus nvl nic numa cpus
+tasks() { sed -n '/^tasks:/,$p' "$WORK/out" | awk 'NR > 2'; }
+
+# DGX fixture: 8 H100 in one NVSwitch domain, GPU i behind the same switch
+# as mlx5_i, GPUs 0-3 on socket (NUMA) 0
+expect_status 0 "plan: DGX fixture, TP 2, 8 tasks" -- "$RLRUN" plan policy.backend=cuda \
+	policy.parallel.tensor=2 --topology "$T/dgx-8gpu-2socket.xml" --tasks-per-node 8
+bad=$(tasks | awk '$1 < 8 && ($12 != "mlx5_" $1 || $13 != ($1 < 4 ? 0 : 1)) { print }')
+[ -z "$bad" ] && ok "DGX: each GPU pairs with the NIC on its own switch, socket-local" ||
+	not_ok "DGX: wrong NIC or NUMA for: $bad"
+expect_grep "$WORK/out" '^  tp  4 groups of 2: \[0,1\] \[2,3\] \[4,5\] \[6,7\]$' "DGX: TP groups [0,1] ..."
+expect_grep "$WORK/out" '^  dp  2 groups of 4: \[0,2,4,6\] \[1,3,5,7\]$' "DGX: DP groups [0,2,4,6] [1,3,5,7]"
+
+# two NVLink quads: a TP group of 4 must not straddle them
+expect_status 0 "plan: two NVLink domains, TP 4" -- "$RLRUN" plan policy.backend=cuda \
+	policy.parallel.tensor=4 policy.train_global_batch_size=128 \
+	--topology "$T/8gpu-two-nvlink-domains.xml" --tasks-per-node 8
+split=$(tasks | awk '{ d = $11; g = int($1 / 4); if ((g in dom) && dom[g] != d) print g; dom[g] = d }')
+[ -z "$split" ] && ok "TP groups of 4 each inside one NVLink domain" ||
+	not_ok "TP groups split across domains: $split"
+expect_status 0 "plan: two NVLink domains, TP 8" -- "$RLRUN" plan policy.backend=cuda \
+	policy.parallel.tensor=8 policy.train_global_batch_size=64 \
+	--topology "$T/8gpu-two-nvlink-domains.xml" --tasks-per-node 8
+expect_grep "$WORK/err" 'warning: TP 8 does not fit in one NVLink domain' "TP 8 over two quads warns"
+
+# --env: the environment of one task, as the plugin sets it
+expect_status 0 "plan --env 5 on the DGX fixture" -- "$RLRUN" plan policy.backend=cuda \
+	policy.parallel.tensor=2 --topology "$T/dgx-8gpu-2socket.xml" --nodes 2 \
+	--tasks-per-node 8 --env 13
+for want in RL_RANK=13 RL_LOCAL_RANK=5 RL_NODE_RANK=1 RL_TP_RANK=1 RL_DP_RANK=6 RL_DP_SIZE=8 \
+	CUDA_VISIBLE_DEVICES=5 NCCL_IB_HCA==mlx5_5 RL_CPUS=20-23,52-55; do
+	expect_grep "$WORK/out" "^$want\$" "--env 13: $want"
+done
+notvar=$(grep -vc '^[A-Z_]*=' "$WORK/out")
+[ "$notvar" = 0 ] && ok "--env prints only NAME=VALUE lines" || not_ok "--env printed $notvar other lines"
+expect_status 2 "--env past the last rank" -- "$RLRUN" plan --tasks-per-node 2 --env 2
+expect_status 0 "--step-gpus 4,5: Slurm's GPUs" -- "$RLRUN" plan policy.backend=cuda \
+	--topology "$T/dgx-8gpu-2socket.xml" --tasks-per-node 2 --step-gpus 4,5 \
+	policy.train_global_batch_size=128 --env 1
+expect_grep "$WORK/out" '^NCCL_IB_HCA==mlx5_5$' "--step-gpus 4,5: task 1 on GPU 5 with mlx5_5"
+expect_status 1 "--step-gpus names a GPU the node lacks" -- "$RLRUN" plan policy.backend=cuda \
+	--topology "$T/dgx-8gpu-2socket.xml" --tasks-per-node 1 --step-gpus 8
+expect_grep "$WORK/err" 'SLURM_STEP_GPUS: GPU 8, but this node has 8 GPUs' "the message counts the GPUs"
+
+# the auto planner, on the 8B shape of Llama 3 and on a 70B that cannot fit
+mk_model() { # DIR LAYERS HIDDEN INTER HEADS KV
+	mkdir -p "$1"
+	cat >"$1/config.json" <<JSON
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+ "hidden_size": $3, "intermediate_size": $4, "num_hidden_layers": $2,
+ "num_attention_heads": $5, "num_key_value_heads": $6, "rms_norm_eps": 1e-5,
+ "rope_theta": 500000.0, "max_position_embeddings": 8192, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "bos_token_id": 128000, "eos_token_id": 128001}
+JSON
+}
+mk_model llama8b 32 4096 14336 32 8
+mk_model llama70b 80 8192 28672 64 8
+big="policy.backend=cuda policy.parallel=auto policy.precision=bfloat16 policy.max_total_sequence_length=4096 policy.train_global_batch_size=512 policy.train_micro_batch_size=1 policy.generation.max_new_tokens=2048 data.max_input_seq_length=2048"
+expect_status 0 "auto: 8B on the DGX fixture" -- "$RLRUN" plan $big policy.model_name=llama8b \
+	--topology "$T/dgx-8gpu-2socket.xml"
+expect_grep "$WORK/out" '^auto: tp=[0-9]+ pp=[0-9]+ cp=[0-9]+ dp=[0-9]+: .* GiB of 80.0 GiB per GPU' "auto explains its choice"
+expect_grep "$WORK/out" '^memory per GPU \(estimate\): ' "auto prints the memory estimate"
+expect_status 1 "auto: 70B on one node does not fit" -- "$RLRUN" plan $big policy.model_name=llama70b \
+	--topology "$T/dgx-8gpu-2socket.xml"
+expect_grep "$WORK/err" 'GiB' "the refusal gives the memory it needs"
+expect_status 1 "auto: an unknown GPU is an error, not a guess" -- "$RLRUN" plan $big \
+	policy.model_name=llama8b --topology "$T/cpu-only.xml" --tasks-per-node 1 policy.backend=cuda
+
+# errors
+expect_status 1 "a missing topology file" -- "$RLRUN" plan --topology "$WORK/none.xml"
+expect_grep "$WORK/err" 'none.xml' "the message names the file"
+expect_status 1 "a world the layout does not divide" -- "$RLRUN" plan policy.parallel.tensor=3 \
+	--tasks-per-node 4
+expect_grep "$WORK/err" 'world size 4 is not divisible by tp x cp x pp = 3' "it says which product"
+expect_status 2 "a bad option" -- "$RLRUN" plan --nodes zero
+
+# real machines, when the shared folder exists
+if [ -f "$SHARED/nvidiaDGX2.xml" ]; then
+	expect_status 0 "plan: real DGX-2, TP 8 on 16 V100" -- "$RLRUN" plan policy.backend=cuda \
+		policy.parallel.tensor=8 policy.train_global_batch_size=128 \
+		--topology "$SHARED/nvidiaDGX2.xml" --tasks-per-node 16
+	n=$(tasks | awk '$11 == "nvl0"' | wc -l)
+	[ "$n" = 16 ] && ok "DGX-2: all 16 GPUs in the one NVSwitch domain" || not_ok "DGX-2: $n of 16 in nvl0"
+	expect_status 0 "plan: real 2-socket node with mlx5_0" -- "$RLRUN" plan policy.backend=cuda \
+		--topology "$SHARED/32em64t-2n8c2t-pci-wholeio.xml" --tasks-per-node 1 --step-gpus 2 --env 0
+	expect_grep "$WORK/out" '^NCCL_IB_HCA==mlx5_0$' "32em64t: its GPU on socket 1 pairs with mlx5_0"
+else
+	echo "SKIP: $SHARED not found: real topologies not checked"
+fi
+finish
