@@ -31,7 +31,7 @@ run_build() { # NAME CONFIGURE-ARGS...
 	log="build/$name/test-suite.log"
 	# count test cases, not programs: Criterion's synthesis and skip lines,
 	# and the shell tests' "N passed, N failed" (exit 77: skipped whole)
-	logs=$(ls build/"$name"/tests/unit/*.log build/"$name"/tests/cli/*.log 2>/dev/null)
+	logs=$(ls build/"$name"/tests/unit/*.log build/"$name"/tests/cli/*.log build/"$name"/tests/slurm/*.log 2>/dev/null)
 	grep -h '^\[SKIP\]\|^SKIP:' $logs | sed 's/^/  skipped: /' || true
 	counts=$(awk '
 		/^\[====\] Synthesis:/ { for (i = 1; i <= NF; i++) {

@@ -4,8 +4,9 @@
 set -eu
 pkgs="build-essential autoconf automake pkg-config binutils groff-base
 libyaml-dev libhwloc-dev hwloc libslurm-dev libpmi2-0-dev libmpich-dev mpich
+slurmctld slurmd slurm-client munge
 libopenblas-openmp-dev libjansson-dev libpcre2-dev libunistring-dev libxxhash-dev libcriterion-dev
-gnuplot-nox"
+gnuplot-nox valgrind"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
