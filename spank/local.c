@@ -184,15 +184,21 @@ static int own_argv(char **buf, char ***argv)
  * the step's command in srun's argv: the arguments after the first one
  * that names rlrun. local_user_init checks again with the authoritative
  * S_JOB_ARGV. */
-int rl_spank_local_post_opt(spank_t sp)
+/* Before the job exists: the plugstack line's error, then the file. */
+static int resolve_option(char real[PATH_MAX])
 {
-	(void)sp;
 	if (rl_spank.error) {
 		rl_spank_report(rl_spank.error, false);
 		return -1;
 	}
+	return resolve(rl_spank.config_arg, real);
+}
+
+int rl_spank_local_post_opt(spank_t sp)
+{
+	(void)sp;
 	char real[PATH_MAX];
-	if (resolve(rl_spank.config_arg, real) != 0)
+	if (resolve_option(real) != 0)
 		return -1;
 	char *buf, **argv, **overrides = NULL;
 	int argc = own_argv(&buf, &argv);
@@ -209,12 +215,8 @@ int rl_spank_local_post_opt(spank_t sp)
 int rl_spank_allocator_post_opt(spank_t sp)
 {
 	(void)sp;
-	if (rl_spank.error) {
-		rl_spank_report(rl_spank.error, false);
-		return -1;
-	}
 	char real[PATH_MAX];
-	if (resolve(rl_spank.config_arg, real) != 0)
+	if (resolve_option(real) != 0)
 		return -1;
 	int rc = check_config(real, NULL, 0, NULL);
 	if (export_config(real, true) != 0)
