@@ -123,9 +123,10 @@ static void print_task(const struct rl_node_plan *np, int local)
 	       t->nic >= 0 ? topo->nics[t->nic].name : "-", topo->numas[t->numa].os_index, cpus);
 }
 
+/* job: the step's plan from an earlier node, NULL for the first */
 static int plan_node(const struct rl_config *cfg, const char *config_path,
                      const struct rl_topo *topo, const struct plan_opts *o, int world, int node,
-                     struct rl_node_plan *np)
+                     const struct rl_job_plan *job, struct rl_node_plan *np)
 {
 	int per = rl_node_tasks_max(world, (int)o->nodes);
 	int first = node * per;
@@ -140,6 +141,7 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
 	    .n_local = world - first < per ? world - first : per,
 	    .slurm_step_gpus = o->step_gpus,
 	    .want_estimate = o->env_rank < 0,
+	    .job = job,
 	};
 	char err[1024];
 	if (rl_node_plan_make(&in, np, err, sizeof err) != 0) {
@@ -166,12 +168,14 @@ static int print_plan(const struct rl_config *cfg, const char *config_path,
                       const struct rl_topo *topo, const struct plan_opts *o, int world)
 {
 	struct rl_node_plan np;
+	struct rl_job_plan job; /* node 0's: the model is read and auto searched once */
 	bool warned = false;
 
 	for (int node = 0; node < o->nodes; node++) {
-		if (plan_node(cfg, config_path, topo, o, world, node, &np) != 0)
+		if (plan_node(cfg, config_path, topo, o, world, node, node ? &job : NULL, &np) != 0)
 			return RL_EXIT_FAIL;
 		if (node == 0) {
+			job = np.job;
 			const struct rl_layout *l = &np.job.layout;
 			printf("plan: %s\n", np.job.summary);
 			print_topology(topo);
@@ -239,7 +243,7 @@ int rl_cmd_plan(int argc, char **argv)
 	} else if (o.env_rank >= 0) {
 		struct rl_node_plan np;
 		int node = (int)o.env_rank / rl_node_tasks_max(world, (int)o.nodes);
-		rc = plan_node(&cfg, config_path, &topo, &o, world, node, &np) != 0
+		rc = plan_node(&cfg, config_path, &topo, &o, world, node, NULL, &np) != 0
 		         ? RL_EXIT_FAIL
 		         : print_env(&np, (int)o.env_rank);
 		rl_node_plan_free(&np); /* zeroed when plan_node failed */

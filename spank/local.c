@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plugin.h"
+#include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
 #include "topology/job.h"
 
@@ -26,15 +27,9 @@ static int check_config(const char *real, char **overrides, size_t n, struct rl_
 		rl_config_free(&tmp);
 	if (rc != 0 && diags.n > 0) {
 		/* the same FILE:LINE:COL lines as `rlrun config`, on the user's terminal */
-		char *text = NULL;
-		size_t len = 0;
-		FILE *mem = open_memstream(&text, &len);
-		if (mem) {
-			rl_diags_print(&diags, mem);
-			fprintf(mem, "%zu error%s in %s", diags.n, diags.n == 1 ? "" : "s", real);
-			fclose(mem);
+		char *text = rl_spank_config_errors(&diags, real);
+		if (text)
 			rl_spank_report(text, false);
-		}
 		free(text);
 	}
 	rl_diags_free(&diags);
@@ -78,7 +73,7 @@ static void print_plan(spank_t sp, const struct rl_config *cfg)
 	struct rl_job_spec spec;
 	struct rl_job_plan plan;
 	char err[1024];
-	int per = (int)((world + n_nodes - 1) / n_nodes);
+	int per = rl_node_tasks_max((int)world, (int)n_nodes);
 	if (rl_job_spec_from_config(cfg, (int)world, (int)n_nodes, per, NULL, false, &spec, err,
 	                            sizeof err) != 0) {
 		fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);

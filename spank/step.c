@@ -74,7 +74,7 @@ static char *message(const char *fmt, ...)
 	return text;
 }
 
-static char *config_errors(struct rl_diags *diags, const char *path)
+char *rl_spank_config_errors(struct rl_diags *diags, const char *path)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -121,7 +121,7 @@ int rl_spank_step_prepare(const struct rl_step_inputs *in, struct rl_spank_step 
 	}
 	struct rl_diags diags = {0};
 	if (rl_config_load(in->config_path, in->overrides, in->n_overrides, &s->cfg, &diags) != 0) {
-		*error = config_errors(&diags, in->config_path);
+		*error = rl_spank_config_errors(&diags, in->config_path);
 		rl_diags_free(&diags);
 		free(s);
 		return -1;

@@ -2,7 +2,7 @@
  * they run in unit tests without Slurm: plugstack arguments, overrides from
  * the step's command line, and the plan of one node of a step.
  * defines: struct rl_spank_args, struct rl_step_inputs, struct rl_spank_step,
- * rl_spank_args_parse, rl_spank_args_free, rl_step_overrides,
+ * rl_spank_args_parse, rl_spank_args_free, rl_step_overrides, rl_spank_config_errors,
  * rl_spank_step_prepare, rl_spank_step_task_env, rl_spank_step_free */
 #ifndef RL_SPANK_STEP_H
 #define RL_SPANK_STEP_H
@@ -28,6 +28,11 @@ void rl_spank_args_free(struct rl_spank_args *args);
  * base name or args->rlrun): what rlrun will apply too. Fills *out with
  * pointers into argv (free only the array); returns their count. */
 size_t rl_step_overrides(const struct rl_spank_args *args, int argc, char **argv, char ***out);
+
+/* Every problem of a config that failed to load, as `rlrun config` prints
+ * them (FILE:LINE:COL each), and a line that counts them; malloc'd, NULL
+ * when out of memory. */
+char *rl_spank_config_errors(struct rl_diags *diags, const char *path);
 
 /* What slurmstepd tells about the step on this node. */
 struct rl_step_inputs {

@@ -5,7 +5,7 @@
  * three cannot disagree.
  * defines: struct rl_job_spec, struct rl_job_plan, struct rl_step_gpus,
  * struct rl_env, rl_job_plan_make, rl_plan_hw_from_topo, rl_step_gpus_parse,
- * rl_job_task_env, rl_layout_print_groups, rl_env_* */
+ * rl_job_task_env, rl_axis_env_name, rl_layout_print_groups, rl_env_* */
 #ifndef RL_JOB_H
 #define RL_JOB_H
 
@@ -85,6 +85,9 @@ int rl_job_task_env(const struct rl_job_plan *plan, const struct rl_topo *topo,
                     const struct rl_node_placement *node, const struct rl_step_gpus *gpus,
                     int node_rank, int first_rank, int local_rank, const char *config_path,
                     struct rl_env *env);
+/* "RL_TP_RANK" for (RL_AXIS_TP, "RANK"): the names the plugin exports. */
+void rl_axis_env_name(enum rl_axis a, const char *what, char *buf, size_t len);
+
 /* The groups of every axis, one line each ("tp 4 groups of 2: [0,1] ..."),
  * each line started with prefix. */
 void rl_layout_print_groups(const struct rl_layout *l, FILE *out, const char *prefix);

@@ -5,10 +5,25 @@
  * given one on the axes outside the mask. */
 #include "topology/layout.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *const axis_name[RL_N_AXES] = {"tp", "cp", "ep", "dp", "pp"};
+
+const char *rl_axis_name(enum rl_axis a)
+{
+	return axis_name[a];
+}
+
+void rl_layout_axis(const struct rl_layout *l, const struct rl_coords *c, enum rl_axis a, int *rank,
+                    int *size)
+{
+	/* experts live in their own grid over the same ranks */
+	bool expert = a == RL_AXIS_EP;
+	*rank = expert ? c->expert_rank[a] : c->rank[a];
+	*size = expert ? l->expert_size[a] : l->size[a];
+}
 
 static const int *grid_sizes(const struct rl_layout *l, int expert)
 {

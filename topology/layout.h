@@ -4,7 +4,8 @@
  * TP x CP x DP x PP (EP 1); expert layers fold onto the same ranks as
  * ETP x EP x EDP x PP (order "tp-ep-dp-pp", EDP = world / (ETP EP PP)).
  * A pure function of the sizes: the plugin, the planner and rlrun agree.
- * defines: enum rl_axis, struct rl_layout, struct rl_coords, rl_layout_* */
+ * defines: enum rl_axis, struct rl_layout, struct rl_coords, rl_layout_*,
+ * rl_axis_name */
 #ifndef RL_LAYOUT_H
 #define RL_LAYOUT_H
 
@@ -34,14 +35,21 @@ int rl_layout_init(struct rl_layout *l, int world, int tp, int pp, int cp, int e
 /* A rank outside 0..world-1 gives -1 in every field. */
 void rl_layout_coords(const struct rl_layout *l, int rank, struct rl_coords *c);
 
+/* The rank and size a task has on an axis, as RL_<AXIS>_RANK/SIZE give
+ * them: EP from the expert grid, every other axis from the dense grid. */
+void rl_layout_axis(const struct rl_layout *l, const struct rl_coords *c, enum rl_axis a, int *rank,
+                    int *size);
+/* "tp", "cp", "ep", "dp", "pp" */
+const char *rl_axis_name(enum rl_axis a);
+
 /* Masks are '-'-joined axis names, e.g. "tp", "tp-pp", "dp-cp". expert != 0
  * selects the expert grid (names "tp" for ETP, "ep", "dp" for EDP, "pp").
  * A mask is a set ("cp-dp" is "dp-cp"); repeated or unknown names are bad.
  * Fills members (capacity cap) with the ranks of the group that holds
  * rank, in increasing order; returns the group size, or -1 for a bad mask
  * or a too small cap. */
-int rl_layout_group(const struct rl_layout *l, const char *mask, int expert, int rank,
-                    int *members, int cap);
+int rl_layout_group(const struct rl_layout *l, const char *mask, int expert, int rank, int *members,
+                    int cap);
 
 /* All groups of a mask, Megatron's generate_masked_orthogonal_rank_groups
  * order: ranks[g * group_size + i]. ranks needs world entries. Returns the

@@ -29,7 +29,16 @@ static int put(struct rl_env *env, const char *name, const char *fmt, ...)
 	return 0;
 }
 
-static const char *const axis_name[RL_N_AXES] = {"TP", "CP", "EP", "DP", "PP"};
+void rl_axis_env_name(enum rl_axis a, const char *what, char *buf, size_t len)
+{
+	const char *lower = rl_axis_name(a);
+	char upper[8];
+	size_t i = 0;
+	for (; lower[i] && i + 1 < sizeof upper; i++)
+		upper[i] = (char)(lower[i] - 'a' + 'A');
+	upper[i] = '\0';
+	snprintf(buf, len, "RL_%s_%s", upper, what);
+}
 
 /* The GPU as the task must name it in CUDA_VISIBLE_DEVICES: Slurm's name for
  * it when Slurm gave the step GPUs, else its place in PCI bus order. */
@@ -68,13 +77,13 @@ int rl_job_task_env(const struct rl_job_plan *plan, const struct rl_topo *topo,
 	rc |= put(env, "RL_LOCAL_RANK", "%d", local_rank);
 	rc |= put(env, "RL_NODE_RANK", "%d", node_rank);
 	for (int a = 0; a < RL_N_AXES; a++) {
-		/* experts live in their own grid over the same ranks */
-		bool expert = a == RL_AXIS_EP;
+		int axis_rank, axis_size;
 		char name[16];
-		snprintf(name, sizeof name, "RL_%s_RANK", axis_name[a]);
-		rc |= put(env, name, "%d", expert ? c.expert_rank[a] : c.rank[a]);
-		snprintf(name, sizeof name, "RL_%s_SIZE", axis_name[a]);
-		rc |= put(env, name, "%d", expert ? l->expert_size[a] : l->size[a]);
+		rl_layout_axis(l, &c, a, &axis_rank, &axis_size);
+		rl_axis_env_name(a, "RANK", name, sizeof name);
+		rc |= put(env, name, "%d", axis_rank);
+		rl_axis_env_name(a, "SIZE", name, sizeof name);
+		rc |= put(env, name, "%d", axis_size);
 	}
 	rc |= put(env, "RL_LAYOUT", "%s", RL_LAYOUT_ORDER);
 	rc |= put(env, "RL_PLAN", "%s", plan->summary);

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "runtime/plan/identity.h"
+#include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
-#include "topology/topology.h"
 
 /* -1: unset; -2: not a number (err filled) */
 static long env_long(const char *name, char *err, size_t errlen)
@@ -37,25 +37,25 @@ static const struct {
 
 static int check_plugin_env(const struct rl_identity *id, char *err, size_t errlen)
 {
-	static const char *const axis[RL_N_AXES] = {"TP", "CP", "EP", "DP", "PP"};
 	for (int a = 0; a < RL_N_AXES; a++) {
 		char name[16];
-		bool expert = a == RL_AXIS_EP;
-		int want_size = expert ? id->layout.expert_size[a] : id->layout.size[a];
-		int want_rank = expert ? id->coords.expert_rank[a] : id->coords.rank[a];
-		snprintf(name, sizeof name, "RL_%s_SIZE", axis[a]);
+		int want_rank, want_size;
+		rl_layout_axis(&id->layout, &id->coords, a, &want_rank, &want_size);
+		rl_axis_env_name(a, "SIZE", name, sizeof name);
 		long size = env_long(name, err, errlen);
-		snprintf(name, sizeof name, "RL_%s_RANK", axis[a]);
+		rl_axis_env_name(a, "RANK", name, sizeof name);
 		long rank = env_long(name, err, errlen);
 		if (size == -2 || rank == -2)
 			return -1;
 		if ((size >= 0 && size != want_size) || (rank >= 0 && rank != want_rank)) {
 			snprintf(
 			    err, errlen,
-			    "the plugin placed this task at %s rank %ld of %ld, but this config "
+			    "the plugin placed this task at %.*s rank %ld of %ld, but this config "
 			    "gives %d of %d: the plugin and rlrun did not read the same config "
 			    "(pass overrides after rlrun on the srun line, not in between)",
-			    axis[a], rank, size, want_rank, want_size);
+			    /* the axis as the variable spells it: RL_<AXIS>_RANK */
+			    (int)strlen(rl_axis_name(a)), name + 3, rank, size, want_rank,
+			    want_size);
 			return -1;
 		}
 	}
@@ -97,7 +97,7 @@ int rl_identity_get(const struct rl_config *cfg, struct rl_identity *id, char *e
 	struct rl_job_spec spec;
 	struct rl_job_plan plan;
 	if (rl_job_spec_from_config(cfg, id->world, (int)nodes,
-	                            (id->world + (int)nodes - 1) / (int)nodes, NULL, false, &spec,
+	                            rl_node_tasks_max(id->world, (int)nodes), NULL, false, &spec,
 	                            err, errlen) != 0)
 		return -1;
 	if (spec.autoplan && spec.use_gpus && id->from_plugin) {

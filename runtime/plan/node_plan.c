@@ -16,6 +16,7 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 {
 	struct rl_job_spec spec;
 	char why[1024];
+	const struct rl_job_spec *js = &out->job.spec;
 
 	memset(out, 0, sizeof *out);
 	out->node_id = in->node_id;
@@ -25,10 +26,12 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (rl_job_spec_from_config(in->cfg, in->world, in->n_nodes,
-	                            rl_node_tasks_max(in->world, in->n_nodes), in->topo,
-	                            in->want_estimate, &spec, err, errlen) != 0 ||
-	    rl_job_plan_make(&spec, in->topo, &out->job, err, errlen) != 0)
+	if (in->job)
+		out->job = *in->job;
+	else if (rl_job_spec_from_config(in->cfg, in->world, in->n_nodes,
+	                                 rl_node_tasks_max(in->world, in->n_nodes), in->topo,
+	                                 in->want_estimate, &spec, err, errlen) != 0 ||
+	         rl_job_plan_make(&spec, in->topo, &out->job, err, errlen) != 0)
 		goto fail;
 	if (in->first_rank < 0 || in->n_local < 1 || in->first_rank + in->n_local > in->world) {
 		snprintf(err, errlen, "node %d: tasks %d..%d are not in a step of %d", in->node_id,
@@ -38,7 +41,7 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 	if (rl_step_gpus_parse(in->topo, in->slurm_step_gpus, in->cuda_visible_devices, &out->gpus,
 	                       why, sizeof why) != 0) {
 		/* only a job that uses GPUs cares which ones it was given */
-		if (spec.use_gpus) {
+		if (js->use_gpus) {
 			snprintf(err, errlen, "%s", why);
 			goto fail;
 		}
@@ -46,14 +49,14 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 	}
 	const int *allowed = out->gpus.n >= 0 ? out->gpus.gpu : NULL;
 	int n_allowed = out->gpus.n >= 0 ? out->gpus.n : 0;
-	if (spec.use_gpus && out->gpus.n == 0) {
+	if (js->use_gpus && out->gpus.n == 0) {
 		snprintf(err, errlen,
 		         "policy.backend is %s and node %d has GPUs, but Slurm gave this step none "
 		         "(ask with --gpus-per-node, or set policy.backend=cpu)",
 		         in->cfg->policy.backend, in->node_id);
 		goto fail;
 	}
-	if (rl_place_node(in->topo, &out->job.layout, in->first_rank, in->n_local, spec.use_gpus,
+	if (rl_place_node(in->topo, &out->job.layout, in->first_rank, in->n_local, js->use_gpus,
 	                  allowed, n_allowed, &out->node, why, sizeof why) != 0) {
 		snprintf(err, errlen, "node %d (%s): %s", in->node_id, in->topo->source, why);
 		goto fail;

@@ -25,6 +25,9 @@ struct rl_node_inputs {
 	const char *slurm_step_gpus;      /* NULL when unset */
 	const char *cuda_visible_devices; /* NULL when unset */
 	bool want_estimate;               /* read the model for the memory estimate */
+	/* the step's plan when another node already made it (it is the same on
+	 * every node); NULL: make it from cfg */
+	const struct rl_job_plan *job;
 };
 
 struct rl_node_plan {
