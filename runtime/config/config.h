@@ -186,6 +186,7 @@ struct rl_cfg_logger {
 struct rl_cfg_cluster {
 	int64_t gpus_per_node;
 	int64_t num_nodes;
+	double collective_timeout; /* seconds */
 };
 
 struct rl_config {

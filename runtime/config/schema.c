@@ -320,6 +320,10 @@ const struct rl_key rl_schema[] = {
      .doc = "GPUs per node when not under Slurm (0: CPU backend)"},
     {"cluster.num_nodes", RL_T_INT, OFF(cluster.num_nodes), "1", AT_LEAST(1),
      .doc = "nodes when not under Slurm"},
+    {"cluster.collective_timeout", RL_T_FLOAT, OFF(cluster.collective_timeout), "600", AT_LEAST(0),
+     .flags = RL_K_MIN_OPEN,
+     .doc = "seconds a collective may wait for the other ranks; then every rank names the "
+            "stuck one and exits"},
 };
 
 const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);

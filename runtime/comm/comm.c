@@ -1,0 +1,277 @@
+#define _GNU_SOURCE
+/* The front end of every collective: it numbers the call, says what this
+ * rank is waiting for (the watchdog's answer to the other ranks), starts
+ * the operation on the group's backend and polls it. Polling instead of
+ * blocking is what lets eight ranks share two cores (a blocked MPI call
+ * spins and starves the rank it waits for) and what lets a rank give up
+ * after the timeout. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/comm/backend.h"
+
+double rl_comm_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+size_t rl_comm_dtype_size(enum rl_comm_dtype t)
+{
+	switch (t) {
+	case RL_COMM_F32:
+	case RL_COMM_I32:
+		return 4;
+	case RL_COMM_F64:
+	case RL_COMM_I64:
+		return 8;
+	case RL_COMM_U8:
+		break;
+	}
+	return 1;
+}
+
+int rl_comm_rank(const struct rl_comm *c)
+{
+	return c->rank;
+}
+
+int rl_comm_size(const struct rl_comm *c)
+{
+	return c->size;
+}
+
+const char *rl_comm_name(const struct rl_comm *c)
+{
+	return c->name;
+}
+
+int rl_comm_world_rank(const struct rl_comm *c, int r)
+{
+	return r >= 0 && r < c->size ? c->members[r] : -1;
+}
+
+static const char *const kind_names[] = {
+    [RL_OP_ALL_REDUCE] = "all_reduce",
+    [RL_OP_REDUCE_SCATTER] = "reduce_scatter",
+    [RL_OP_ALL_GATHER] = "all_gather",
+    [RL_OP_BROADCAST] = "broadcast",
+    [RL_OP_SEND] = "send",
+    [RL_OP_RECV] = "recv",
+    [RL_OP_ALL_TO_ALL] = "all_to_all",
+    [RL_OP_BARRIER] = "barrier",
+};
+
+/* "all_reduce of 1024 x 4 B over dp (ranks 0,2): grad reduce" */
+static void describe(const struct rl_comm *c, const struct rl_comm_op *op, const char *what,
+                     char *buf, size_t len)
+{
+	size_t n = 0;
+
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(buf + n, len - n, __VA_ARGS__);                                  \
+		if (k_ > 0)                                                                        \
+			n = n + (size_t)k_ < len ? n + (size_t)k_ : len - 1;                       \
+	} while (0)
+	PUT("%s", kind_names[op->kind]);
+	if (op->kind == RL_OP_SEND || op->kind == RL_OP_RECV)
+		PUT(" %s rank %d", op->kind == RL_OP_SEND ? "to" : "from",
+		    rl_comm_world_rank(c, op->peer));
+	if (op->kind != RL_OP_BARRIER)
+		PUT(" of %zu x %zu B", op->count, rl_comm_dtype_size(op->dtype));
+	PUT(" over %s (ranks ", c->name);
+	for (int i = 0; i < c->size && i < 8; i++)
+		PUT("%s%d", i ? "," : "", c->members[i]);
+	if (c->size > 8)
+		PUT(",... %d in all", c->size);
+	PUT(")%s%s", what ? ": " : "", what ? what : "");
+#undef PUT
+}
+
+/* Spin briefly for the fast case, then give the core away: on a node with
+ * more ranks than cores the peer we wait for needs it. */
+static void back_off(unsigned polls)
+{
+	if (polls < 64)
+		return;
+	if (polls < 2048) {
+		sched_yield();
+		return;
+	}
+	struct timespec ts = {0, polls < 8192 ? 20000 : 200000};
+	nanosleep(&ts, NULL);
+}
+
+static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what)
+{
+	struct rl_comm_world *w = c->world;
+	char err[512];
+	void *req = NULL;
+
+	pthread_mutex_lock(&w->lock);
+	w->now.seq++;
+	w->now.waiting = 1;
+	describe(c, op, what, w->now.what, sizeof w->now.what);
+	pthread_mutex_unlock(&w->lock);
+
+	double start = rl_comm_now();
+	if (c->be->start(c, op, &req, err, sizeof err))
+		rl_watchdog_fire(w, c, 0, err);
+	for (unsigned polls = 0;; polls++) {
+		int rc = c->be->test(c, req, err, sizeof err);
+
+		if (rc == 1)
+			break;
+		double waited = rl_comm_now() - start;
+		if (rc < 0)
+			rl_watchdog_fire(w, c, waited, err);
+		if (w->timeout_s > 0 && waited > w->timeout_s)
+			rl_watchdog_fire(w, c, waited, NULL);
+		if (!w->has_answerer && polls % 256 == 255)
+			rl_watchdog_serve(w);
+		back_off(polls);
+	}
+	pthread_mutex_lock(&w->lock);
+	w->now.waiting = 0;
+	pthread_mutex_unlock(&w->lock);
+}
+
+void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,
+                        enum rl_comm_reduce op, const char *what)
+{
+	struct rl_comm_op o = {RL_OP_ALL_REDUCE, buf, buf, count, t, op, 0};
+	run(c, &o, what);
+}
+
+void rl_comm_reduce_scatter(struct rl_comm *c, const void *send, void *recv, size_t count,
+                            enum rl_comm_dtype t, enum rl_comm_reduce op, const char *what)
+{
+	struct rl_comm_op o = {RL_OP_REDUCE_SCATTER, send, recv, count, t, op, 0};
+	run(c, &o, what);
+}
+
+void rl_comm_all_gather(struct rl_comm *c, const void *send, void *recv, size_t count,
+                        enum rl_comm_dtype t, const char *what)
+{
+	struct rl_comm_op o = {RL_OP_ALL_GATHER, send, recv, count, t, RL_COMM_SUM, 0};
+	run(c, &o, what);
+}
+
+void rl_comm_broadcast(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int root,
+                       const char *what)
+{
+	struct rl_comm_op o = {RL_OP_BROADCAST, buf, buf, count, t, RL_COMM_SUM, root};
+	run(c, &o, what);
+}
+
+void rl_comm_send(struct rl_comm *c, const void *buf, size_t count, enum rl_comm_dtype t, int peer,
+                  const char *what)
+{
+	struct rl_comm_op o = {RL_OP_SEND, buf, NULL, count, t, RL_COMM_SUM, peer};
+	run(c, &o, what);
+}
+
+void rl_comm_recv(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int peer,
+                  const char *what)
+{
+	struct rl_comm_op o = {RL_OP_RECV, NULL, buf, count, t, RL_COMM_SUM, peer};
+	run(c, &o, what);
+}
+
+void rl_comm_all_to_all(struct rl_comm *c, const void *send, void *recv, size_t count,
+                        enum rl_comm_dtype t, const char *what)
+{
+	struct rl_comm_op o = {RL_OP_ALL_TO_ALL, send, recv, count, t, RL_COMM_SUM, 0};
+	run(c, &o, what);
+}
+
+void rl_comm_barrier(struct rl_comm *c, const char *what)
+{
+	struct rl_comm_op o = {RL_OP_BARRIER, NULL, NULL, 0, RL_COMM_U8, RL_COMM_SUM, 0};
+	run(c, &o, what);
+}
+
+static void link_open(struct rl_comm *c)
+{
+	c->next_open = c->world->open;
+	c->world->open = c;
+}
+
+int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backend_kind kind,
+                  const char *name, struct rl_comm **out, char *err, size_t errlen)
+{
+	struct rl_comm *c = calloc(1, sizeof *c);
+
+	*out = NULL;
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	c->world = parent->world;
+	snprintf(c->name, sizeof c->name, "%s", name);
+	if (kind == RL_COMM_MPI) {
+		c->be = &rl_comm_mpi_backend;
+		if (rl_comm_mpi_backend.split(parent, color, key, c, err, errlen)) {
+			free(c);
+			return -1;
+		}
+	} else {
+#ifdef RL_HAVE_NCCL
+		int rc;
+
+		c->be = &rl_comm_nccl_backend;
+		if (rl_comm_mpi_split_host(parent, color, key, c, err, errlen)) {
+			free(c);
+			return -1;
+		}
+		if (parent->be == &rl_comm_nccl_backend)
+			rc = rl_comm_nccl_backend.split(parent, color, key, c, err, errlen);
+		else
+			rc = rl_comm_nccl_from_mpi(parent, color, key, c, err, errlen);
+		if (rc) {
+			rl_comm_mpi_free_host(c);
+			free(c);
+			return -1;
+		}
+		if (c->size == 0 && c->impl) {
+			c->be->free(c);
+			c->impl = NULL;
+		}
+#else
+		snprintf(err, errlen,
+		         "group %s: NCCL is not in this build of rlrun (configure --with-cuda)",
+		         name);
+		free(c);
+		return -1;
+#endif
+	}
+	if (c->size == 0) {
+		/* a rank outside every group of the split: nothing to hold */
+		free(c);
+		return 0;
+	}
+	link_open(c);
+	*out = c;
+	return 0;
+}
+
+void rl_comm_free(struct rl_comm *c)
+{
+	if (!c)
+		return;
+	for (struct rl_comm **p = &c->world->open; *p; p = &(*p)->next_open)
+		if (*p == c) {
+			*p = c->next_open;
+			break;
+		}
+	c->be->free(c);
+	if (c->host)
+		rl_comm_mpi_free_host(c);
+	free(c);
+}

@@ -1,0 +1,91 @@
+/* Collectives between the ranks of a run, one interface over two backends:
+ * MPI for host buffers (and the process bootstrap under srun --mpi=pmi2 or
+ * mpiexec), NCCL for device buffers. A struct rl_comm is one group: the
+ * world, or a sub-group the layout names (tp, dp-cp, ...).
+ *
+ * Every collective is watched. A call returns when the operation is
+ * complete on this rank; when it waits longer than the run's collective
+ * timeout, or the backend reports a broken peer, this rank asks every other
+ * rank where it stands, prints which collective is stuck and which ranks do
+ * not answer, aborts its communicators and exits with RL_COMM_EXIT: the
+ * callers never see a failure, and a run never hangs silently.
+ * defines: enum rl_comm_dtype, enum rl_comm_reduce, struct rl_comm_world,
+ * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
+ * rl_comm_split, rl_comm_free, rl_comm_all_reduce, rl_comm_reduce_scatter,
+ * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv,
+ * rl_comm_all_to_all, rl_comm_barrier, rl_comm_abort_run */
+#ifndef RL_COMM_COMM_H
+#define RL_COMM_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The exit status of a rank that gave up on a stuck or broken collective. */
+#define RL_COMM_EXIT 3
+
+enum rl_comm_dtype { RL_COMM_F32, RL_COMM_F64, RL_COMM_I32, RL_COMM_I64, RL_COMM_U8 };
+enum rl_comm_reduce { RL_COMM_SUM, RL_COMM_MAX, RL_COMM_MIN };
+enum rl_comm_backend_kind { RL_COMM_MPI, RL_COMM_NCCL };
+
+size_t rl_comm_dtype_size(enum rl_comm_dtype t);
+
+struct rl_comm_world; /* the process's MPI world and its watchdog */
+struct rl_comm;       /* one group */
+
+/* Starts MPI (a singleton when no launcher started this process) and the
+ * watchdog's answering thread. expect_world > 0 is the size the layout was
+ * computed for: a launcher that started the ranks as separate singletons
+ * (srun without --mpi=pmi2) is refused here, by name. timeout_s: how long a
+ * collective may wait. On success *world_comm is the world group on the
+ * MPI backend. */
+int rl_comm_world_init(struct rl_comm_world **w, struct rl_comm **world_comm, int expect_world,
+                       double timeout_s, char *err, size_t errlen);
+/* Frees every group still open, stops the watchdog and finalizes MPI. */
+void rl_comm_world_finalize(struct rl_comm_world *w);
+
+/* The sub-group of parent whose members passed the same color, ordered by
+ * key; on the given backend (NCCL needs the CUDA build and a GPU). name
+ * ("tp", "dp-cp") is what messages call it. Collective over parent: every
+ * member calls it, in the same order. A negative color joins no group:
+ * *out is NULL and the return 0. */
+int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backend_kind kind,
+                  const char *name, struct rl_comm **out, char *err, size_t errlen);
+void rl_comm_free(struct rl_comm *c);
+
+int rl_comm_rank(const struct rl_comm *c);
+int rl_comm_size(const struct rl_comm *c);
+const char *rl_comm_name(const struct rl_comm *c);
+/* The world rank of the group's member r. */
+int rl_comm_world_rank(const struct rl_comm *c, int r);
+
+/* what: a few words naming the call site ("grad reduce-scatter"), for the
+ * watchdog's message. Buffers are host memory on MPI groups and device
+ * memory on NCCL groups. */
+void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,
+                        enum rl_comm_reduce op, const char *what);
+/* send holds size x count elements; rank r receives the reduction of block r.
+ * send and recv do not overlap. */
+void rl_comm_reduce_scatter(struct rl_comm *c, const void *send, void *recv, size_t count,
+                            enum rl_comm_dtype t, enum rl_comm_reduce op, const char *what);
+/* recv receives size x count elements, block r from rank r. send may be
+ * recv + rank x count (in place). */
+void rl_comm_all_gather(struct rl_comm *c, const void *send, void *recv, size_t count,
+                        enum rl_comm_dtype t, const char *what);
+void rl_comm_broadcast(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int root,
+                       const char *what);
+void rl_comm_send(struct rl_comm *c, const void *buf, size_t count, enum rl_comm_dtype t, int peer,
+                  const char *what);
+void rl_comm_recv(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int peer,
+                  const char *what);
+/* Block r of send goes to rank r; block r of recv comes from rank r. send
+ * and recv do not overlap. */
+void rl_comm_all_to_all(struct rl_comm *c, const void *send, void *recv, size_t count,
+                        enum rl_comm_dtype t, const char *what);
+void rl_comm_barrier(struct rl_comm *c, const char *what);
+
+/* A rank that cannot go on (bad data, a failed reward program) ends the
+ * whole run at once instead of leaving the others to time out: prints msg
+ * and aborts every rank with status. Does not return. */
+_Noreturn void rl_comm_abort_run(struct rl_comm_world *w, int status, const char *msg);
+
+#endif

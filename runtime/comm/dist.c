@@ -1,0 +1,104 @@
+/* The run's groups from the layout library's masks. A group's color is
+ * its index in the layout's list of groups for the mask, its key the
+ * rank's place in it: the members come out in the layout's order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/dist.h"
+
+static const struct {
+	const char *name;
+	const char *mask; /* NULL: not a mask of the dense grid */
+	int expert;
+} groups[RL_N_GROUPS] = {
+    [RL_G_WORLD] = {"world", NULL, 0},    [RL_G_TP] = {"tp", "tp", 0},
+    [RL_G_CP] = {"cp", "cp", 0},          [RL_G_DP] = {"dp", "dp", 0},
+    [RL_G_PP] = {"pp", "pp", 0},          [RL_G_DP_CP] = {"dp-cp", "dp-cp", 0},
+    [RL_G_TP_DP] = {"tp-dp", "tp-dp", 0}, [RL_G_MP] = {"tp-pp", "tp-pp", 0},
+    [RL_G_EP] = {"ep", "ep", 1},          [RL_G_EMBEDDING] = {"embedding", NULL, 0},
+};
+
+const char *rl_group_name(enum rl_group g)
+{
+	return g >= 0 && g < RL_N_GROUPS ? groups[g].name : "?";
+}
+
+/* The color and key of rank in the mask's groups. */
+static int place(const struct rl_layout *l, const char *mask, int expert, int rank, int *color,
+                 int *key, char *err, size_t errlen)
+{
+	int *ranks = malloc((size_t)l->world * sizeof *ranks), size = 0;
+	int n = ranks ? rl_layout_groups(l, mask, expert, ranks, &size) : -1;
+
+	*color = *key = -1;
+	for (int i = 0; n > 0 && i < l->world; i++)
+		if (ranks[i] == rank) {
+			*color = i / size;
+			*key = i % size;
+		}
+	free(ranks);
+	if (*color < 0) {
+		snprintf(err, errlen, "rank %d is in no %s group of the layout", rank, mask);
+		return -1;
+	}
+	return 0;
+}
+
+/* Megatron's embedding group: the first and the last stage of each
+ * pipeline, which hold the two copies of tied embeddings. */
+static void embedding_place(const struct rl_dist *d, int *color, int *key)
+{
+	int pp = d->coords.rank[RL_AXIS_PP], n_pp = d->layout.size[RL_AXIS_PP];
+	int first = pp == 0, last = pp == n_pp - 1;
+
+	*color = first || last ? d->rank % (d->size / n_pp) : -1;
+	*key = pp == 0 ? 0 : 1;
+}
+
+int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, int expect_rank,
+                 enum rl_comm_backend_kind kind, double timeout_s, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof *d);
+	d->layout = *l;
+	if (rl_comm_world_init(&d->world, &d->g[RL_G_WORLD], l->world, timeout_s, err, errlen))
+		return -1;
+	d->rank = rl_comm_rank(d->g[RL_G_WORLD]);
+	d->size = rl_comm_size(d->g[RL_G_WORLD]);
+	if (expect_rank >= 0 && d->rank != expect_rank) {
+		snprintf(err, errlen,
+		         "MPI gives this task rank %d but the launcher said %d: the tasks and the "
+		         "MPI ranks must be numbered alike",
+		         d->rank, expect_rank);
+		goto fail;
+	}
+	rl_layout_coords(l, d->rank, &d->coords);
+	struct rl_comm *parent = d->g[RL_G_WORLD];
+	if (kind == RL_COMM_NCCL) {
+		if (rl_comm_split(parent, 0, d->rank, kind, "world", &d->device_world, err, errlen))
+			goto fail;
+		parent = d->device_world;
+	}
+	for (int g = RL_G_WORLD + 1; g < RL_N_GROUPS; g++) {
+		int color, key;
+
+		if (g == RL_G_EMBEDDING)
+			embedding_place(d, &color, &key);
+		else if (place(l, groups[g].mask, groups[g].expert, d->rank, &color, &key, err,
+		               errlen))
+			goto fail;
+		if (rl_comm_split(parent, color, key, kind, groups[g].name, &d->g[g], err, errlen))
+			goto fail;
+	}
+	return 0;
+fail:
+	rl_dist_finalize(d);
+	return -1;
+}
+
+void rl_dist_finalize(struct rl_dist *d)
+{
+	/* the world frees every group still open */
+	rl_comm_world_finalize(d->world);
+	memset(d, 0, sizeof *d);
+}

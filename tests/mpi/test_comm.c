@@ -1,0 +1,203 @@
+/* The comm layer on real MPI ranks: every collective over the world and
+ * over the layout's groups, checked against values worked out in closed
+ * form from the ranks that took part (not against another collective).
+ *   test_comm TP PP CP        run the checks for that layout
+ *   test_comm --die RANK S    rank RANK kills itself before an all-reduce;
+ *                             the others must be stopped by the watchdog
+ *                             (timeout S seconds)
+ * Run with mpiexec -n N or srun --mpi=pmi2 -n N. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/dist.h"
+
+static int checks, failures;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		checks++;                                                                          \
+		if (!(cond)) {                                                                     \
+			failures++;                                                                \
+			fprintf(stderr, "test_comm: rank %d: ", me);                               \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+		}                                                                                  \
+	} while (0)
+
+static int me;
+
+/* what world rank w contributes at element i: distinct per rank and index */
+static double contrib(int w, size_t i)
+{
+	return (double)(w + 1) * 1000.0 + (double)i * 0.5;
+}
+
+static void check_group(struct rl_comm *c)
+{
+	int n = rl_comm_size(c), r = rl_comm_rank(c);
+	const char *name = rl_comm_name(c);
+	enum { N = 37 };
+	double buf[N * 8], want, out[N * 8];
+	int32_t ib[4];
+
+	if (n > 8)
+		return;
+	CHECK(rl_comm_world_rank(c, r) == me, "%s: member %d is not me", name, r);
+	/* all_reduce sum / max / min over doubles */
+	for (size_t i = 0; i < N; i++)
+		buf[i] = contrib(me, i);
+	rl_comm_all_reduce(c, buf, N, RL_COMM_F64, RL_COMM_SUM, "test sum");
+	for (size_t i = 0; i < N; i++) {
+		want = 0;
+		for (int k = 0; k < n; k++)
+			want += contrib(rl_comm_world_rank(c, k), i);
+		CHECK(buf[i] == want, "%s all_reduce sum [%zu] %g != %g", name, i, buf[i], want);
+	}
+	ib[0] = me;
+	ib[1] = -me;
+	rl_comm_all_reduce(c, ib, 1, RL_COMM_I32, RL_COMM_MAX, "test max");
+	rl_comm_all_reduce(c, ib + 1, 1, RL_COMM_I32, RL_COMM_MIN, "test min");
+	CHECK(ib[0] == rl_comm_world_rank(c, n - 1), "%s max %d", name, ib[0]);
+	CHECK(ib[1] == -rl_comm_world_rank(c, n - 1), "%s min %d", name, ib[1]);
+	/* reduce_scatter: block b of the result is the sum of everyone's block b */
+	for (size_t i = 0; i < (size_t)N * n; i++)
+		buf[i] = contrib(me, i);
+	rl_comm_reduce_scatter(c, buf, out, N, RL_COMM_F64, RL_COMM_SUM, "test rs");
+	for (size_t i = 0; i < N; i++) {
+		want = 0;
+		for (int k = 0; k < n; k++)
+			want += contrib(rl_comm_world_rank(c, k), (size_t)r * N + i);
+		CHECK(out[i] == want, "%s reduce_scatter [%zu] %g != %g", name, i, out[i], want);
+	}
+	/* all_gather, out of place and in place */
+	for (size_t i = 0; i < N; i++)
+		buf[i] = contrib(me, i);
+	rl_comm_all_gather(c, buf, out, N, RL_COMM_F64, "test ag");
+	for (int k = 0; k < n; k++)
+		for (size_t i = 0; i < N; i++)
+			CHECK(out[(size_t)k * N + i] == contrib(rl_comm_world_rank(c, k), i),
+			      "%s all_gather block %d [%zu]", name, k, i);
+	memset(out, 0, sizeof out);
+	for (size_t i = 0; i < N; i++)
+		out[(size_t)r * N + i] = contrib(me, i);
+	rl_comm_all_gather(c, out + (size_t)r * N, out, N, RL_COMM_F64, "test ag in place");
+	for (int k = 0; k < n; k++)
+		CHECK(out[(size_t)k * N + 3] == contrib(rl_comm_world_rank(c, k), 3),
+		      "%s all_gather in place block %d", name, k);
+	/* broadcast from the last member */
+	for (size_t i = 0; i < N; i++)
+		buf[i] = contrib(me, i);
+	rl_comm_broadcast(c, buf, N, RL_COMM_F64, n - 1, "test bcast");
+	CHECK(buf[5] == contrib(rl_comm_world_rank(c, n - 1), 5), "%s broadcast", name);
+	/* all_to_all: block k of what I get is what member k meant for me */
+	for (int k = 0; k < n; k++)
+		for (size_t i = 0; i < N; i++)
+			buf[(size_t)k * N + i] = contrib(me, i) + k;
+	rl_comm_all_to_all(c, buf, out, N, RL_COMM_F64, "test a2a");
+	for (int k = 0; k < n; k++)
+		CHECK(out[(size_t)k * N + 7] == contrib(rl_comm_world_rank(c, k), 7) + r,
+		      "%s all_to_all block %d", name, k);
+	/* a ring of send/recv: even members send first, so it cannot deadlock
+	 * even with rendezvous sends */
+	if (n > 1) {
+		int next = (r + 1) % n, prev = (r + n - 1) % n;
+		double mine = contrib(me, 11), got = 0;
+
+		if (r % 2 == 0) {
+			rl_comm_send(c, &mine, 1, RL_COMM_F64, next, "test send");
+			rl_comm_recv(c, &got, 1, RL_COMM_F64, prev, "test recv");
+		} else {
+			rl_comm_recv(c, &got, 1, RL_COMM_F64, prev, "test recv");
+			rl_comm_send(c, &mine, 1, RL_COMM_F64, next, "test send");
+		}
+		CHECK(got == contrib(rl_comm_world_rank(c, prev), 11), "%s send/recv", name);
+	}
+	rl_comm_barrier(c, "test barrier");
+}
+
+/* The groups hold exactly the ranks the layout's table names. */
+static void check_membership(const struct rl_dist *d)
+{
+	static const char *const masks[RL_N_GROUPS] = {
+	    [RL_G_TP] = "tp",       [RL_G_CP] = "cp",       [RL_G_DP] = "dp",    [RL_G_PP] = "pp",
+	    [RL_G_DP_CP] = "dp-cp", [RL_G_TP_DP] = "tp-dp", [RL_G_MP] = "tp-pp",
+	};
+	int members[64];
+
+	for (int g = 0; g < RL_N_GROUPS; g++) {
+		if (!masks[g])
+			continue;
+		int n = rl_layout_group(&d->layout, masks[g], 0, me, members, 64);
+		CHECK(n == rl_comm_size(d->g[g]), "%s: size %d, layout says %d", rl_group_name(g),
+		      rl_comm_size(d->g[g]), n);
+		for (int i = 0; i < n && n == rl_comm_size(d->g[g]); i++)
+			CHECK(rl_comm_world_rank(d->g[g], i) == members[i], "%s member %d",
+			      rl_group_name(g), i);
+	}
+	int pp = d->layout.size[RL_AXIS_PP], stage = d->coords.rank[RL_AXIS_PP];
+	struct rl_comm *e = d->g[RL_G_EMBEDDING];
+	if (stage == 0 || stage == pp - 1) {
+		CHECK(e && rl_comm_size(e) == (pp > 1 ? 2 : 1), "embedding group size");
+		if (e && pp > 1)
+			CHECK(rl_comm_world_rank(e, 1) - rl_comm_world_rank(e, 0) ==
+			          d->size / pp * (pp - 1),
+			      "embedding group joins the two ends of one pipeline");
+	} else {
+		CHECK(!e, "a middle stage is in an embedding group");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct rl_layout l;
+	struct rl_dist d;
+	char err[512];
+	int world = 0;
+	const char *v = getenv("PMI_SIZE");
+
+	if (!v)
+		v = getenv("SLURM_NTASKS");
+	world = v ? atoi(v) : 1;
+	if (argc == 4 && strcmp(argv[1], "--die") == 0) {
+		int victim = atoi(argv[2]);
+		double timeout = atof(argv[3]);
+
+		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
+		    rl_dist_init(&d, &l, -1, RL_COMM_MPI, timeout, err, sizeof err)) {
+			fprintf(stderr, "test_comm: %s\n", err);
+			return 1;
+		}
+		me = d.rank;
+		double x = 1;
+		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM, "warm-up");
+		if (me == victim)
+			raise(SIGKILL);
+		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM,
+		                   "the one the victim never joins");
+		fprintf(stderr, "test_comm: rank %d: the all-reduce completed without rank %d\n",
+		        me, victim);
+		return 1;
+	}
+	if (argc != 4) {
+		fprintf(stderr, "usage: test_comm TP PP CP | test_comm --die RANK TIMEOUT\n");
+		return 2;
+	}
+	if (rl_layout_init(&l, world, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 1, 1, err,
+	                   sizeof err) ||
+	    rl_dist_init(&d, &l, -1, RL_COMM_MPI, 60, err, sizeof err)) {
+		fprintf(stderr, "test_comm: %s\n", err);
+		return 1;
+	}
+	me = d.rank;
+	check_membership(&d);
+	for (int g = 0; g < RL_N_GROUPS; g++)
+		if (d.g[g])
+			check_group(d.g[g]);
+	rl_dist_finalize(&d);
+	if (me == 0 || failures)
+		printf("test_comm: rank %d: %d checks, %d failed\n", me, checks, failures);
+	return failures ? 1 : 0;
+}
