@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "runtime/cli_config.h"
+#include "runtime/comm/dist.h"
 #include "runtime/grpo/train.h"
 #include "runtime/plan/identity.h"
 
@@ -33,22 +34,42 @@ int rl_cmd_train(int argc, char **argv)
 		rl_config_free(&cfg);
 		return RL_EXIT_USAGE;
 	}
-	if (id.world > 1) {
-		char sizes[160];
-		rl_layout_describe(&id.layout, sizes, sizeof sizes);
-		fprintf(stderr,
-		        "rlrun train: rank %d of %d (%s, from %s): training on several ranks is "
-		        "not implemented yet in this release; run one task\n",
-		        id.rank, id.world, sizes, id.launcher);
+	/* every rank has the same config: the first speaks for all, before
+	 * they meet, so a refusal is one line and a plain exit */
+	if (rl_train_check(&cfg, err, sizeof err)) {
+		if (id.rank == 0)
+			fprintf(stderr, "rlrun train: %s\n", err);
 		rl_config_free(&cfg);
 		return RL_EXIT_FAIL;
+	}
+	/* one process needs no MPI; several meet in it */
+	struct rl_dist dist, *d = NULL;
+	if (id.world > 1) {
+		if (rl_dist_init(&dist, &id.layout, id.rank, RL_COMM_MPI,
+		                 cfg.cluster.collective_timeout, err, sizeof err)) {
+			fprintf(stderr, "rlrun train: rank %d of %d: %s\n", id.rank, id.world, err);
+			rl_config_free(&cfg);
+			return RL_EXIT_FAIL;
+		}
+		d = &dist;
 	}
 	/* a reward program that dies must not take us with it on the next
 	 * write to its pipe; the reward code reports it instead */
 	signal(SIGPIPE, SIG_IGN);
-	rc = rl_train(&cfg, stdout, err, sizeof err) ? RL_EXIT_FAIL : RL_EXIT_OK;
-	if (rc != RL_EXIT_OK)
-		fprintf(stderr, "rlrun train: %s\n", err);
+	rc = rl_train(&cfg, d, stdout, err, sizeof err) ? RL_EXIT_FAIL : RL_EXIT_OK;
+	if (rc != RL_EXIT_OK) {
+		char msg[2300];
+
+		if (!d) {
+			fprintf(stderr, "rlrun train: %s\n", err);
+		} else {
+			/* the others would wait for this rank until their timeout */
+			snprintf(msg, sizeof msg, "rlrun train: rank %d: %s", d->rank, err);
+			rl_comm_abort_run(d->world, RL_EXIT_FAIL, msg);
+		}
+	}
+	if (d)
+		rl_dist_finalize(d);
 	rl_config_free(&cfg);
 	return rc;
 }

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/grpo/grad_dump.h"
 #include "runtime/grpo/packing.h"
+#include "runtime/grpo/share.h"
 #include "runtime/grpo/trainer.h"
 
 int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training)
@@ -74,15 +76,19 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 {
 	struct rl_microbatches mb = {0};
 	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
-	int rc = -1;
+	int rc = -1, lo, hi;
+	size_t field =
+	    reference ? offsetof(struct rl_sample, ref_lp) : offsetof(struct rl_sample, prev_lp);
 
 	if (!all) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	for (int i = 0; i < r->n; i++)
-		all[i] = i;
-	if (plan_microbatches(t, r, all, r->n, false, &mb)) {
+	/* this rank's share, then everyone's */
+	rl_share_range(t->dp, r->n, &lo, &hi);
+	for (int i = lo; i < hi; i++)
+		all[i - lo] = i;
+	if (plan_microbatches(t, r, all, hi - lo, false, &mb)) {
 		snprintf(err, errlen, "out of memory planning micro-batches");
 		goto out;
 	}
@@ -100,15 +106,17 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 			free(samples);
 			goto restore;
 		}
-		rl_packed_scatter(&t->packed, r, samples, n, t->row_lp,
-		                  reference ? offsetof(struct rl_sample, ref_lp)
-		                            : offsetof(struct rl_sample, prev_lp));
+		rl_packed_scatter(&t->packed, r, samples, n, t->row_lp, field);
 		free(samples);
 	}
 	rc = 0;
 restore:
 	if (reference)
 		rl_model_swap_weights(t->model, &t->ref_weights);
+	if (rc == 0 &&
+	    rl_share_logprobs(t->dp, r, field, (int)t->cfg->policy.max_total_sequence_length, err,
+	                      errlen))
+		rc = -1;
 out:
 	rl_microbatches_free(&mb);
 	free(all);
@@ -136,15 +144,19 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 {
 	struct rl_microbatches mb = {0};
 	struct rl_loss_norm norm = {0};
-	int rc = -1;
+	int rc = -1, lo, hi;
 
-	/* the denominators of the whole global batch, before any micro-batch:
-	 * that is what makes the split invisible in the result */
+	/* the denominators of the whole global batch, before any micro-batch
+	 * and on every data-parallel rank: that is what makes the split (into
+	 * micro-batches, and among ranks) invisible in the result */
 	for (int k = 0; k < n; k++) {
 		const struct rl_sample *s = &r->s[which[k]];
 		norm.valid_seqs += s->loss_mult;
 		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
 	}
+	rl_share_range(t->dp, n, &lo, &hi);
+	which += lo;
+	n = hi - lo;
 	if (plan_microbatches(t, r, which, n, true, &mb)) {
 		snprintf(err, errlen, "out of memory planning micro-batches");
 		return -1;
@@ -178,6 +190,23 @@ out:
 	return rc;
 }
 
+/* The loss statistics of every data-parallel rank's part of the batch:
+ * their terms already carry the global denominators, so they add up. */
+static void sum_stats(struct rl_trainer *t, struct rl_loss_stats *st)
+{
+	double v[] = {st->loss,
+	              st->actor_loss,
+	              st->kl,
+	              st->token_mult_prob_error,
+	              st->probs_ratio,
+	              st->probs_ratio_clamped,
+	              st->clip_fraction,
+	              st->importance_weight};
+
+	rl_share_sum(t->dp, v, (int)(sizeof v / sizeof *v), "loss statistics");
+	*st = (struct rl_loss_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+}
+
 /* One optimizer update over the global batch which[0..n). */
 static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                               struct rl_loss_stats *stats, double *grad_norm, char *err,
@@ -185,13 +214,26 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 {
 	if (rl_policy_gradients(t, r, which, n, stats, err, errlen))
 		return -1;
+	sum_stats(t, stats);
 	double max_norm = t->cfg->policy.max_grad_norm.set ? t->cfg->policy.max_grad_norm.value : 0;
-	t->opt.hp.lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
-	if (rl_clip_grad_norm(t->model, max_norm, grad_norm) ||
-	    rl_optimizer_step(&t->opt, t->model)) {
-		snprintf(err, errlen, "the %s backend failed during the update",
-		         t->model->ops->name);
-		return -1;
+	float lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
+	bool dump = t->grad_dump && t->optimizer_steps == 0;
+	if (t->dist) {
+		t->zero.hp.lr = lr;
+		if (rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
+		    (dump && rl_grad_dump_write(t, stats->loss, err, errlen)) ||
+		    rl_zero_update(&t->zero, t->model, max_norm, grad_norm, err, errlen))
+			return -1;
+	} else {
+		t->opt.hp.lr = lr;
+		if (dump && rl_grad_dump_write(t, stats->loss, err, errlen))
+			return -1;
+		if (rl_clip_grad_norm(t->model, max_norm, grad_norm) ||
+		    rl_optimizer_step(&t->opt, t->model)) {
+			snprintf(err, errlen, "the %s backend failed during the update",
+			         t->model->ops->name);
+			return -1;
+		}
 	}
 	t->optimizer_steps++;
 	return 0;

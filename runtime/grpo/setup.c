@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "runtime/generate/sampler.h"
+#include "runtime/grpo/train.h"
 #include "runtime/grpo/trainer.h"
 #include "runtime/model/builtin.h"
 
-static int refuse_unsupported(const struct rl_config *c, char *err, size_t errlen)
+int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 {
 	const struct rl_cfg_parallel *par = &c->policy.parallel;
 
@@ -30,8 +31,9 @@ static int refuse_unsupported(const struct rl_config *c, char *err, size_t errle
 	if (par->autoplan || par->tensor > 1 || par->pipeline > 1 || par->context > 1 ||
 	    par->expert > 1 || par->expert_tensor > 1) {
 		snprintf(err, errlen,
-		         "policy.parallel: this release trains in one process; set "
-		         "every size to 1");
+		         "policy.parallel: this release trains with data parallelism only; set "
+		         "tensor, pipeline, context and expert to 1 (more ranks become data "
+		         "parallel)");
 		return -1;
 	}
 	if (c->checkpointing.enabled) {
@@ -140,8 +142,15 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	};
 	int64_t total = t->cfg->grpo.max_num_steps * t->updates_per_step;
 
-	if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen))
+	if (t->dist) {
+		/* Megatron's default bucket is 40M parameters; small models get
+		 * one bucket */
+		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->model, &hp, 40 << 20, err,
+		                 errlen))
+			return -1;
+	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;
+	}
 	return rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr,
 	                           p->lr_schedule.min_lr, p->lr_schedule.warmup_steps,
 	                           p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
@@ -149,14 +158,22 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	                           total, err, errlen);
 }
 
-int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, FILE *progress, char *err,
-                     size_t errlen)
+bool rl_trainer_is_main(const struct rl_trainer *t)
+{
+	return !t->dist || t->dist->rank == 0;
+}
+
+int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
+                     FILE *progress, char *err, size_t errlen)
 {
 	char *kept = NULL;
 
 	memset(t, 0, sizeof *t);
 	t->cfg = cfg;
-	t->progress = progress;
+	t->dist = dist;
+	t->dp = dist ? dist->g[RL_G_DP] : NULL;
+	t->progress = rl_trainer_is_main(t) ? progress : NULL;
+	t->grad_dump = getenv("RL_GRAD_DUMP");
 	t->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;
 	/* a step's samples in global batches, the last one possibly short */
 	t->updates_per_step = (t->samples_per_step + cfg->policy.train_global_batch_size - 1) /
@@ -166,17 +183,18 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, FILE *pr
 	                     : 1.0f;
 	t->logprob_chunk =
 	    cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value : 4096;
-	if (refuse_unsupported(cfg, err, errlen) ||
+	if (rl_train_check(cfg, err, errlen) ||
 	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
 	    rl_rewarder_setup(&t->reward, cfg, err, errlen) ||
 	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
 	                        errlen) ||
 	    load_policy(t, err, errlen) || stop_ids(t, err, errlen) || buffers(t, err, errlen) ||
 	    optimizer(t, err, errlen) ||
-	    rl_metrics_open(&t->log, cfg->logger.log_dir, &kept, err, errlen))
+	    (rl_trainer_is_main(t) &&
+	     rl_metrics_open(&t->log, cfg->logger.log_dir, &kept, err, errlen)))
 		goto fail;
-	if (kept && progress)
-		fprintf(progress, "rlrun train: the previous run's metrics were kept as %s\n",
+	if (kept && t->progress)
+		fprintf(t->progress, "rlrun train: the previous run's metrics were kept as %s\n",
 		        kept);
 	free(kept);
 	return 0;
@@ -190,6 +208,7 @@ void rl_trainer_free(struct rl_trainer *t)
 	rl_metrics_close(&t->log);
 	if (t->model) {
 		rl_optimizer_free(&t->opt);
+		rl_zero_free(&t->zero);
 		rl_acts_free(t->model, t->acts);
 		t->model->ops->release(t->ref_weights);
 	}

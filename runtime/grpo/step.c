@@ -9,6 +9,7 @@
 #include "runtime/generate/generate.h"
 #include "runtime/generate/rng.h"
 #include "runtime/grpo/advantage.h"
+#include "runtime/grpo/share.h"
 #include "runtime/grpo/trainer.h"
 
 uint64_t rl_step_seed(uint64_t seed, int64_t step)
@@ -72,6 +73,33 @@ static int take_output(struct rl_sample *s, const int32_t *prompt, int prompt_le
 	return 0;
 }
 
+/* This rank's share of the samples, scored. */
+static int score_share(struct rl_trainer *t, struct rl_rollout *r, int lo, int hi,
+                       int64_t *failures, char *err, size_t errlen)
+{
+	struct rl_rollout share = *r;
+
+	share.s = r->s + lo;
+	share.n = hi - lo;
+	return rl_rewards_score(&t->reward, &share, failures, err, errlen);
+}
+
+int rl_rollout_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
+                     char *err, size_t errlen)
+{
+	int64_t failures = 0;
+	int lo, hi;
+
+	rl_share_range(t->dp, r->n, &lo, &hi);
+	if (score_share(t, r, lo, hi, &failures, err, errlen) ||
+	    rl_share_samples(t->dp, r, (int)t->cfg->policy.max_total_sequence_length, err, errlen))
+		return -1;
+	double sum = (double)failures;
+	rl_share_sum(t->dp, &sum, 1, "reward failures");
+	*reward_failures += (int64_t)sum;
+	return 0;
+}
+
 int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
                         int64_t *prompts_truncated, char *err, size_t errlen)
 {
@@ -81,8 +109,9 @@ int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t see
 	const int32_t **seq_prompt = calloc((size_t)r->n, sizeof *seq_prompt);
 	int *seq_len = calloc((size_t)r->n, sizeof *seq_len);
 	struct rl_gen_output *out = calloc((size_t)r->n, sizeof *out);
-	int rc = -1, longest = 0;
+	int rc = -1, longest = 0, lo, hi;
 
+	rl_share_range(t->dp, r->n, &lo, &hi);
 	if (!ids || !lens || !seq_prompt || !seq_len || !out) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
@@ -113,15 +142,15 @@ int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t see
 	    .seed = seed,
 	};
 	int chunk = (int)c->policy.generation_batch_size;
-	for (int start = 0; start < r->n; start += chunk) {
-		int n = r->n - start < chunk ? r->n - start : chunk;
+	for (int start = lo; start < hi; start += chunk) {
+		int n = hi - start < chunk ? hi - start : chunk;
 
 		p.stream_base = (uint64_t)start;
 		if (rl_generate(t->model, t->tok, n, seq_prompt + start, seq_len + start, &p,
 		                out + start, err, errlen))
 			goto done;
 	}
-	for (int i = 0; i < r->n; i++) {
+	for (int i = lo; i < hi; i++) {
 		if (take_output(&r->s[i], seq_prompt[i], seq_len[i], &out[i])) {
 			snprintf(err, errlen, "out of memory");
 			goto done;
@@ -223,7 +252,7 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	m->t.generation = t1 - t0;
 
 	int64_t failures = 0;
-	if (rl_rewards_score(&t->reward, &r, &failures, err, errlen))
+	if (rl_rollout_score(t, &r, &failures, err, errlen))
 		goto out;
 	m->reward_failures = failures;
 	if (set_advantages(t, &r)) {

@@ -45,11 +45,13 @@ static int validate(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 				goto done;
 		if (rl_rollout_generate(t, &r, rl_step_seed((uint64_t)c->grpo.seed, -1 - step),
 		                        &unused, err, errlen) ||
-		    rl_rewards_score(&t->reward, &r, &unused, err, errlen))
+		    rl_rollout_score(t, &r, &unused, err, errlen))
 			goto done;
 		for (size_t i = 0; i < k; i++) {
 			sum += r.s[i].reward;
-			if (t->progress && printed < (size_t)c->logger.num_val_samples_to_print)
+			/* the text stays with the rank that generated it */
+			if (t->progress && r.s[i].response &&
+			    printed < (size_t)c->logger.num_val_samples_to_print)
 				print_sample(t->progress, printed++, r.prompts[i], r.s[i].response,
 				             r.answers[i], r.s[i].reward);
 		}
@@ -86,22 +88,24 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	fflush(out);
 }
 
-int rl_train(const struct rl_config *cfg, FILE *progress, char *err, size_t errlen)
+int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+             size_t errlen)
 {
 	struct rl_trainer t;
 	double started, spent = 0;
 	int rc = -1;
 
-	if (rl_trainer_setup(&t, cfg, progress, err, errlen))
+	if (rl_trainer_setup(&t, cfg, dist, progress, err, errlen))
 		return -1;
+	progress = t.progress; /* NULL on every rank but the first */
 	if (progress)
 		describe(&t, progress);
 	if (cfg->grpo.val_at_start) {
 		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
 		struct rl_step_metrics m = {
 		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
-		if (validate(&t, 0, &m, err, errlen) ||
-		    (m.has_val && rl_metrics_write(&t.log, &m, err, errlen)))
+		if (validate(&t, 0, &m, err, errlen) || (m.has_val && rl_trainer_is_main(&t) &&
+		                                         rl_metrics_write(&t.log, &m, err, errlen)))
 			goto out;
 		if (m.has_val && progress)
 			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
@@ -125,7 +129,7 @@ int rl_train(const struct rl_config *cfg, FILE *progress, char *err, size_t errl
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
 		    validate(&t, step, &m, err, errlen))
 			goto out;
-		if (rl_metrics_write(&t.log, &m, err, errlen))
+		if (rl_trainer_is_main(&t) && rl_metrics_write(&t.log, &m, err, errlen))
 			goto out;
 		spent = rl_now() - started;
 		if (progress)

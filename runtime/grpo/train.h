@@ -1,16 +1,23 @@
-/* `rlrun train`: GRPO as NeMo-RL defines it, in one process.
- * defines: rl_train */
+/* `rlrun train`: GRPO as NeMo-RL defines it, on one rank or many.
+ * defines: rl_train_check, rl_train */
 #ifndef RL_GRPO_TRAIN_H
 #define RL_GRPO_TRAIN_H
 
 #include <stddef.h>
 #include <stdio.h>
 
+#include "runtime/comm/dist.h"
 #include "runtime/config/config.h"
+
+/* Refuses, by name, every option this release cannot honour: before any
+ * work starts, and before the ranks meet (every rank sees the same). */
+int rl_train_check(const struct rl_config *cfg, char *err, size_t errlen);
 
 /* Runs cfg to grpo.max_num_steps (or until the data's epochs run out),
  * writing logger.log_dir/metrics.jsonl and one progress line per step on
- * progress. Returns 0, or -1 with the reason in err. */
-int rl_train(const struct rl_config *cfg, FILE *progress, char *err, size_t errlen);
+ * progress. dist: the run's ranks (NULL: this process alone); only the
+ * first rank writes. Returns 0, or -1 with the reason in err. */
+int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+             size_t errlen);
 
 #endif

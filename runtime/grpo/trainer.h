@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "runtime/comm/dist.h"
 #include "runtime/config/config.h"
 #include "runtime/data/source.h"
 #include "runtime/grpo/loss.h"
@@ -19,11 +20,18 @@
 #include "runtime/grpo/schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
+#include "runtime/parallel/zero.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 struct rl_trainer {
 	const struct rl_config *cfg;
 	FILE *progress; /* the one-line-per-step report; NULL: none */
+	/* The run's ranks; NULL in one process. With them, dp splits the
+	 * samples and zero is the optimizer (opt is unused). */
+	struct rl_dist *dist;
+	struct rl_comm *dp;
+	struct rl_zero zero;
+	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
 
 	struct rl_model *model;
 	float *ref_weights; /* the frozen reference policy, swapped in to run it */
@@ -48,8 +56,12 @@ struct rl_trainer {
 	size_t n_stop_ids, n_eos_ids;
 };
 
-int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, FILE *progress, char *err,
-                     size_t errlen);
+/* dist: the run's ranks, or NULL for one process; only the first rank
+ * writes the metrics and the progress lines. */
+int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
+                     FILE *progress, char *err, size_t errlen);
+/* The rank that writes the metrics and speaks on the terminal. */
+bool rl_trainer_is_main(const struct rl_trainer *t);
 void rl_trainer_free(struct rl_trainer *t);
 
 /* One step: rollout, rewards, advantages, logprobs, updates; fills *m. */
@@ -60,9 +72,15 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
  * a step's samples depend on nothing else (a resumed run redraws them).
  * Validation uses negative steps. */
 uint64_t rl_step_seed(uint64_t seed, int64_t step);
-/* Tokenizes r's prompts and samples group_size responses to each. */
+/* Tokenizes r's prompts and samples group_size responses to each: with
+ * several data-parallel ranks, only this rank's share of them. */
 int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
                         int64_t *prompts_truncated, char *err, size_t errlen);
+/* After rl_rollout_generate: scores this rank's share, then shares the
+ * samples, so that every rank holds all of them, scored.
+ * *reward_failures is added the whole rollout's failures. */
+int rl_rollout_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
+                     char *err, size_t errlen);
 
 /* The most tokens one micro-batch holds: the packing budget, or the
  * micro-batch size times max_total_sequence_length without packing. */

@@ -65,7 +65,7 @@ static void setup(struct fx *f)
 	load(&f->unpacked, f->dir,
 	     "  train_micro_batch_size: 2\n  logprob_batch_size: 16\n"
 	     "  sequence_packing: {enabled: false}\n");
-	cr_assert_eq(rl_trainer_setup(&f->t, &f->packed, NULL, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rl_trainer_setup(&f->t, &f->packed, NULL, NULL, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(rl_rollout_alloc(&f->r, 4, 4), 0);
 	cr_assert_eq(rl_data_source_next(&f->t.data, 4, f->r.problems, f->r.answers, f->r.prompts,
 	                                 err, sizeof err),

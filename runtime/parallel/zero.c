@@ -1,0 +1,169 @@
+/* Megatron-Core's bucket layout: rank r of a group of size P owns the r-th
+ * P-th of every bucket, so that each bucket's reduce-scatter and
+ * all-gather are single collectives over contiguous memory, and a rank's
+ * slices lie end to end in its shard. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/parallel/zero.h"
+
+static int64_t bucket_start(const struct rl_zero *z, int b)
+{
+	return (int64_t)b * z->bucket;
+}
+
+/* floats of bucket b, padding included: a multiple of the group size */
+static int64_t bucket_len(const struct rl_zero *z, int b)
+{
+	int64_t p = rl_comm_size(z->group), left = z->n - bucket_start(z, b);
+	int64_t len = left < z->bucket ? left : z->bucket;
+
+	return (len + p - 1) / p * p;
+}
+
+/* where bucket b's slice starts in the shard */
+static int64_t shard_offset(const struct rl_zero *z, int b)
+{
+	return bucket_start(z, b) / rl_comm_size(z->group);
+}
+
+int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model *m,
+                 const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	int64_t p = rl_comm_size(group);
+
+	memset(z, 0, sizeof *z);
+	z->group = group;
+	z->ops = ops;
+	z->hp = *hp;
+	z->n = m->n_elems;
+	z->bucket = (bucket_floats < p ? p : bucket_floats) / p * p;
+	z->n_buckets = (int)((z->n + z->bucket - 1) / z->bucket);
+	for (int b = 0; b < z->n_buckets; b++)
+		z->shard += bucket_len(z, b) / p;
+	size_t bytes = (size_t)z->shard * sizeof(float);
+	z->master = ops->alloc(bytes);
+	z->grad = ops->alloc(bytes);
+	z->m = ops->alloc(bytes);
+	z->v = ops->alloc(bytes);
+	z->scratch = ops->alloc((size_t)z->bucket * sizeof(float));
+	if (!z->master || !z->grad || !z->m || !z->v || !z->scratch ||
+	    ops->zero(z->m, bytes, NULL) || ops->zero(z->v, bytes, NULL)) {
+		snprintf(err, errlen, "cannot allocate %zu bytes of distributed optimizer state",
+		         5 * bytes);
+		rl_zero_free(z);
+		return -1;
+	}
+	int r = rl_comm_rank(group);
+	for (int b = 0; b < z->n_buckets; b++) {
+		int64_t slice = bucket_len(z, b) / p, from = bucket_start(z, b) + r * slice;
+		int64_t real = z->n - from < slice ? z->n - from : slice;
+		float *dst = z->master + shard_offset(z, b);
+
+		if (real < slice &&
+		    ops->zero(dst, (size_t)slice * sizeof(float), NULL)) /* padding */
+			goto copy_failed;
+		if (real > 0 && ops->copy(dst, m->flat + from, (size_t)real * sizeof(float), NULL))
+			goto copy_failed;
+	}
+	return 0;
+copy_failed:
+	snprintf(err, errlen, "the %s backend cannot copy the master weights", ops->name);
+	rl_zero_free(z);
+	return -1;
+}
+
+void rl_zero_free(struct rl_zero *z)
+{
+	if (z->ops) {
+		z->ops->release(z->master);
+		z->ops->release(z->grad);
+		z->ops->release(z->m);
+		z->ops->release(z->v);
+		z->ops->release(z->scratch);
+	}
+	memset(z, 0, sizeof *z);
+}
+
+/* Bucket b of buf (n floats), padded with zeros into the scratch when it
+ * runs past the end. */
+static const float *bucket_source(struct rl_zero *z, const float *buf, int b)
+{
+	int64_t s = bucket_start(z, b), len = bucket_len(z, b);
+
+	if (s + len <= z->n)
+		return buf + s;
+	z->ops->zero(z->scratch, (size_t)len * sizeof(float), NULL);
+	z->ops->copy(z->scratch, buf + s, (size_t)(z->n - s) * sizeof(float), NULL);
+	return z->scratch;
+}
+
+int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_t errlen)
+{
+	int64_t p = rl_comm_size(z->group);
+
+	(void)err;
+	(void)errlen;
+	for (int b = 0; b < z->n_buckets; b++)
+		rl_comm_reduce_scatter(z->group, bucket_source(z, m->flat_grad, b),
+		                       z->grad + shard_offset(z, b), (size_t)(bucket_len(z, b) / p),
+		                       RL_COMM_F32, RL_COMM_SUM, "gradient reduce-scatter");
+	return 0;
+}
+
+/* The slices of buffer shard (master or grad) gathered into full (n
+ * floats): bucket by bucket, straight into place except for the last. */
+static int gather(struct rl_zero *z, const float *shard, float *full, const char *what)
+{
+	int64_t p = rl_comm_size(z->group);
+
+	for (int b = 0; b < z->n_buckets; b++) {
+		int64_t s = bucket_start(z, b), len = bucket_len(z, b);
+		float *dst = s + len <= z->n ? full + s : z->scratch;
+
+		rl_comm_all_gather(z->group, shard + shard_offset(z, b), dst, (size_t)(len / p),
+		                   RL_COMM_F32, what);
+		if (dst == z->scratch &&
+		    z->ops->copy(full + s, z->scratch, (size_t)(z->n - s) * sizeof(float), NULL))
+			return -1;
+	}
+	return 0;
+}
+
+int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errlen)
+{
+	if (gather(z, z->grad, full, "gradient all-gather")) {
+		snprintf(err, errlen, "the %s backend cannot copy the gathered gradient",
+		         z->ops->name);
+		return -1;
+	}
+	return 0;
+}
+
+int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,
+                   size_t errlen)
+{
+	const struct rl_ops *ops = z->ops;
+	double ss = 0;
+
+	if (ops->sum_squares(&ss, z->grad, z->shard, NULL))
+		goto failed;
+	rl_comm_all_reduce(z->group, &ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
+	*norm = sqrt(ss);
+	if (max_norm > 0) {
+		/* torch computes the coefficient in fp32 from the fp32 norm */
+		float coef = (float)max_norm / ((float)*norm + 1e-6f);
+		if (coef < 1.0f && ops->scale(z->grad, z->shard, coef, NULL))
+			goto failed;
+	}
+	z->step++;
+	if (ops->adamw_step(z->master, z->grad, z->m, z->v, z->shard, &z->hp, z->step, NULL) ||
+	    gather(z, z->master, m->flat, "parameter all-gather"))
+		goto failed;
+	return 0;
+failed:
+	snprintf(err, errlen, "the %s backend failed during the distributed update", ops->name);
+	return -1;
+}

@@ -1,0 +1,50 @@
+/* The distributed optimizer (ZeRO-1, as Megatron-Core's): the model's flat
+ * gradient is reduce-scattered over the data-parallel group bucket by
+ * bucket, each rank keeps the fp32 master weights and the Adam moments of
+ * its slice of every bucket only, updates that slice, and the new weights
+ * are all-gathered back into every rank's model.
+ * defines: struct rl_zero, rl_zero_init, rl_zero_free, rl_zero_reduce_grads,
+ * rl_zero_gather_grads, rl_zero_update */
+#ifndef RL_PARALLEL_ZERO_H
+#define RL_PARALLEL_ZERO_H
+
+#include <stdint.h>
+
+#include "kernels/adamw.h"
+#include "runtime/comm/comm.h"
+#include "runtime/model/model.h"
+
+struct rl_zero {
+	struct rl_comm *group; /* dp-cp */
+	const struct rl_ops *ops;
+	struct rl_adamw_hparams hp;
+	int64_t step;   /* updates taken */
+	int64_t n;      /* floats in the model's flat buffers */
+	int64_t bucket; /* floats per bucket, a multiple of the group's size */
+	int n_buckets;
+	int64_t shard;                /* floats this rank owns, over every bucket */
+	float *master, *grad, *m, *v; /* [shard], backend memory */
+	float *scratch;               /* one bucket, for the last one, which runs past n */
+};
+
+/* bucket_floats: the reduce-scatter granularity (rounded to the group
+ * size). Takes the master weights from the model as it is now. */
+int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model *m,
+                 const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err,
+                 size_t errlen);
+void rl_zero_free(struct rl_zero *z);
+
+/* The sum over the group of every rank's gradient, this rank's slices. */
+int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_t errlen);
+/* After rl_zero_reduce_grads: the whole summed gradient into full (n
+ * floats, backend memory) on every rank. */
+int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errlen);
+/* After rl_zero_reduce_grads: the global gradient norm into *norm (over
+ * every rank's slice, as torch.nn.utils.clip_grad_norm_ over the whole
+ * model), the slices clipped to max_norm (> 0; <= 0 only measures), one
+ * AdamW step with hp.lr as set now, and the new weights in m on every
+ * rank. */
+int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,
+                   size_t errlen);
+
+#endif

@@ -1,0 +1,185 @@
+/* Compares what two runs wrote, within a tolerance:
+ *   rl_compare grads RUN.safetensors REFERENCE.safetensors TOL
+ *     every tensor of the reference (RL_GRAD_DUMP's file) against the run's
+ *     same-named one: ||run - ref|| / ||ref|| <= TOL, norm-wise per tensor
+ *     (element-wise ratios explode where a gradient is near 0)
+ *   rl_compare metrics RUN.jsonl REFERENCE.jsonl TOL
+ *     every number of every step line but the timers, the rates and
+ *     gen_logprob_max_diff (the size of float rounding itself):
+ *     |run - ref| <= TOL * max(|run|, |ref|, 0.01): relative, and absolute
+ *     (TOL / 100) below 0.01, where a loss that is a sum of cancelling
+ *     terms has no relative precision to speak of
+ * Prints the worst case and exits 0 when all are within, 1 otherwise. */
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/model/safetensors.h"
+
+static int grads(const char *run_path, const char *ref_path, double tol)
+{
+	struct rl_st_archive *run, *ref;
+	char err[512];
+	double worst = 0;
+	const char *worst_name = "";
+	int bad = 0;
+
+	if (rl_st_open(&run, run_path, err, sizeof err) ||
+	    rl_st_open(&ref, ref_path, err, sizeof err)) {
+		fprintf(stderr, "rl_compare: %s\n", err);
+		return 2;
+	}
+	for (int i = 0; i < rl_st_count(ref); i++) {
+		const struct rl_st_tensor *b = rl_st_at(ref, i);
+		const struct rl_st_tensor *a = rl_st_find(run, b->name);
+		int64_t n = 1;
+
+		for (int d = 0; d < b->ndim; d++)
+			n *= b->shape[d];
+		float *x = malloc((size_t)n * sizeof *x + 1),
+		      *y = malloc((size_t)n * sizeof *y + 1);
+		if (!a || !x || !y ||
+		    rl_st_read_f32(run, b->name, x, b->ndim, b->shape, err, sizeof err) ||
+		    rl_st_read_f32(ref, b->name, y, b->ndim, b->shape, err, sizeof err)) {
+			fprintf(stderr, "rl_compare: %s: %s\n", b->name,
+			        a ? err : "missing from the run");
+			bad++;
+			free(x);
+			free(y);
+			continue;
+		}
+		double diff = 0, norm = 0;
+		for (int64_t k = 0; k < n; k++) {
+			diff += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+			norm += (double)y[k] * y[k];
+		}
+		double rel = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+		if (rel > tol) {
+			fprintf(stderr, "rl_compare: %s: relative difference %.3g > %g\n", b->name,
+			        rel, tol);
+			bad++;
+		}
+		if (rel >= worst) {
+			worst = rel;
+			worst_name = b->name;
+		}
+		free(x);
+		free(y);
+	}
+	printf("rl_compare: %d tensors, worst %s at %.3g (tolerance %g)\n", rl_st_count(ref),
+	       worst_name, worst, tol);
+	rl_st_close(run);
+	rl_st_close(ref);
+	return bad ? 1 : 0;
+}
+
+static bool is_timer(const char *key)
+{
+	static const char *const skip[] = {
+	    "total_step_time",      "generation",
+	    "reward_calculation",   "policy_and_reference_logprobs",
+	    "policy_training",      "refit",
+	    "checkpointing",        "validation",
+	    "tokens_per_sec",       "mfu",
+	    "gen_logprob_max_diff",
+	};
+	for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
+		if (strcmp(key, skip[i]) == 0)
+			return true;
+	return false;
+}
+
+static json_t *read_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	json_t *lines = json_array();
+	char buf[65536];
+
+	if (!f) {
+		perror(path);
+		json_decref(lines);
+		return NULL;
+	}
+	while (fgets(buf, sizeof buf, f)) {
+		json_error_t e;
+		json_t *v = json_loads(buf, 0, &e);
+
+		if (!v) {
+			fprintf(stderr, "rl_compare: %s:%d: %s\n", path, e.line, e.text);
+			json_decref(lines);
+			fclose(f);
+			return NULL;
+		}
+		json_array_append_new(lines, v);
+	}
+	fclose(f);
+	return lines;
+}
+
+static int metrics(const char *run_path, const char *ref_path, double tol)
+{
+	json_t *run = read_lines(run_path), *ref = read_lines(ref_path);
+	double worst = 0;
+	char worst_at[128] = "";
+	int bad = 0, compared = 0;
+
+	if (!run || !ref)
+		return 2;
+	if (json_array_size(run) != json_array_size(ref)) {
+		fprintf(stderr, "rl_compare: %zu step lines, the reference has %zu\n",
+		        json_array_size(run), json_array_size(ref));
+		bad++;
+	}
+	for (size_t i = 0; i < json_array_size(ref) && i < json_array_size(run); i++) {
+		json_t *b = json_array_get(ref, i), *a = json_array_get(run, i);
+		const char *key;
+		json_t *bv;
+
+		json_object_foreach(b, key, bv)
+		{
+			json_t *av = json_object_get(a, key);
+
+			if (is_timer(key) || json_is_null(bv))
+				continue;
+			if (!json_is_number(bv) || !json_is_number(av)) {
+				if (!json_equal(av, bv)) {
+					fprintf(stderr, "rl_compare: line %zu: %s differs\n", i + 1,
+					        key);
+					bad++;
+				}
+				continue;
+			}
+			double x = json_number_value(av), y = json_number_value(bv);
+			double scale = fmax(fmax(fabs(x), fabs(y)), 0.01),
+			       rel = fabs(x - y) / scale;
+			compared++;
+			if (rel > tol) {
+				fprintf(stderr, "rl_compare: line %zu: %s %.10g, reference %.10g\n",
+				        i + 1, key, x, y);
+				bad++;
+			}
+			if (rel >= worst) {
+				worst = rel;
+				snprintf(worst_at, sizeof worst_at, "line %zu %s", i + 1, key);
+			}
+		}
+	}
+	printf("rl_compare: %d numbers, worst %s at %.3g (tolerance %g)\n", compared, worst_at,
+	       worst, tol);
+	json_decref(run);
+	json_decref(ref);
+	return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && strcmp(argv[1], "grads") == 0)
+		return grads(argv[2], argv[3], atof(argv[4]));
+	if (argc == 5 && strcmp(argv[1], "metrics") == 0)
+		return metrics(argv[2], argv[3], atof(argv[4]));
+	fprintf(stderr, "usage: rl_compare grads|metrics RUN REFERENCE TOLERANCE\n");
+	return 2;
+}
