@@ -48,7 +48,9 @@ int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model
 	z->grad = ops->alloc(bytes);
 	z->m = ops->alloc(bytes);
 	z->v = ops->alloc(bytes);
-	z->scratch = ops->alloc((size_t)z->bucket * sizeof(float));
+	/* only the last bucket can run past n: the scratch is its size, not
+	 * a whole bucket's (160 MB by default) */
+	z->scratch = ops->alloc((size_t)bucket_len(z, z->n_buckets - 1) * sizeof(float));
 	if (!z->master || !z->grad || !z->m || !z->v || !z->scratch ||
 	    ops->zero(z->m, bytes, NULL) || ops->zero(z->v, bytes, NULL)) {
 		snprintf(err, errlen, "cannot allocate %zu bytes of distributed optimizer state",
