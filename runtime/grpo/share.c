@@ -8,12 +8,16 @@
 
 #include "runtime/grpo/share.h"
 
-void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi)
+/* rank r's share of n items among p */
+static void share_bounds(int n, int r, int p, int *lo, int *hi)
 {
-	int p = group ? rl_comm_size(group) : 1, r = group ? rl_comm_rank(group) : 0;
-
 	*lo = (int)((int64_t)n * r / p);
 	*hi = (int)((int64_t)n * (r + 1) / p);
+}
+
+void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi)
+{
+	share_bounds(n, group ? rl_comm_rank(group) : 0, group ? rl_comm_size(group) : 1, lo, hi);
 }
 
 struct sample_head {
@@ -89,8 +93,9 @@ static int exchange(struct rl_comm *group, struct rl_rollout *r, size_t rec_size
 		pack(&r->s[i], all + (size_t)me * block + (size_t)(i - lo) * rec_size, arg);
 	rl_comm_all_gather(group, all + (size_t)me * block, all, block, RL_COMM_U8, what);
 	for (int k = 0; k < p; k++) {
-		int klo = (int)((int64_t)r->n * k / p), khi = (int)((int64_t)r->n * (k + 1) / p);
+		int klo, khi;
 
+		share_bounds(r->n, k, p, &klo, &khi);
 		for (int i = klo; i < khi && k != me; i++)
 			if (unpack(&r->s[i], all + (size_t)k * block + (size_t)(i - klo) * rec_size,
 			           arg)) {

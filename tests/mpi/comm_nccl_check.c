@@ -19,14 +19,6 @@
 
 static int world_rank, world_size, checks, failures;
 
-/* Defined by comm.c in the library; this program links the backend alone. */
-size_t rl_comm_dtype_size(enum rl_comm_dtype t)
-{
-	static const size_t size[] = {4, 8, 4, 8, 1};
-
-	return size[t];
-}
-
 /* Fatal: the other ranks would wait forever for this one's collective. */
 static _Noreturn void die(const struct rl_comm *g, const char *what, const char *why)
 {
