@@ -9,11 +9,15 @@
 extern "C" {
 #endif
 
-/* out[t, :] = table[ids[t], :] for t < n; table is vocab x dim. Returns -1 on
- * bad arguments or an id outside [0, vocab), writing nothing for that row. */
+/* out[t, :] = table[ids[t], :] for t < n; table is vocab x dim. An id of -1
+ * gives a row of zeros: with a vocabulary split over tensor-parallel ranks,
+ * the ranks that do not hold a token contribute nothing to the sum. Returns
+ * -1 on bad arguments or an id outside [-1, vocab), writing nothing for that
+ * row. */
 typedef int (*rl_embedding_forward_fn)(float *out, const int32_t *ids, const float *table, int n,
                                        int dim, int vocab, void *stream);
-/* dtable[ids[t], :] += dout[t, :]; ids are trusted (checked by the forward). */
+/* dtable[ids[t], :] += dout[t, :], skipping ids of -1; ids are trusted
+ * (checked by the forward). */
 typedef int (*rl_embedding_backward_fn)(float *dtable, const float *dout, const int32_t *ids,
                                         int n, int dim, void *stream);
 

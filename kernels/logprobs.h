@@ -30,7 +30,9 @@ static inline long rl_lm_logprobs_work_floats(const struct rl_lm_logprobs_shape 
 
 /* logits = logit_scale * h [n, dim] W^T (W is [vocab, dim]);
  * lse[t] = logsumexp(logits[t, :]); logprob[t] = logits[t, targets[t]] - lse[t].
- * Returns -1 on bad arguments or a target outside [0, vocab). */
+ * A target of -1 means it is not in this W (a vocabulary split over
+ * tensor-parallel ranks): logprob[t] is 0 and only lse[t] counts.
+ * Returns -1 on bad arguments or a target outside [-1, vocab). */
 typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float *h,
                                          const float *w, const int32_t *targets,
                                          const struct rl_lm_logprobs_shape *shape, float *work,
@@ -38,7 +40,9 @@ typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float
 /* Given dlogprob [n] (the loss's gradient with respect to each logprob),
  * adds dh += dlogits W and dw += dlogits^T h (either may be NULL) where
  * dlogits[t, v] = logit_scale * dlogprob[t] * ([v == targets[t]] - softmax[t, v]),
- * recomputing the logits chunk by chunk from the saved lse. */
+ * recomputing the logits chunk by chunk from lse, which may be the whole
+ * vocabulary's when W is one rank's slice of it (targets -1: no one-hot
+ * term). */
 typedef int (*rl_lm_logprobs_backward_fn)(float *dh, float *dw, const float *dlogprob,
                                           const float *h, const float *w, const int32_t *targets,
                                           const float *lse, const struct rl_lm_logprobs_shape *shape,

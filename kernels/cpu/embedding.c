@@ -25,6 +25,10 @@ int rl_embedding_forward_cpu(float *out, const int32_t *ids, const float *table,
 	for (int t = 0; t < n; t++) {
 		int32_t id = ids[t];
 
+		if (id == -1) { /* the row lives on another tensor-parallel rank */
+			memset(out + (size_t)t * dim, 0, row_bytes);
+			continue;
+		}
 		if (id < 0 || id >= vocab) {
 			bad = 1;
 			continue;
@@ -49,6 +53,8 @@ int rl_embedding_backward_cpu(float *dtable, const float *dout, const int32_t *i
 		int len = dim - c0 < COL_BLOCK ? dim - c0 : COL_BLOCK;
 
 		for (int t = 0; t < n; t++) {
+			if (ids[t] < 0)
+				continue;
 			float *restrict dst = dtable + (size_t)ids[t] * dim + c0;
 			const float *restrict src = dout + (size_t)t * dim + c0;
 

@@ -73,7 +73,7 @@ int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const
 	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
 
 	for (int t = 0; t < n; t++)
-		if (targets[t] < 0 || targets[t] >= vocab)
+		if (targets[t] < -1 || targets[t] >= vocab)
 			return -1;
 	if (n == 0)
 		return 0;
@@ -87,6 +87,7 @@ int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const
 	for (int t = 0; t < n; t++) {
 		lse[t] = -INFINITY;
 		sum[t] = 0.0;
+		logprob[t] = 0.0f; /* stays 0 where the target lives elsewhere */
 	}
 
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
@@ -103,7 +104,8 @@ int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const
 		float l = (float)((double)lse[t] + log(sum[t]));
 
 		lse[t] = l;
-		logprob[t] -= l;
+		if (targets[t] >= 0)
+			logprob[t] -= l;
 	}
 	free(sum);
 	return 0;

@@ -157,6 +157,88 @@ Test(logprobs, chunks_against_full_softmax)
 	lp_case(&seed, 50, 64, 1000, 700, 1.0f, 0); /* threaded rows, short last chunk */
 }
 
+/* The vocabulary cut in two, as two tensor-parallel ranks hold it: each
+ * slice's lse combined by logsumexp is the whole one's, the slice holding a
+ * target gives its logit (target -1 elsewhere gives 0), and the backward of
+ * each slice with the whole lse adds up to the whole backward. */
+Test(logprobs, vocabulary_slices_add_up)
+{
+	enum { N = 9, DIM = 16, VOCAB = 37, CUT = 19 };
+	uint32_t seed = 0xabcdu;
+	struct lp_ctx c = {.s = {.n = N, .dim = DIM, .vocab = VOCAB, .chunk = 8,
+	                         .logit_scale = 1.3f}};
+	size_t nh = (size_t)N * DIM, nw = (size_t)VOCAB * DIM;
+
+	c.h = frand(&seed, nh, -1, 1);
+	c.w = frand(&seed, nw, -1, 1);
+	c.r = frand(&seed, N, -1, 1);
+	c.tgt = malloc(N * sizeof(*c.tgt));
+	cr_assert_not_null(c.tgt);
+	for (int t = 0; t < N; t++)
+		c.tgt[t] = (int32_t)(gc_rng(&seed) % VOCAB);
+	c.tgt[0] = CUT - 1;
+	c.tgt[1] = CUT;
+
+	double lp_want[N], lse_want[N], *dh_want = dalloc(nh), *dw_want = dalloc(nw);
+	lp_ref(&c, lp_want, lse_want, dh_want, dw_want);
+
+	float lp[2][N], lse[2][N], *work = falloc((size_t)N * 8);
+	float *dh = falloc(nh), *dw = falloc(nw);
+	int32_t tgt[2][N];
+	const int start[2] = {0, CUT}, rows[2] = {CUT, VOCAB - CUT};
+
+	memset(dh, 0, nh * sizeof(float));
+	memset(dw, 0, nw * sizeof(float));
+	for (int r = 0; r < 2; r++) {
+		struct rl_lm_logprobs_shape s = c.s;
+
+		s.vocab = rows[r];
+		for (int t = 0; t < N; t++) {
+			int local = c.tgt[t] - start[r];
+			tgt[r][t] = local >= 0 && local < rows[r] ? local : -1;
+		}
+		cr_assert_eq(rl_lm_logprobs_forward_cpu(lp[r], lse[r], c.h,
+		                                        c.w + (size_t)start[r] * DIM, tgt[r], &s,
+		                                        work, NULL),
+		             0);
+		for (int t = 0; t < N; t++)
+			if (tgt[r][t] < 0)
+				cr_expect_eq(lp[r][t], 0.0f, "slice %d token %d", r, t);
+	}
+	float lse_all[N];
+	for (int t = 0; t < N; t++) {
+		double mx = fmax(lse[0][t], lse[1][t]);
+		int owner = tgt[0][t] >= 0 ? 0 : 1;
+
+		lse_all[t] = (float)(mx + log(exp(lse[0][t] - mx) + exp(lse[1][t] - mx)));
+		cr_expect(fabs(lse_all[t] - lse_want[t]) <= 1e-5 * (1 + fabs(lse_want[t])),
+		          "lse %d: %g, want %g", t, lse_all[t], lse_want[t]);
+		double lp_all = (double)lp[owner][t] + lse[owner][t] - lse_all[t];
+		cr_expect(fabs(lp_all - lp_want[t]) <= 1e-5 * (1 + fabs(lp_want[t])),
+		          "logprob %d: %g, want %g", t, lp_all, lp_want[t]);
+	}
+	for (int r = 0; r < 2; r++) {
+		struct rl_lm_logprobs_shape s = c.s;
+
+		s.vocab = rows[r];
+		cr_assert_eq(rl_lm_logprobs_backward_cpu(dh, dw + (size_t)start[r] * DIM, c.r, c.h,
+		                                         c.w + (size_t)start[r] * DIM, tgt[r],
+		                                         lse_all, &s, work, NULL),
+		             0);
+	}
+	close_all("sliced dh", dh, dh_want, nh, 1e-4, 1e-5 * absmax(dh_want, nh));
+	close_all("sliced dw", dw, dw_want, nw, 1e-4, 1e-5 * absmax(dw_want, nw));
+	free(c.h);
+	free(c.w);
+	free(c.r);
+	free(c.tgt);
+	free(work);
+	free(dh);
+	free(dw);
+	free(dh_want);
+	free(dw_want);
+}
+
 Test(logprobs, large_logits_do_not_overflow)
 {
 	/* logits of +-2000: exp would overflow without the running max */
@@ -207,7 +289,7 @@ Test(logprobs, bad_arguments)
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, NULL, NULL), -1);
 	tgt[1] = 2;
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
-	tgt[1] = -1;
+	tgt[1] = -2;
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
 	tgt[1] = 1;
 	struct rl_lm_logprobs_shape bad[4] = {s, s, s, s};

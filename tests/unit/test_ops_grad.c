@@ -96,7 +96,7 @@ Test(embedding, gather_and_scatter)
 Test(embedding, bad_ids_leave_their_rows)
 {
 	const float table[6] = {1, 2, 3, 4, 5, 6};
-	const int32_t ids[4] = {2, -1, 3, 0};
+	const int32_t ids[4] = {2, -2, 3, 0};
 	float out[8];
 
 	for (int i = 0; i < 8; i++)
@@ -104,6 +104,25 @@ Test(embedding, bad_ids_leave_their_rows)
 	cr_expect_eq(rl_embedding_forward_cpu(out, ids, table, 4, 2, 3, NULL), -1);
 	const float want[8] = {5, 6, -7, -7, -7, -7, 1, 2};
 	cr_expect_arr_eq(out, want, sizeof(want));
+}
+
+/* -1 marks a token another tensor-parallel rank holds: a zero row, and no
+ * gradient anywhere. */
+Test(embedding, id_minus_one_is_a_zero_row)
+{
+	const float table[6] = {1, 2, 3, 4, 5, 6};
+	const int32_t ids[3] = {2, -1, 0};
+	const float dout[6] = {10, 20, 30, 40, 50, 60};
+	float out[6], dtable[6] = {0};
+
+	for (int i = 0; i < 6; i++)
+		out[i] = -7;
+	cr_expect_eq(rl_embedding_forward_cpu(out, ids, table, 3, 2, 3, NULL), 0);
+	const float want[6] = {5, 6, 0, 0, 1, 2};
+	cr_expect_arr_eq(out, want, sizeof(want));
+	cr_expect_eq(rl_embedding_backward_cpu(dtable, dout, ids, 3, 2, NULL), 0);
+	const float dwant[6] = {50, 60, 0, 0, 10, 20};
+	cr_expect_arr_eq(dtable, dwant, sizeof(dwant));
 }
 
 Test(embedding, bad_arguments)
