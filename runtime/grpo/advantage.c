@@ -6,23 +6,26 @@
 
 /* Mean and sample std (Bessel's n - 1, as NeMo-RL since it corrected the
  * bias; 0 for a single value) of group[0..n) without entry skip (skip = -1:
- * none). Two passes instead of E[r^2] - E[r]^2: the same number on paper,
- * but without the cancellation that leaves a tiny positive std (and so a
- * huge normalized advantage) for rewards that are equal but not small. */
+ * none). Two passes over the rewards shifted by the first one counted:
+ * equal rewards then give a mean that is exactly that reward and a std of
+ * exactly 0. The plain mean of seven rewards of 0.7 is 0.7 + 1e-16, which
+ * would leave a std of 1e-16 and, after normalizing, an advantage of 1e15
+ * for the one other reward of the group. */
 static void mean_std_except(const double *group, int n, int skip, double *mean, double *std)
 {
-	double sum = 0.0, var = 0.0;
+	double shift = group[skip == 0 ? 1 : 0], sum = 0.0, var = 0.0;
 	int count = 0;
 
 	for (int j = 0; j < n; j++)
 		if (j != skip) {
-			sum += group[j];
+			sum += group[j] - shift;
 			count++;
 		}
-	*mean = sum / count;
+	double dev = sum / count;
+	*mean = shift + dev;
 	for (int j = 0; j < n; j++)
 		if (j != skip)
-			var += (group[j] - *mean) * (group[j] - *mean);
+			var += (group[j] - shift - dev) * (group[j] - shift - dev);
 	*std = count > 1 ? sqrt(var / (count - 1)) : 0.0;
 }
 

@@ -47,6 +47,24 @@ Test(advantage, equal_rewards_are_zero)
 		}
 }
 
+/* Seven rewards of 0.7 average to 0.7 + 1e-16 in floating point; the
+ * eighth sample's others must still have a std of exactly 0, or its
+ * normalized advantage is 1e15 instead of 0.1 - 0.7. */
+Test(advantage, equal_others_leave_no_rounding_std)
+{
+	double r[8], a[8], b[8], s[8];
+
+	for (int i = 0; i < 7; i++)
+		r[i] = 0.7;
+	r[7] = 0.1;
+	rl_grpo_advantages(r, 1, 8, true, true, &unset, &unset, a, b, s);
+	cr_expect_eq(s[7], 0.0, "std of seven equal rewards: %.17g", s[7]);
+	cr_expect_eq(b[7], 0.7, "baseline: %.17g", b[7]);
+	cr_expect(fabs(a[7] - (0.1 - 0.7)) < 1e-15, "advantage %.17g", a[7]);
+	for (int i = 0; i < 7; i++)
+		cr_expect(fabs(a[i]) < 10, "advantage %d: %.17g", i, a[i]);
+}
+
 Test(advantage, group_of_one)
 {
 	const double r[2] = {0.7, -2}, zero[2] = {0, 0};
