@@ -30,11 +30,14 @@ static void *take(const struct rl_model *m, struct rl_acts *a, size_t bytes, int
 struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 {
 	const struct rl_model_config *c = &m->cfg;
+	const struct rl_model_shard *sh = &m->shard;
 	struct rl_acts *a = calloc(1, sizeof *a);
-	size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1), d = (size_t)c->hidden_size;
-	size_t qd = (size_t)c->n_heads * (size_t)c->head_dim;
-	size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
-	size_t inter = (size_t)c->intermediate_size, f = sizeof(float);
+	/* room for the padding sequence parallelism adds */
+	size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1) + (size_t)(sh->tp.size - 1);
+	size_t d = (size_t)c->hidden_size;
+	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim;
+	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
+	size_t inter = (size_t)sh->intermediate, f = sizeof(float);
 	int failed = 0;
 
 	if (!a)
@@ -42,8 +45,12 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->max_tokens = (int)T;
 	a->layers = calloc((size_t)c->n_layers, sizeof *a->layers);
 	a->target_mask = malloc(T * f);
+	a->targets_host = malloc(T * sizeof(int32_t));
 	a->lm_vec_host = malloc(T * f);
-	if (!a->layers || !a->target_mask || !a->lm_vec_host) {
+	if (sh->tp.size > 1)
+		a->tp_host = malloc(T * (size_t)(sh->tp.size + 1) * f);
+	if (!a->layers || !a->target_mask || !a->targets_host || !a->lm_vec_host ||
+	    (sh->tp.size > 1 && !a->tp_host)) {
 		rl_acts_free(m, a);
 		return NULL;
 	}
@@ -63,11 +70,11 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 		if (c->qk_norm) {
 			L->q_raw = take(m, a, T * qd * f, &failed);
 			L->k_raw = take(m, a, T * kvd * f, &failed);
-			L->q_rstd = take(m, a, T * (size_t)c->n_heads * f, &failed);
-			L->k_rstd = take(m, a, T * (size_t)c->n_kv_heads * f, &failed);
+			L->q_rstd = take(m, a, T * (size_t)sh->n_heads * f, &failed);
+			L->k_rstd = take(m, a, T * (size_t)sh->n_kv_heads * f, &failed);
 		}
 		L->att = take(m, a, T * qd * f, &failed);
-		L->lse = take(m, a, T * (size_t)c->n_heads * f, &failed);
+		L->lse = take(m, a, T * (size_t)sh->n_heads * f, &failed);
 		L->x_mid = take(m, a, T * d * f, &failed);
 		L->xn2 = take(m, a, T * d * f, &failed);
 		L->rstd2 = take(m, a, T * f, &failed);
@@ -94,6 +101,10 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->dgate = take(m, a, T * inter * f, &failed);
 	a->dup = take(m, a, T * inter * f, &failed);
 	a->dh = take(m, a, T * inter * f, &failed);
+	if (sh->tp.size > 1) {
+		a->tp_full = take(m, a, T * d * f, &failed);
+		a->tp_local = take(m, a, T * d * f, &failed);
+	}
 	if (failed) {
 		rl_acts_free(m, a);
 		return NULL;
@@ -111,6 +122,8 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 	free(a->owned);
 	free(a->layers);
 	free(a->target_mask);
+	free(a->targets_host);
 	free(a->lm_vec_host);
+	free(a->tp_host);
 	free(a);
 }

@@ -4,6 +4,7 @@
 #define RL_MODEL_ACTS_H
 
 #include "runtime/model/model.h"
+#include "runtime/model/split.h"
 
 struct rl_layer_acts {
 	float *x_in; /* [T, d] residual stream entering the layer */
@@ -19,10 +20,17 @@ struct rl_layer_acts {
 
 struct rl_acts {
 	int max_tokens;
-	int n_tokens;
+	/* n_tokens: the batch's, padded with one sequence of n_tokens - n_real
+	 * tokens to a multiple of the tensor-parallel group under sequence
+	 * parallelism; rows: this rank's of them */
+	int n_tokens, n_real;
 	int n_seqs;
-	int32_t *ids, *pos, *cu_seqlens, *targets; /* targets: -1 replaced by 0 */
-	float *target_mask;                        /* host: 1 where a target exists */
+	struct rl_rows rows;
+	/* ids and targets are this rank's vocabulary rows (-1: another
+	 * rank's, or no target) */
+	int32_t *ids, *pos, *cu_seqlens, *targets;
+	int32_t *targets_host;
+	float *target_mask; /* host: 1 where a target exists */
 	struct rl_layer_acts *layers;
 	float *x_final, *hf, *rstd_f;
 	float *lm_lse;
@@ -35,6 +43,10 @@ struct rl_acts {
 	 * kept across steps; grown when a larger chunk asks for more */
 	float *lm_work;
 	long lm_work_floats;
+	/* tensor parallelism: a whole [T, d] partial sum or gathered
+	 * gradient, [n, d] of this rank's rows, and the host-side [(size + 1)
+	 * x T] of the vocabulary-parallel log-softmax */
+	float *tp_full, *tp_local, *tp_host;
 	/* backward scratch */
 	float *dres, *dhf, *dxn, *dq, *dk, *dv, *dq_raw, *dk_raw, *datt, *dgate, *dup, *dh;
 	/* every allocation above, for release */

@@ -4,6 +4,7 @@
  * gradients are added to, so micro-batches accumulate. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
@@ -13,17 +14,45 @@ static int zero(const struct rl_ops *ops, float *p, size_t floats)
 	return ops->zero(p, floats * sizeof(float), NULL);
 }
 
+/* The residual stream's gradient dres (this rank's rows) as the whole
+ * [T, d] a row-parallel layer's backward reads. */
+static float *whole_dres(struct rl_model *m, struct rl_acts *a)
+{
+	const struct rl_rows *r = &a->rows;
+	int d = m->cfg.hidden_size;
+
+	if (!r->sp)
+		return a->dres;
+	/* tensor parallelism is cpu-only (split.c): host memory */
+	memcpy(a->tp_full + (size_t)r->first * (size_t)d, a->dres,
+	       (size_t)r->n * (size_t)d * sizeof(float));
+	rl_tp_gather_rows(m, r, a->tp_full, d, "residual gradient all-gather");
+	return a->tp_full;
+}
+
+/* dxn [T, d], this rank's part of the gradient of a column-parallel
+ * layer's input, summed over the group: this rank's rows. */
+static float *summed_dxn(struct rl_model *m, struct rl_acts *a, const char *what)
+{
+	const struct rl_rows *r = &a->rows;
+	float *out = r->sp ? a->tp_local : a->dxn;
+
+	rl_tp_sum_rows(m, r, a->dxn, out, m->cfg.hidden_size, what);
+	return out;
+}
+
 static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_layer_acts *L = &a->layers[l];
-	int T = a->n_tokens, d = c->hidden_size, inter = c->intermediate_size;
+	int T = a->n_tokens, n = a->rows.n, d = c->hidden_size, inter = m->shard.intermediate;
 	size_t ti = (size_t)T * (size_t)inter;
+	float *dres = whole_dres(m, a);
 
 	RL_TRY(zero(ops, a->dh, ti), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->dh, G(DOWN), G(DOWN_BIAS), a->dres, L->h, P(DOWN), T, inter,
-	                            d, NULL),
+	RL_TRY(ops->linear_backward(a->dh, G(DOWN), G(DOWN_BIAS), dres, L->h, P(DOWN), T, inter, d,
+	                            NULL),
 	       "layer %d: down_proj backward", l);
 	RL_TRY(zero(ops, a->dgate, ti) || zero(ops, a->dup, ti), "layer %d: zeroing", l);
 	RL_TRY(ops->swiglu_backward(a->dgate, a->dup, a->dh, L->gate, L->up, (int64_t)ti, NULL),
@@ -35,8 +64,9 @@ static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
 	RL_TRY(ops->linear_backward(a->dxn, G(UP), G(UP_BIAS), a->dup, L->xn2, P(UP), T, d, inter,
 	                            NULL),
 	       "layer %d: up_proj backward", l);
-	RL_TRY(ops->rmsnorm_backward(a->dres, G(MLP_NORM), a->dxn, L->x_mid, P(MLP_NORM), L->rstd2,
-	                             T, d, NULL),
+	float *dxn = summed_dxn(m, a, "MLP input gradient sum");
+	RL_TRY(ops->rmsnorm_backward(a->dres, G(MLP_NORM), dxn, L->x_mid, P(MLP_NORM), L->rstd2, n,
+	                             d, NULL),
 	       "layer %d: post_attention_layernorm backward", l);
 	return 0;
 }
@@ -47,15 +77,15 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_layer_acts *L = &a->layers[l];
-	int T = a->n_tokens, d = c->hidden_size;
-	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	int T = a->n_tokens, n = a->rows.n, d = c->hidden_size;
+	int H = m->shard.n_heads, Hkv = m->shard.n_kv_heads, D = c->head_dim;
 	size_t qn = (size_t)T * (size_t)H * (size_t)D, kvn = (size_t)T * (size_t)Hkv * (size_t)D;
 	struct rl_attention_shape shape = {H, Hkv, D, 0};
-	float *dq = a->dq, *dk = a->dk;
+	float *dq = a->dq, *dk = a->dk, *dres = whole_dres(m, a);
 
 	shape.scale = (float)(1.0 / sqrt((double)D));
 	RL_TRY(zero(ops, a->datt, qn), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->datt, G(O), G(O_BIAS), a->dres, L->att, P(O), T, H * D, d,
+	RL_TRY(ops->linear_backward(a->datt, G(O), G(O_BIAS), dres, L->att, P(O), T, H * D, d,
 	                            NULL),
 	       "layer %d: o_proj backward", l);
 	RL_TRY(zero(ops, a->dq, qn) || zero(ops, a->dk, kvn) || zero(ops, a->dv, kvn),
@@ -87,8 +117,9 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 	RL_TRY(
 	    ops->linear_backward(a->dxn, G(V), G(V_BIAS), a->dv, L->xn1, P(V), T, d, Hkv * D, NULL),
 	    "layer %d: v_proj backward", l);
-	RL_TRY(ops->rmsnorm_backward(a->dres, G(ATTN_NORM), a->dxn, L->x_in, P(ATTN_NORM), L->rstd1,
-	                             T, d, NULL),
+	float *dxn = summed_dxn(m, a, "attention input gradient sum");
+	RL_TRY(ops->rmsnorm_backward(a->dres, G(ATTN_NORM), dxn, L->x_in, P(ATTN_NORM), L->rstd1, n,
+	                             d, NULL),
 	       "layer %d: input_layernorm backward", l);
 	return 0;
 }
@@ -98,8 +129,8 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
-	int T = a->n_tokens, d = c->hidden_size;
-	struct rl_lm_logprobs_shape shape = {T, d, c->vocab_size, a->logit_chunk, a->logit_scale};
+	int T = a->n_tokens, n = a->rows.n, d = c->hidden_size;
+	struct rl_lm_logprobs_shape shape = {T, d, m->shard.vocab, a->logit_chunk, a->logit_scale};
 	size_t td = (size_t)T * (size_t)d;
 	float *masked = a->lm_vec_host;
 
@@ -107,9 +138,9 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 		snprintf(err, errlen, "backward without a log-probability forward pass");
 		return -1;
 	}
-	/* tokens without a target were given target 0: their gradient must vanish */
+	/* tokens without a target, and the padding, get no gradient */
 	for (int t = 0; t < T; t++)
-		masked[t] = dlogprob_host[t] * a->target_mask[t];
+		masked[t] = t < a->n_real ? dlogprob_host[t] * a->target_mask[t] : 0.0f;
 	RL_TRY(ops->from_host(a->lm_vec, masked, (size_t)T * sizeof(float), NULL) ||
 	           zero(ops, a->dhf, td) || zero(ops, a->dres, td),
 	       "backward: staging the loss gradient");
@@ -117,14 +148,16 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	                                 m->lm_head->data, a->targets, a->lm_lse, &shape,
 	                                 a->lm_work, NULL),
 	       "lm_head backward");
-	RL_TRY(ops->rmsnorm_backward(a->dres, m->final_norm->grad, a->dhf, a->x_final,
-	                             m->final_norm->data, a->rstd_f, T, d, NULL),
+	float *dhf = a->rows.sp ? a->tp_local : a->dhf;
+	rl_tp_sum_rows(m, &a->rows, a->dhf, dhf, d, "vocab-parallel LM head gradient sum");
+	RL_TRY(ops->rmsnorm_backward(a->dres, m->final_norm->grad, dhf, a->x_final,
+	                             m->final_norm->data, a->rstd_f, n, d, NULL),
 	       "final norm backward");
 	for (int l = c->n_layers - 1; l >= 0; l--) {
 		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
 			return -1;
 	}
-	RL_TRY(ops->embedding_backward(m->embed->grad, a->dres, a->ids, T, d, NULL),
+	RL_TRY(ops->embedding_backward(m->embed->grad, whole_dres(m, a), a->ids, T, d, NULL),
 	       "embedding backward");
 	return 0;
 }

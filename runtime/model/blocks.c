@@ -1,6 +1,8 @@
 /* The pieces of a decoder layer that the training forward pass and the
  * KV-cache step share: the q/k/v projections with the Qwen3 norms and the
- * rotation, and the SwiGLU MLP. */
+ * rotation, and the SwiGLU MLP, over this rank's heads and columns (the
+ * MLP's output is this rank's part of the sum over the tensor-parallel
+ * group). */
 #include "runtime/model/forward_util.h"
 
 int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos, int T,
@@ -8,7 +10,7 @@ int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos,
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
-	int d = c->hidden_size, H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	int d = c->hidden_size, H = m->shard.n_heads, Hkv = m->shard.n_kv_heads, D = c->head_dim;
 	float eps = (float)c->rms_norm_eps;
 
 	RL_TRY(ops->linear_forward(o->q_proj, xn, P(Q), P(Q_BIAS), T, d, H * D, NULL),
@@ -34,14 +36,15 @@ int rl_block_mlp(struct rl_model *m, int l, const float *xn, float *gate, float 
                  float *out, int T, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
-	int d = m->cfg.hidden_size, inter = m->cfg.intermediate_size;
+	int d = m->cfg.hidden_size, inter = m->shard.intermediate;
 
 	RL_TRY(ops->linear_forward(gate, xn, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
 	       "layer %d: gate_proj", l);
 	RL_TRY(ops->linear_forward(up, xn, P(UP), P(UP_BIAS), T, d, inter, NULL),
 	       "layer %d: up_proj", l);
 	RL_TRY(ops->swiglu_forward(h, gate, up, (int64_t)T * inter, NULL), "layer %d: swiglu", l);
-	RL_TRY(ops->linear_forward(out, h, P(DOWN), P(DOWN_BIAS), T, inter, d, NULL),
+	RL_TRY(ops->linear_forward(out, h, P(DOWN), rl_tp_row_bias(m, P(DOWN_BIAS)), T, inter, d,
+	                           NULL),
 	       "layer %d: down_proj", l);
 	return 0;
 }

@@ -1,29 +1,53 @@
 /* The forward pass over packed sequences, keeping what the backward pass
  * needs, and the two heads on top of it: full logits and token log-probs. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
 
+/* A global token id as this rank's row of the vocabulary, -1 if another
+ * rank holds it. */
+static int32_t local_row(const struct rl_model *m, int32_t id)
+{
+	int32_t r = id - m->shard.vocab_start;
+
+	return id >= 0 && r >= 0 && r < m->shard.vocab ? r : -1;
+}
+
+/* The batch on the backend: positions restart with each sequence, ids and
+ * targets become this rank's vocabulary rows. Under sequence parallelism
+ * one more sequence of padding makes the tokens a multiple of the group;
+ * its targets are -1, so it adds nothing to any gradient. */
 static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, char *err,
                         size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
-	int32_t *pos = malloc((size_t)b->n_tokens * sizeof *pos);
-	int32_t *tgt = malloc((size_t)b->n_tokens * sizeof *tgt);
+	int p = m->shard.tp.size, T = b->n_tokens, n_seqs = b->n_seqs;
+	int padded = m->shard.sequence_parallel ? (T + p - 1) / p * p : T;
+	int32_t *pos = malloc((size_t)padded * sizeof *pos);
+	int32_t *ids = malloc((size_t)padded * sizeof *ids);
+	int32_t *cu = malloc((size_t)(n_seqs + 2) * sizeof *cu);
+	int32_t *tgt = a->targets_host;
 	int rc = -1;
 
-	if (!pos || !tgt) {
-		snprintf(err, errlen, "out of memory for a batch of %d tokens", b->n_tokens);
+	if (!pos || !ids || !cu) {
+		snprintf(err, errlen, "out of memory for a batch of %d tokens", T);
 		goto out;
 	}
-	if (b->cu_seqlens[0] != 0 || b->cu_seqlens[b->n_seqs] != b->n_tokens) {
-		snprintf(err, errlen, "cu_seqlens must run from 0 to the %d tokens", b->n_tokens);
+	if (padded > a->max_tokens) {
+		snprintf(err, errlen, "a batch of %d tokens padded to %d (room for %d tokens)", T,
+		         padded, a->max_tokens);
 		goto out;
 	}
-	for (int s = 0; s < b->n_seqs; s++) {
+	if (b->cu_seqlens[0] != 0 || b->cu_seqlens[n_seqs] != T) {
+		snprintf(err, errlen, "cu_seqlens must run from 0 to the %d tokens", T);
+		goto out;
+	}
+	for (int s = 0; s < n_seqs; s++) {
 		if (b->cu_seqlens[s + 1] < b->cu_seqlens[s]) {
 			snprintf(err, errlen, "cu_seqlens decreases at sequence %d", s);
 			goto out;
@@ -31,7 +55,7 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++)
 			pos[t] = t - b->cu_seqlens[s];
 	}
-	for (int t = 0; t < b->n_tokens; t++) {
+	for (int t = 0; t < T; t++) {
 		int32_t y = b->targets ? b->targets[t] : -1;
 
 		if (y < -1 || y >= m->cfg.vocab_size) {
@@ -41,22 +65,35 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 			goto out;
 		}
 		a->target_mask[t] = y >= 0 ? 1.0f : 0.0f;
-		tgt[t] = y >= 0 ? y : 0;
+		tgt[t] = local_row(m, y);
+		ids[t] = local_row(m, b->ids[t]);
 	}
-	size_t n = (size_t)b->n_tokens * sizeof(int32_t);
-	if (ops->from_host(a->ids, b->ids, n, NULL) || ops->from_host(a->pos, pos, n, NULL) ||
+	memcpy(cu, b->cu_seqlens, (size_t)(n_seqs + 1) * sizeof *cu);
+	if (padded > T) {
+		for (int t = T; t < padded; t++) {
+			pos[t] = t - T;
+			ids[t] = local_row(m, 0);
+			tgt[t] = -1;
+			a->target_mask[t] = 0.0f;
+		}
+		cu[++n_seqs] = padded;
+	}
+	size_t n = (size_t)padded * sizeof(int32_t);
+	if (ops->from_host(a->ids, ids, n, NULL) || ops->from_host(a->pos, pos, n, NULL) ||
 	    ops->from_host(a->targets, tgt, n, NULL) ||
-	    ops->from_host(a->cu_seqlens, b->cu_seqlens, (size_t)(b->n_seqs + 1) * sizeof(int32_t),
-	                   NULL)) {
+	    ops->from_host(a->cu_seqlens, cu, (size_t)(n_seqs + 1) * sizeof(int32_t), NULL)) {
 		snprintf(err, errlen, "copying the batch to the %s backend failed", ops->name);
 		goto out;
 	}
-	a->n_tokens = b->n_tokens;
-	a->n_seqs = b->n_seqs;
+	a->n_tokens = padded;
+	a->n_real = T;
+	a->n_seqs = n_seqs;
+	rl_rows_of(m, padded, m->shard.sequence_parallel, &a->rows);
 	rc = 0;
 out:
 	free(pos);
-	free(tgt);
+	free(ids);
+	free(cu);
 	return rc;
 }
 
@@ -65,29 +102,40 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
+	const struct rl_rows *r = &a->rows;
 	struct rl_layer_acts *L = &a->layers[l];
 	int T = a->n_tokens, d = c->hidden_size;
-	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	int H = m->shard.n_heads, Hkv = m->shard.n_kv_heads, D = c->head_dim;
+	size_t mine = (size_t)r->first * (size_t)d;
 	float eps = (float)c->rms_norm_eps;
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
 	float *q = c->qk_norm ? L->q_raw : L->q, *k = c->qk_norm ? L->k_raw : L->k;
 
-	RL_TRY(ops->rmsnorm_forward(L->xn1, L->rstd1, L->x_in, P(ATTN_NORM), T, d, eps, NULL),
+	RL_TRY(ops->rmsnorm_forward(L->xn1 + mine, L->rstd1, L->x_in, P(ATTN_NORM), r->n, d, eps,
+	                            NULL),
 	       "layer %d: input_layernorm", l);
+	rl_tp_gather_rows(m, r, L->xn1, d, "attention input all-gather");
 	struct rl_qkv_out o = {q, k, L->v, L->q, L->k, L->q_rstd, L->k_rstd};
 	if (rl_block_qkv(m, l, L->xn1, a->pos, T, &o, err, errlen))
 		return -1;
 	RL_TRY(ops->attention_forward(L->att, L->lse, L->q, L->k, L->v, a->cu_seqlens, a->n_seqs,
 	                              &shape, NULL),
 	       "layer %d: attention", l);
-	RL_TRY(ops->linear_forward(L->x_mid, L->att, P(O), P(O_BIAS), T, H * D, d, NULL),
+	float *sum = rl_tp_sum_target(m, r, L->x_mid, a->tp_full);
+	RL_TRY(ops->linear_forward(sum, L->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d,
+	                           NULL),
 	       "layer %d: o_proj", l);
-	RL_TRY(ops->add(L->x_mid, L->x_in, (int64_t)T * d, NULL), "layer %d: residual", l);
-	RL_TRY(ops->rmsnorm_forward(L->xn2, L->rstd2, L->x_mid, P(MLP_NORM), T, d, eps, NULL),
+	rl_tp_sum_rows(m, r, sum, L->x_mid, d, "o_proj sum");
+	RL_TRY(ops->add(L->x_mid, L->x_in, (int64_t)r->n * d, NULL), "layer %d: residual", l);
+	RL_TRY(ops->rmsnorm_forward(L->xn2 + mine, L->rstd2, L->x_mid, P(MLP_NORM), r->n, d, eps,
+	                            NULL),
 	       "layer %d: post_attention_layernorm", l);
-	if (rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, x_out, T, err, errlen))
+	rl_tp_gather_rows(m, r, L->xn2, d, "MLP input all-gather");
+	sum = rl_tp_sum_target(m, r, x_out, a->tp_full);
+	if (rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, sum, T, err, errlen))
 		return -1;
-	RL_TRY(ops->add(x_out, L->x_mid, (int64_t)T * d, NULL), "layer %d: residual", l);
+	rl_tp_sum_rows(m, r, sum, x_out, d, "down_proj sum");
+	RL_TRY(ops->add(x_out, L->x_mid, (int64_t)r->n * d, NULL), "layer %d: residual", l);
 	return 0;
 }
 
@@ -95,6 +143,7 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
                      size_t errlen)
 {
 	const struct rl_model_config *c = &m->cfg;
+	const struct rl_rows *r = &a->rows;
 	int d = c->hidden_size;
 
 	if (b->n_tokens <= 0 || b->n_tokens > a->max_tokens || b->n_seqs <= 0) {
@@ -112,58 +161,93 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	}
 	if (upload_batch(m, a, b, err, errlen))
 		return -1;
-	RL_TRY(m->ops->embedding_forward(a->layers[0].x_in, a->ids, m->embed->data, b->n_tokens, d,
-	                                 c->vocab_size, NULL),
+	float *x0 = a->layers[0].x_in, *sum = rl_tp_sum_target(m, r, x0, a->tp_full);
+	RL_TRY(m->ops->embedding_forward(sum, a->ids, m->embed->data, a->n_tokens, d,
+	                                 m->shard.vocab, NULL),
 	       "embedding");
+	rl_tp_sum_rows(m, r, sum, x0, d, "vocab-parallel embedding sum");
 	for (int l = 0; l < c->n_layers; l++) {
 		float *x_out = l + 1 < c->n_layers ? a->layers[l + 1].x_in : a->x_final;
 
 		if (layer_forward(m, a, l, x_out, err, errlen))
 			return -1;
 	}
-	RL_TRY(m->ops->rmsnorm_forward(a->hf, a->rstd_f, a->x_final, m->final_norm->data,
-	                               b->n_tokens, d, (float)c->rms_norm_eps, NULL),
+	RL_TRY(m->ops->rmsnorm_forward(a->hf + (size_t)r->first * (size_t)d, a->rstd_f, a->x_final,
+	                               m->final_norm->data, r->n, d, (float)c->rms_norm_eps, NULL),
 	       "final norm");
+	rl_tp_gather_rows(m, r, a->hf, d, "final norm all-gather");
 	return 0;
 }
 
 int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, char *err,
                     size_t errlen)
 {
-	size_t bytes = (size_t)a->n_tokens * (size_t)m->cfg.vocab_size * sizeof(float);
-	float *dev = m->ops == &rl_ops_cpu ? logits_host : m->ops->alloc(bytes);
+	int rows = a->n_real, V = m->shard.vocab;
+	size_t bytes = (size_t)a->n_tokens * (size_t)V * sizeof(float);
+	bool direct = m->ops == &rl_ops_cpu && m->shard.tp.size == 1;
+	float *dev = direct ? logits_host : m->ops->alloc(bytes);
 	int rc = -1;
 
 	if (!dev) {
 		snprintf(err, errlen, "cannot allocate %zu bytes of logits", bytes);
 		return -1;
 	}
-	if (m->ops->linear_forward(dev, a->hf, m->lm_head->data, NULL, a->n_tokens,
-	                           m->cfg.hidden_size, m->cfg.vocab_size, NULL)) {
+	if (m->ops->linear_forward(dev, a->hf, m->lm_head->data, NULL, rows, m->cfg.hidden_size, V,
+	                           NULL)) {
 		snprintf(err, errlen, "lm_head failed");
 		goto out;
 	}
-	if (dev != logits_host && m->ops->to_host(logits_host, dev, bytes, NULL)) {
-		snprintf(err, errlen, "copying the logits to the host failed");
+	if (!direct && rl_tp_gather_vocab(m, dev, rows, logits_host, err, errlen))
 		goto out;
-	}
 	rc = 0;
 out:
-	if (dev != logits_host)
+	if (!direct)
 		m->ops->release(dev);
 	return rc;
+}
+
+/* Vocabulary-parallel log-softmax (Megatron's): each rank has the lse of
+ * its slice and the target's logit where it holds the target; the lse of
+ * the whole vocabulary is their logsumexp, and the target's logit comes
+ * from the one rank that has it. The whole lse replaces the slice's for
+ * the backward pass. Host memory (tensor parallelism is cpu-only). */
+static void combine_vocab_slices(struct rl_model *m, struct rl_acts *a, float *logprob)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	int T = a->n_tokens, p = tp->size;
+	float *lse_all = a->tp_host, *logit = a->tp_host + (size_t)p * (size_t)T;
+
+	for (int t = 0; t < T; t++)
+		logit[t] = a->targets_host[t] >= 0 ? logprob[t] + a->lm_lse[t] : 0.0f;
+	memcpy(lse_all + (size_t)tp->rank * (size_t)T, a->lm_lse, (size_t)T * sizeof(float));
+	tp->all_gather(tp->ctx, lse_all + (size_t)tp->rank * (size_t)T, lse_all, (size_t)T,
+	               "vocab-parallel lse all-gather");
+	tp->all_reduce(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
+	for (int t = 0; t < T; t++) {
+		double most = -INFINITY, sum = 0;
+
+		for (int r = 0; r < p; r++)
+			if (lse_all[(size_t)r * (size_t)T + (size_t)t] > most)
+				most = lse_all[(size_t)r * (size_t)T + (size_t)t];
+		for (int r = 0; r < p; r++)
+			sum += exp(lse_all[(size_t)r * (size_t)T + (size_t)t] - most);
+		a->lm_lse[t] = (float)(most + log(sum));
+		logprob[t] = logit[t] - a->lm_lse[t];
+	}
 }
 
 int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host, float logit_scale,
                       int vocab_chunk, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
-	int V = m->cfg.vocab_size;
-	struct rl_lm_logprobs_shape shape = {a->n_tokens, m->cfg.hidden_size, V,
+	int V = m->shard.vocab, T = a->n_tokens;
+	struct rl_lm_logprobs_shape shape = {T, m->cfg.hidden_size, V,
 	                                     vocab_chunk <= 0 || vocab_chunk > V ? V : vocab_chunk,
 	                                     logit_scale};
 	long need = rl_lm_logprobs_work_floats(&shape);
-	float *dev = ops == &rl_ops_cpu ? logprob_host : a->lm_vec;
+	/* padded rows need room the caller did not give */
+	bool direct = ops == &rl_ops_cpu && T == a->n_real;
+	float *dev = direct ? logprob_host : a->lm_vec;
 
 	if (need > a->lm_work_floats) {
 		ops->release(a->lm_work);
@@ -180,12 +264,14 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 		snprintf(err, errlen, "lm_head log-probabilities failed");
 		return -1;
 	}
+	if (m->shard.tp.size > 1)
+		combine_vocab_slices(m, a, dev);
 	if (dev != logprob_host &&
-	    ops->to_host(logprob_host, dev, (size_t)a->n_tokens * sizeof(float), NULL)) {
+	    ops->to_host(logprob_host, dev, (size_t)a->n_real * sizeof(float), NULL)) {
 		snprintf(err, errlen, "copying the log-probabilities to the host failed");
 		return -1;
 	}
-	for (int t = 0; t < a->n_tokens; t++)
+	for (int t = 0; t < a->n_real; t++)
 		logprob_host[t] *= a->target_mask[t];
 	a->logit_chunk = shape.chunk;
 	a->logit_scale = logit_scale;

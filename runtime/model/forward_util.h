@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "runtime/model/acts.h"
+#include "runtime/model/split.h"
 
 /* An op that fails turns into a message naming where it happened. Needs err
  * and errlen in scope. */

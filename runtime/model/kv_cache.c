@@ -11,7 +11,7 @@
 struct rl_decode_scratch {
 	int32_t *ids, *pos;
 	float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *h, *last, *logits;
-	int32_t *pos_host;
+	int32_t *pos_host; /* host: positions, then ids as this rank's vocabulary rows */
 	int *first; /* host: first token of each group */
 };
 
@@ -45,8 +45,9 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 	const struct rl_ops *ops = m->ops;
 	struct rl_kv_cache *kv = calloc(1, sizeof *kv);
 	size_t f = sizeof(float), T = (size_t)max_tokens, d = (size_t)c->hidden_size;
-	size_t kvd = (size_t)c->n_kv_heads * (size_t)c->head_dim;
-	size_t qd = (size_t)c->n_heads * (size_t)c->head_dim, inter = (size_t)c->intermediate_size;
+	const struct rl_model_shard *sh = &m->shard;
+	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
+	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim, inter = (size_t)sh->intermediate;
 	size_t per_layer = (size_t)n_slots * (size_t)max_len * kvd * f;
 	struct rl_decode_scratch *s;
 	int ok = 1;
@@ -86,8 +87,8 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 	s->up = ops->alloc(T * inter * f);
 	s->h = ops->alloc(T * inter * f);
 	s->last = ops->alloc((size_t)n_slots * d * f);
-	s->logits = ops->alloc((size_t)n_slots * (size_t)c->vocab_size * f);
-	s->pos_host = malloc(T * sizeof(int32_t));
+	s->logits = ops->alloc((size_t)n_slots * (size_t)sh->vocab * f);
+	s->pos_host = malloc(2 * T * sizeof(int32_t)); /* positions, then local ids */
 	s->first = malloc(((size_t)n_slots + 1) * sizeof(int));
 	ok &= s->ids && s->pos && s->x && s->xn && s->q && s->qn && s->k && s->kn && s->v &&
 	      s->att && s->gate && s->up && s->h && s->last && s->logits && s->pos_host && s->first;
@@ -160,9 +161,10 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_decode_scratch *s = kv->scratch;
 	int d = c->hidden_size;
-	int H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+	int H = m->shard.n_heads, Hkv = m->shard.n_kv_heads, D = c->head_dim;
 	float eps = (float)c->rms_norm_eps;
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
+	struct rl_rows rows;
 	size_t kvrow = (size_t)Hkv * (size_t)D, qrow = (size_t)H * (size_t)D;
 	float *q = s->q, *k = s->k;
 
@@ -190,13 +192,17 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 		                             n_new[g], kv->len[slots[g]] + n_new[g], &shape, NULL),
 		       "layer %d: attention", l);
 	}
-	RL_TRY(ops->linear_forward(s->xn, s->att, P(O), P(O_BIAS), T, H * D, d, NULL),
+	rl_rows_of(m, T, false, &rows);
+	RL_TRY(ops->linear_forward(s->xn, s->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d,
+	                           NULL),
 	       "layer %d: o_proj", l);
+	rl_tp_sum_rows(m, &rows, s->xn, s->xn, d, "decode o_proj sum");
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(MLP_NORM), T, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
 	if (rl_block_mlp(m, l, s->xn, s->gate, s->up, s->h, s->xn, T, err, errlen))
 		return -1;
+	rl_tp_sum_rows(m, &rows, s->xn, s->xn, d, "decode down_proj sum");
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
 	return 0;
 }
@@ -208,8 +214,9 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_decode_scratch *s = kv->scratch;
-	int d = c->hidden_size, V = c->vocab_size, T = 0;
+	int d = c->hidden_size, T = 0;
 	size_t row = (size_t)d * sizeof(float);
+	struct rl_rows rows;
 
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
@@ -218,10 +225,19 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		for (int i = 0; i < n_new[g]; i++)
 			s->pos_host[T++] = kv->len[slots[g]] + i;
 	}
-	RL_TRY(ops->from_host(s->ids, ids, (size_t)T * sizeof(int32_t), NULL) ||
+	/* this rank's rows of the vocabulary, -1 for the others' */
+	int32_t *local_ids = s->pos_host + T;
+	for (int t = 0; t < T; t++) {
+		int32_t r = ids[t] - m->shard.vocab_start;
+		local_ids[t] = r >= 0 && r < m->shard.vocab ? r : -1;
+	}
+	RL_TRY(ops->from_host(s->ids, local_ids, (size_t)T * sizeof(int32_t), NULL) ||
 	           ops->from_host(s->pos, s->pos_host, (size_t)T * sizeof(int32_t), NULL),
 	       "decode: copying the tokens");
-	RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, V, NULL), "embedding");
+	rl_rows_of(m, T, false, &rows);
+	RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, m->shard.vocab, NULL),
+	       "embedding");
+	rl_tp_sum_rows(m, &rows, s->x, s->x, d, "decode vocab-parallel embedding sum");
 	for (int l = 0; l < c->n_layers; l++) {
 		if (layer_decode(m, kv, l, n_groups, slots, n_new, T, err, errlen))
 			return -1;
@@ -236,10 +252,8 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->last, m->final_norm->data, n_groups, d,
 	                            (float)c->rms_norm_eps, NULL),
 	       "final norm");
-	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d, V, NULL),
+	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
+	                           m->shard.vocab, NULL),
 	       "lm_head");
-	RL_TRY(ops->to_host(logits_host, s->logits, (size_t)n_groups * (size_t)V * sizeof(float),
-	                    NULL),
-	       "decode: copying the logits");
-	return 0;
+	return rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen);
 }

@@ -17,7 +17,7 @@ struct rl_kv_cache {
 	int max_len;    /* tokens per sequence */
 	int max_tokens; /* new tokens per step, all sequences together */
 	int *len;       /* host: tokens cached per slot */
-	float **k, **v; /* per layer: [n_slots, max_len, n_kv_heads, head_dim] */
+	float **k, **v; /* per layer: [n_slots, max_len, this rank's kv heads, head_dim] */
 	struct rl_decode_scratch *scratch;
 };
 

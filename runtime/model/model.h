@@ -12,6 +12,7 @@
 #ifndef RL_MODEL_MODEL_H
 #define RL_MODEL_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,15 +48,60 @@ enum rl_layer_param {
 struct rl_param {
 	char name[96]; /* the Hugging Face tensor name */
 	int ndim;
-	int64_t shape[2];
+	int64_t shape[2]; /* what this rank holds */
 	int64_t numel;
 	int64_t offset; /* into the flat buffers, in floats */
 	float *data;    /* flat + offset (backend memory) */
 	float *grad;    /* flat_grad + offset (backend memory) */
+	/* How the whole tensor is cut over the tensor-parallel ranks: along
+	 * split_dim (0 rows, 1 columns; -1: every rank holds all of it), rank
+	 * r taking rl_split_range(full_shape[split_dim], size, r). */
+	int split_dim;
+	int64_t full_shape[2];
+	/* another rank holds the same values and counts them in the global
+	 * gradient norm */
+	bool replica;
+	/* the gradient is this rank's part of a sum over the tensor-parallel
+	 * group (q/k norms, which see only this rank's heads; every norm and
+	 * row-parallel bias under sequence parallelism) until
+	 * rl_model_reduce_grads */
+	bool partial_grad;
+};
+
+/* The collectives tensor parallelism needs, over the ranks that share each
+ * layer, handed in by the caller so that the model library does not depend
+ * on MPI (runtime/parallel/tp_group.c binds them to a comm). Each call is
+ * collective over the group; buffers are backend memory; what names the
+ * call site for the watchdog. */
+struct rl_tp_group {
+	void *ctx;
+	int rank, size;
+	void (*all_reduce)(void *ctx, float *buf, size_t n, const char *what);
+	/* recv gets size x n floats, block r from rank r; send may be
+	 * recv + rank x n */
+	void (*all_gather)(void *ctx, const float *send, float *recv, size_t n, const char *what);
+	/* send holds size x n floats; recv (not overlapping) gets the sum of
+	 * block rank */
+	void (*reduce_scatter)(void *ctx, const float *send, float *recv, size_t n,
+	                       const char *what);
+};
+
+/* This rank's cut of the model (Megatron's tensor parallelism): q/k/v,
+ * gate/up and the vocabulary split by rows (heads, GQA groups kept whole),
+ * o/down by columns, the rest whole on every rank. tp.size 1: the whole
+ * model. */
+struct rl_model_shard {
+	struct rl_tp_group tp;
+	/* norms and residuals on this rank's rows of the sequence only */
+	bool sequence_parallel;
+	int n_heads, n_kv_heads, intermediate; /* this rank's */
+	int vocab_start, vocab;                /* this rank's rows of embed / lm_head */
+	int vocab_max;                         /* the most any rank holds */
 };
 
 struct rl_model {
-	struct rl_model_config cfg;
+	struct rl_model_config cfg; /* the whole model's */
+	struct rl_model_shard shard;
 	const struct rl_ops *ops;
 	char *dir; /* where it was loaded from: config.json and tokenizer come from here */
 
@@ -127,5 +173,22 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
                       size_t errlen);
 int rl_model_zero_grad(struct rl_model *m);
+
+/* split.c: tensor parallelism. */
+/* Rows [*start, *start + *len) of total that rank r of size takes: the first
+ * total % size ranks one more. */
+void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len);
+/* Replaces *m (the whole model) by this rank's cut of it over tp; *m is
+ * left alone on failure (heads, kv heads or the MLP not divisible by the
+ * group, a backend other than cpu). */
+int rl_model_split(struct rl_model **m, const struct rl_tp_group *tp, bool sequence_parallel,
+                   char *err, size_t errlen);
+/* After the last backward pass of an update: sums the partial gradients
+ * (rl_param.partial_grad) over the tensor-parallel group. Collective. */
+int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen);
+/* Parameter i of the whole model into full_host (full_shape), from every
+ * rank's local_host (this rank's values of it, host memory). Collective. */
+int rl_model_gather_param(const struct rl_model *m, int i, const float *local_host,
+                          float *full_host, char *err, size_t errlen);
 
 #endif

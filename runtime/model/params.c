@@ -13,6 +13,7 @@
 #include "runtime/model/model.h"
 #include "runtime/generate/rng.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/model/split.h"
 
 static const char *const layer_suffix[RL_P_PER_LAYER] = {
     [RL_P_ATTN_NORM] = "input_layernorm.weight",
@@ -56,14 +57,16 @@ static bool layer_has(const struct rl_model_config *c, enum rl_layer_param p)
 	}
 }
 
-/* [rows, cols]; cols 0 means a vector of rows elements. */
+/* [rows, cols] of the whole tensor, cols 0 for a vector of rows elements,
+ * and the dimension tensor parallelism cuts (-1: none). */
 static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, int64_t *rows,
-                        int64_t *cols)
+                        int64_t *cols, int *split_dim)
 {
 	int64_t d = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
 	int64_t q = (int64_t)c->n_heads * hd, kv = (int64_t)c->n_kv_heads * hd;
 
 	*cols = 0;
+	*split_dim = -1;
 	switch (p) {
 	case RL_P_ATTN_NORM:
 	case RL_P_MLP_NORM:
@@ -72,21 +75,21 @@ static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, 
 		*rows = d;
 		break;
 	case RL_P_Q:
-		*rows = q, *cols = d;
+		*rows = q, *cols = d, *split_dim = 0;
 		break;
 	case RL_P_Q_BIAS:
-		*rows = q;
+		*rows = q, *split_dim = 0;
 		break;
 	case RL_P_K:
 	case RL_P_V:
-		*rows = kv, *cols = d;
+		*rows = kv, *cols = d, *split_dim = 0;
 		break;
 	case RL_P_K_BIAS:
 	case RL_P_V_BIAS:
-		*rows = kv;
+		*rows = kv, *split_dim = 0;
 		break;
 	case RL_P_O:
-		*rows = d, *cols = q;
+		*rows = d, *cols = q, *split_dim = 1;
 		break;
 	case RL_P_Q_NORM:
 	case RL_P_K_NORM:
@@ -94,14 +97,14 @@ static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, 
 		break;
 	case RL_P_GATE:
 	case RL_P_UP:
-		*rows = inter, *cols = d;
+		*rows = inter, *cols = d, *split_dim = 0;
 		break;
 	case RL_P_GATE_BIAS:
 	case RL_P_UP_BIAS:
-		*rows = inter;
+		*rows = inter, *split_dim = 0;
 		break;
 	case RL_P_DOWN:
-		*rows = d, *cols = inter;
+		*rows = d, *cols = inter, *split_dim = 1;
 		break;
 	case RL_P_PER_LAYER:
 		*rows = 0;
@@ -109,16 +112,47 @@ static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, 
 	}
 }
 
-static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, const char *fmt,
-                                  ...)
+/* Whether a tensor that every rank holds whole gets only this rank's part
+ * of its gradient: the q/k norms see this rank's heads; with sequence
+ * parallelism, the norms and the row-parallel biases see its rows. */
+static bool grad_is_partial(const struct rl_model_shard *sh, enum rl_layer_param p)
 {
+	if (sh->tp.size == 1)
+		return false;
+	switch (p) {
+	case RL_P_Q_NORM:
+	case RL_P_K_NORM:
+		return true;
+	case RL_P_ATTN_NORM:
+	case RL_P_MLP_NORM:
+		return sh->sequence_parallel;
+	default:
+		return false;
+	}
+}
+
+/* A tensor of whole shape [rows, cols] (cols 0: a vector), cut along
+ * split_dim for this rank. */
+static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, int split_dim,
+                                  const char *fmt, ...)
+{
+	const struct rl_model_shard *sh = &m->shard;
 	struct rl_param *p = &m->params[m->n_params++];
 	va_list ap;
+	int64_t start;
 
 	va_start(ap, fmt);
 	vsnprintf(p->name, sizeof p->name, fmt, ap);
 	va_end(ap);
 	p->ndim = cols ? 2 : 1;
+	p->full_shape[0] = rows;
+	p->full_shape[1] = cols;
+	p->split_dim = split_dim;
+	p->replica = split_dim < 0 && sh->tp.rank > 0;
+	if (split_dim == 0)
+		rl_split_range(rows, sh->tp.size, sh->tp.rank, &start, &rows);
+	else if (split_dim == 1)
+		rl_split_range(cols, sh->tp.size, sh->tp.rank, &start, &cols);
 	p->shape[0] = rows;
 	p->shape[1] = cols;
 	p->numel = cols ? rows * cols : rows;
@@ -140,24 +174,29 @@ static int build_table(struct rl_model *m)
 	m->layer = calloc((size_t)c->n_layers * RL_P_PER_LAYER, sizeof *m->layer);
 	if (!m->params || !m->layer)
 		return -1;
-	m->embed = add_param(m, c->vocab_size, c->hidden_size, "model.embed_tokens.weight");
+	m->embed = add_param(m, c->vocab_size, c->hidden_size, 0, "model.embed_tokens.weight");
 	slots[0] = m->embed - m->params;
 	for (int i = 0; i < c->n_layers; i++) {
 		for (int p = 0; p < RL_P_PER_LAYER; p++) {
 			int64_t rows, cols;
+			int split;
 
 			if (!layer_has(c, (enum rl_layer_param)p))
 				continue;
-			layer_shape(c, (enum rl_layer_param)p, &rows, &cols);
-			m->layer[i * RL_P_PER_LAYER + p] =
-			    add_param(m, rows, cols, "model.layers.%d.%s", i, layer_suffix[p]);
+			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
+			struct rl_param *x = add_param(m, rows, cols, split, "model.layers.%d.%s", i,
+			                               layer_suffix[p]);
+			x->partial_grad = grad_is_partial(&m->shard, (enum rl_layer_param)p);
+			m->layer[i * RL_P_PER_LAYER + p] = x;
 		}
 	}
-	m->final_norm = add_param(m, c->hidden_size, 0, "model.norm.weight");
+	m->final_norm = add_param(m, c->hidden_size, 0, -1, "model.norm.weight");
+	m->final_norm->partial_grad = m->shard.sequence_parallel;
 	slots[1] = m->final_norm - m->params;
-	slots[2] = c->tie_word_embeddings
-	               ? slots[0]
-	               : add_param(m, c->vocab_size, c->hidden_size, "lm_head.weight") - m->params;
+	slots[2] = c->tie_word_embeddings ? slots[0]
+	                                  : add_param(m, c->vocab_size, c->hidden_size, 0,
+	                                              "lm_head.weight") -
+	                                        m->params;
 	m->embed = &m->params[slots[0]];
 	m->final_norm = &m->params[slots[1]];
 	m->lm_head = &m->params[slots[2]];
@@ -206,10 +245,9 @@ out:
 	return rc;
 }
 
-/* A model with cfg's shape and every weight zero: the table, the flat
- * buffers and the rotary frequencies, on ops' backend. */
-static int model_new(struct rl_model **out, const struct rl_model_config *cfg, const char *dir,
-                     const struct rl_ops *ops, char *err, size_t errlen)
+int rl_model_new_shard(struct rl_model **out, const struct rl_model_config *cfg,
+                       const struct rl_model_shard *shard, const char *dir,
+                       const struct rl_ops *ops, char *err, size_t errlen)
 {
 	struct rl_model *m = calloc(1, sizeof *m);
 	const char *missing = rl_ops_missing(ops);
@@ -227,6 +265,7 @@ static int model_new(struct rl_model **out, const struct rl_model_config *cfg, c
 	}
 	m->ops = ops;
 	m->cfg = *cfg;
+	m->shard = *shard;
 	if (build_table(m)) {
 		set_errf(err, errlen, "%s: out of memory", dir);
 		goto fail;
@@ -260,6 +299,15 @@ static int model_new(struct rl_model **out, const struct rl_model_config *cfg, c
 fail:
 	rl_model_free(m);
 	return -1;
+}
+
+static int model_new(struct rl_model **out, const struct rl_model_config *cfg, const char *dir,
+                     const struct rl_ops *ops, char *err, size_t errlen)
+{
+	struct rl_model_shard whole;
+
+	rl_model_shard_whole(&whole, cfg);
+	return rl_model_new_shard(out, cfg, &whole, dir, ops, err, errlen);
 }
 
 int rl_model_load(struct rl_model **out, const char *dir, const struct rl_ops *ops, char *err,

@@ -1,0 +1,189 @@
+/* Tensor parallelism's cut of a model (Megatron-LM's column- and
+ * row-parallel layers): which rows or columns of each tensor a rank holds,
+ * building a rank's model from the whole one, and putting whole tensors
+ * back together from the ranks' parts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/model/split.h"
+
+void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len)
+{
+	int64_t base = total / size, extra = total % size;
+
+	*len = base + (r < extra);
+	*start = r * base + (r < extra ? r : extra);
+}
+
+void rl_model_shard_whole(struct rl_model_shard *s, const struct rl_model_config *c)
+{
+	memset(s, 0, sizeof *s);
+	s->tp.size = 1;
+	s->n_heads = c->n_heads;
+	s->n_kv_heads = c->n_kv_heads;
+	s->intermediate = c->intermediate_size;
+	s->vocab = s->vocab_max = c->vocab_size;
+}
+
+/* Heads stay whole and each rank keeps whole GQA groups (its query heads
+ * and the kv heads they read), as Megatron requires. */
+static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
+                      const struct rl_tp_group *tp, bool sequence_parallel, char *err,
+                      size_t errlen)
+{
+	const struct rl_model_config *c = &m->cfg;
+	int p = tp->size;
+	int64_t start, len;
+
+	if (m->ops != &rl_ops_cpu) {
+		snprintf(err, errlen,
+		         "policy.parallel.tensor: tensor parallelism runs on the cpu backend only in "
+		         "this release");
+		return -1;
+	}
+	if (c->n_heads % p || c->n_kv_heads % p || c->intermediate_size % p) {
+		snprintf(err, errlen,
+		         "policy.parallel.tensor: %d does not divide the model's %d attention heads, "
+		         "%d key/value heads and intermediate size %d (%s/config.json)",
+		         p, c->n_heads, c->n_kv_heads, c->intermediate_size, m->dir);
+		return -1;
+	}
+	if (c->vocab_size < p) {
+		snprintf(err, errlen,
+		         "policy.parallel.tensor: %d ranks for a vocabulary of %d tokens", p,
+		         c->vocab_size);
+		return -1;
+	}
+	rl_model_shard_whole(s, c);
+	s->tp = *tp;
+	s->sequence_parallel = sequence_parallel && p > 1;
+	s->n_heads = c->n_heads / p;
+	s->n_kv_heads = c->n_kv_heads / p;
+	s->intermediate = c->intermediate_size / p;
+	rl_split_range(c->vocab_size, p, tp->rank, &start, &len);
+	s->vocab_start = (int)start;
+	s->vocab = (int)len;
+	rl_split_range(c->vocab_size, p, 0, &start, &len);
+	s->vocab_max = (int)len;
+	return 0;
+}
+
+/* This rank's part of a whole tensor (host memory on both sides). */
+static void cut(const struct rl_param *whole, const struct rl_param *part, int rank, int size,
+                float *dst, const float *src)
+{
+	int64_t start, len;
+
+	if (part->split_dim < 0) {
+		memcpy(dst, src, (size_t)part->numel * sizeof *dst);
+		return;
+	}
+	if (part->split_dim == 0) {
+		int64_t row = whole->ndim == 2 ? whole->shape[1] : 1;
+
+		rl_split_range(whole->shape[0], size, rank, &start, &len);
+		memcpy(dst, src + start * row, (size_t)(len * row) * sizeof *dst);
+		return;
+	}
+	rl_split_range(whole->shape[1], size, rank, &start, &len);
+	for (int64_t i = 0; i < whole->shape[0]; i++)
+		memcpy(dst + i * len, src + i * whole->shape[1] + start, (size_t)len * sizeof *dst);
+}
+
+int rl_model_split(struct rl_model **m, const struct rl_tp_group *tp, bool sequence_parallel,
+                   char *err, size_t errlen)
+{
+	struct rl_model *whole = *m, *part;
+	struct rl_model_shard s;
+
+	if (tp->size == 1)
+		return 0;
+	if (shard_init(&s, whole, tp, sequence_parallel, err, errlen) ||
+	    rl_model_new_shard(&part, &whole->cfg, &s, whole->dir, whole->ops, err, errlen))
+		return -1;
+	/* the cpu backend only (shard_init): parameters are host memory */
+	for (int i = 0; i < part->n_params; i++)
+		cut(&whole->params[i], &part->params[i], tp->rank, tp->size, part->params[i].data,
+		    whole->params[i].data);
+	rl_model_free(whole);
+	*m = part;
+	return 0;
+}
+
+int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	int64_t n = 0;
+
+	if (tp->size == 1)
+		return 0;
+	for (int i = 0; i < m->n_params; i++)
+		n += m->params[i].partial_grad ? m->params[i].numel : 0;
+	if (n == 0)
+		return 0;
+	/* one collective for all of them: they are small and many */
+	float *pack = malloc((size_t)n * sizeof *pack);
+	if (!pack) {
+		snprintf(err, errlen, "out of memory summing %lld gradients", (long long)n);
+		return -1;
+	}
+	int64_t at = 0;
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *p = &m->params[i];
+
+		if (p->partial_grad) {
+			memcpy(pack + at, p->grad, (size_t)p->numel * sizeof *pack);
+			at += p->numel;
+		}
+	}
+	tp->all_reduce(tp->ctx, pack, (size_t)n, "tensor-parallel norm gradients");
+	at = 0;
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *p = &m->params[i];
+
+		if (p->partial_grad) {
+			memcpy(p->grad, pack + at, (size_t)p->numel * sizeof *pack);
+			at += p->numel;
+		}
+	}
+	free(pack);
+	return 0;
+}
+
+int rl_model_gather_param(const struct rl_model *m, int i, const float *local_host,
+                          float *full_host, char *err, size_t errlen)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	const struct rl_param *p = &m->params[i];
+	int64_t rows = p->full_shape[0], cols = p->full_shape[1] ? p->full_shape[1] : 1;
+	int64_t most, start, len;
+
+	if (tp->size == 1 || p->split_dim < 0) {
+		memcpy(full_host, local_host, (size_t)(rows * cols) * sizeof *full_host);
+		return 0;
+	}
+	rl_split_range(p->full_shape[p->split_dim], tp->size, 0, &start, &most);
+	int64_t block = most * (p->split_dim == 0 ? cols : rows);
+	float *all = malloc((size_t)(block * tp->size) * sizeof *all);
+	if (!all) {
+		snprintf(err, errlen, "out of memory gathering %s", p->name);
+		return -1;
+	}
+	memcpy(all + block * tp->rank, local_host, (size_t)p->numel * sizeof *all);
+	tp->all_gather(tp->ctx, all + block * tp->rank, all, (size_t)block, p->name);
+	for (int r = 0; r < tp->size; r++) {
+		const float *src = all + block * r;
+
+		rl_split_range(p->full_shape[p->split_dim], tp->size, r, &start, &len);
+		if (p->split_dim == 0) {
+			memcpy(full_host + start * cols, src, (size_t)(len * cols) * sizeof *src);
+			continue;
+		}
+		for (int64_t row = 0; row < rows; row++)
+			memcpy(full_host + row * cols + start, src + row * len,
+			       (size_t)len * sizeof *src);
+	}
+	free(all);
+	return 0;
+}

@@ -1,0 +1,50 @@
+/* Internal to runtime/model: how a model is cut for tensor parallelism,
+ * and the collectives the passes make over the tensor-parallel group.
+ * defines: rl_model_shard_whole, rl_model_new_shard, struct rl_rows,
+ * rl_rows_of, rl_tp_gather_rows, rl_tp_sum_rows, rl_tp_sum_target,
+ * rl_tp_row_bias, rl_tp_gather_vocab */
+#ifndef RL_MODEL_SPLIT_H
+#define RL_MODEL_SPLIT_H
+
+#include "runtime/model/model.h"
+
+/* The cut that is the whole model: one rank. */
+void rl_model_shard_whole(struct rl_model_shard *s, const struct rl_model_config *c);
+/* A model with cfg's shape cut as shard says, every weight zero: the table,
+ * the flat buffers and the rotary frequencies, on ops' backend. */
+int rl_model_new_shard(struct rl_model **out, const struct rl_model_config *cfg,
+                       const struct rl_model_shard *shard, const char *dir,
+                       const struct rl_ops *ops, char *err, size_t errlen);
+
+/* The rows of one pass over T tokens: with sequence parallelism this rank
+ * owns the residual stream's rows [first, first + n), otherwise all of
+ * them (first 0, n T). Buffers of the residual stream hold a rank's own
+ * rows from their start; the inputs of the column-parallel layers are
+ * whole [T, d], this rank's rows at first. */
+struct rl_rows {
+	int T, first, n;
+	bool sp;
+};
+
+/* T must be a multiple of the group's size when sp. */
+void rl_rows_of(const struct rl_model *m, int T, bool sp, struct rl_rows *r);
+/* buf [T, d] with this rank's rows at first: every row filled in. */
+void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, float *buf, int d,
+                       const char *what);
+/* The buffer a partial sum of [T, d] goes to before rl_tp_sum_rows: out
+ * itself unless sp (then scratch). */
+float *rl_tp_sum_target(const struct rl_model *m, const struct rl_rows *r, float *out,
+                        float *scratch);
+/* partial [T, d], this rank's part of a sum over the group, summed into
+ * out (this rank's rows, [n, d]); partial is out unless sp. */
+void rl_tp_sum_rows(const struct rl_model *m, const struct rl_rows *r, float *partial, float *out,
+                    int d, const char *what);
+/* The bias of a row-parallel layer: added by the first rank only, since
+ * the others' outputs are summed onto it. */
+const float *rl_tp_row_bias(const struct rl_model *m, const float *bias);
+/* local [rows, vocab of this rank] (backend memory) into full_host [rows,
+ * whole vocab], from every rank's slice. Collective. */
+int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, float *full_host,
+                       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,90 @@
+/* The collectives inside a pass over a tensor-parallel model, Megatron's
+ * f/g pairs: the input of a column-parallel layer is whole on every rank
+ * (gathered along the sequence under sequence parallelism), the output of
+ * a row-parallel layer is each rank's part of a sum (reduced, or
+ * reduce-scattered along the sequence). One rank: no calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/model/split.h"
+
+void rl_rows_of(const struct rl_model *m, int T, bool sp, struct rl_rows *r)
+{
+	int p = m->shard.tp.size;
+
+	r->T = T;
+	r->sp = sp && p > 1;
+	r->n = r->sp ? T / p : T;
+	r->first = r->sp ? m->shard.tp.rank * r->n : 0;
+}
+
+void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, float *buf, int d,
+                       const char *what)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	size_t block = (size_t)r->n * (size_t)d;
+
+	if (r->sp)
+		tp->all_gather(tp->ctx, buf + (size_t)r->first * (size_t)d, buf, block, what);
+}
+
+float *rl_tp_sum_target(const struct rl_model *m, const struct rl_rows *r, float *out,
+                        float *scratch)
+{
+	(void)m;
+	return r->sp ? scratch : out;
+}
+
+void rl_tp_sum_rows(const struct rl_model *m, const struct rl_rows *r, float *partial, float *out,
+                    int d, const char *what)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+
+	if (tp->size == 1)
+		return;
+	if (r->sp)
+		tp->reduce_scatter(tp->ctx, partial, out, (size_t)r->n * (size_t)d, what);
+	else
+		tp->all_reduce(tp->ctx, partial, (size_t)r->T * (size_t)d, what);
+}
+
+const float *rl_tp_row_bias(const struct rl_model *m, const float *bias)
+{
+	return m->shard.tp.rank == 0 ? bias : NULL;
+}
+
+int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, float *full_host,
+                       char *err, size_t errlen)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	const struct rl_model_shard *s = &m->shard;
+	int V = m->cfg.vocab_size;
+	size_t block = (size_t)rows * (size_t)s->vocab_max;
+
+	if (tp->size == 1)
+		return m->ops->to_host(full_host, local, (size_t)rows * (size_t)V * sizeof(float),
+		                       NULL)
+		           ? (snprintf(err, errlen, "copying the logits to the host failed"), -1)
+		           : 0;
+	/* tensor parallelism is cpu-only (split.c): local is host memory */
+	float *all = malloc(block * (size_t)tp->size * sizeof *all);
+	if (!all) {
+		snprintf(err, errlen, "out of memory gathering %d rows of logits", rows);
+		return -1;
+	}
+	memcpy(all + block * (size_t)tp->rank, local,
+	       (size_t)rows * (size_t)s->vocab * sizeof *all);
+	tp->all_gather(tp->ctx, all + block * (size_t)tp->rank, all, block, "vocab-parallel logits");
+	for (int r = 0; r < tp->size; r++) {
+		int64_t start, len;
+
+		rl_split_range(V, tp->size, r, &start, &len);
+		for (int t = 0; t < rows; t++)
+			memcpy(full_host + (size_t)t * (size_t)V + (size_t)start,
+			       all + block * (size_t)r + (size_t)t * (size_t)len,
+			       (size_t)len * sizeof *all);
+	}
+	free(all);
+	return 0;
+}

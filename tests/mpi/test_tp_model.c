@@ -1,0 +1,279 @@
+/* A tensor-parallel model against the whole one, on real MPI ranks
+ * (started by tests/mpi/tp_model_test.sh under mpiexec): every rank builds
+ * the same random model twice, keeps one whole and cuts the other over the
+ * world as its tensor-parallel group, and the two must agree on the
+ * token log-probabilities, the full logits, every parameter's gradient
+ * (put back together from the ranks' parts) and the logits of prefill and
+ * decode through the KV cache. Variants cover GQA, the Qwen2/3 biases and
+ * q/k norms, untied embeddings, a vocabulary that does not divide evenly
+ * and sequence parallelism (with a batch that needs padding). Prints
+ * "N passed, M failed" on rank 0. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/model.h"
+#include "runtime/parallel/tp_group.h"
+
+#define TOL 1e-5
+
+static int passed, failed, me;
+
+static void check(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		passed++;
+		return;
+	}
+	failed++;
+	fprintf(stderr, "rank %d: FAIL: ", me);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint32_t lcg(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+static float uniform(uint32_t *s)
+{
+	return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* ||a - b|| / ||b||, or ||a - b|| when b is 0 */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+	double d = 0, nb = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		nb += (double)b[i] * b[i];
+	}
+	return nb > 0 ? sqrt(d / nb) : sqrt(d);
+}
+
+struct variant {
+	const char *name;
+	int n_heads, n_kv_heads, vocab;
+	bool qkv_bias, o_bias, mlp_bias, qk_norm, tie, sp;
+};
+
+static void config_of(const struct variant *v, struct rl_model_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->arch = v->qk_norm ? RL_ARCH_QWEN3 : RL_ARCH_LLAMA;
+	c->vocab_size = v->vocab;
+	c->hidden_size = 32;
+	c->intermediate_size = 48;
+	c->n_layers = 2;
+	c->n_heads = v->n_heads;
+	c->n_kv_heads = v->n_kv_heads;
+	c->head_dim = 8;
+	c->max_position_embeddings = 64;
+	c->rms_norm_eps = 1e-6;
+	c->rope_theta = 10000;
+	c->tie_word_embeddings = v->tie;
+	c->qkv_bias = v->qkv_bias;
+	c->o_bias = v->o_bias;
+	c->mlp_bias = v->mlp_bias;
+	c->qk_norm = v->qk_norm;
+	c->bos_token_id = -1;
+	c->torch_dtype = RL_F32;
+}
+
+/* A new model's norms are 1 and its biases 0, which would hide a bias
+ * added twice or a norm weight applied to the wrong rows. */
+static struct rl_model *random_model(const struct rl_model_config *c)
+{
+	struct rl_model *m;
+	char err[256];
+
+	if (rl_model_new_random(&m, c, "test", &rl_ops_cpu, 7, 0.2, err, sizeof err)) {
+		fprintf(stderr, "rank %d: %s\n", me, err);
+		exit(1);
+	}
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+		uint32_t s = 99u + (uint32_t)i;
+
+		if (p->ndim == 1)
+			for (int64_t k = 0; k < p->numel; k++)
+				p->data[k] = (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
+	}
+	return m;
+}
+
+/* Three sequences, 19 tokens: sequence parallelism over 2 or 4 ranks pads. */
+enum { T = 19, N_SEQS = 3 };
+static const int32_t cu[N_SEQS + 1] = {0, 6, 15, T};
+
+static void make_batch(int vocab, int32_t *ids, int32_t *targets, struct rl_batch *b)
+{
+	uint32_t s = 5;
+
+	for (int t = 0; t < T; t++)
+		ids[t] = (int32_t)(lcg(&s) % (uint32_t)vocab);
+	for (int q = 0; q < N_SEQS; q++)
+		for (int t = cu[q]; t < cu[q + 1]; t++)
+			targets[t] = t + 1 < cu[q + 1] ? ids[t + 1] : -1;
+	*b = (struct rl_batch){T, N_SEQS, ids, cu, targets};
+}
+
+static void must(int rc, const char *what, const char *err)
+{
+	if (rc) {
+		fprintf(stderr, "rank %d: %s: %s\n", me, what, err);
+		exit(1);
+	}
+}
+
+static void compare_passes(const struct variant *v, struct rl_model *whole, struct rl_model *part)
+{
+	int V = v->vocab;
+	int32_t ids[T], targets[T];
+	struct rl_batch b;
+	struct rl_acts *aw = rl_acts_new(whole, T), *ap = rl_acts_new(part, T);
+	float lw[T], lp[T], dlp[T];
+	float *logits_w = malloc((size_t)T * (size_t)V * sizeof(float));
+	float *logits_p = malloc((size_t)T * (size_t)V * sizeof(float));
+	char err[512];
+	uint32_t s = 11;
+
+	make_batch(V, ids, targets, &b);
+	/* chunks of 8 walk a vocabulary slice in several steps */
+	must(rl_model_forward(whole, aw, &b, err, sizeof err) ||
+	         rl_model_logprobs(whole, aw, lw, 1.3f, 8, err, sizeof err),
+	     "whole forward", err);
+	must(rl_model_forward(part, ap, &b, err, sizeof err) ||
+	         rl_model_logprobs(part, ap, lp, 1.3f, 8, err, sizeof err),
+	     "split forward", err);
+	check(rel_diff(lp, lw, T) <= TOL, "%s: logprobs differ by %.3g", v->name,
+	      rel_diff(lp, lw, T));
+	must(rl_model_logits(whole, aw, logits_w, err, sizeof err), "whole logits", err);
+	must(rl_model_logits(part, ap, logits_p, err, sizeof err), "split logits", err);
+	check(rel_diff(logits_p, logits_w, (size_t)T * V) <= TOL, "%s: logits differ by %.3g",
+	      v->name, rel_diff(logits_p, logits_w, (size_t)T * V));
+
+	for (int t = 0; t < T; t++)
+		dlp[t] = uniform(&s);
+	must(rl_model_zero_grad(whole) || rl_model_zero_grad(part), "zero", "");
+	must(rl_model_backward(whole, aw, dlp, err, sizeof err), "whole backward", err);
+	must(rl_model_backward(part, ap, dlp, err, sizeof err) ||
+	         rl_model_reduce_grads(part, err, sizeof err),
+	     "split backward", err);
+	for (int i = 0; i < part->n_params; i++) {
+		const struct rl_param *w = &whole->params[i];
+		float *full = malloc((size_t)w->numel * sizeof(float));
+
+		must(rl_model_gather_param(part, i, part->params[i].grad, full, err, sizeof err),
+		     "gather", err);
+		double rel = rel_diff(full, w->grad, (size_t)w->numel);
+		double norm = 0;
+		for (int64_t k = 0; k < w->numel; k++)
+			norm += fabs(w->grad[k]);
+		check(norm > 0, "%s: %s: the whole model's gradient is 0", v->name, w->name);
+		check(rel <= TOL, "%s: gradient of %s differs by %.3g", v->name, w->name, rel);
+		free(full);
+	}
+	rl_acts_free(whole, aw);
+	rl_acts_free(part, ap);
+	free(logits_w);
+	free(logits_p);
+}
+
+/* Prefill of two prompts, then one decode step each. */
+static void compare_decode(const struct variant *v, struct rl_model *whole, struct rl_model *part)
+{
+	int V = v->vocab, slots[2] = {0, 1}, n_new[2] = {5, 3}, one[2] = {1, 1};
+	int32_t ids[8] = {1, 4, 2, 7, 3, 5, 0, 6}, next[2] = {9 % V, 2};
+	struct rl_kv_cache *kw = rl_kv_cache_new(whole, 2, 16, 8);
+	struct rl_kv_cache *kp = rl_kv_cache_new(part, 2, 16, 8);
+	float *lw = malloc(2 * (size_t)V * sizeof(float)), *lp = malloc(2 * (size_t)V * sizeof(float));
+	char err[512];
+
+	if (!kw || !kp || !lw || !lp)
+		must(1, "decode", "out of memory");
+	must(rl_model_decode(whole, kw, 2, slots, n_new, ids, lw, err, sizeof err), "whole prefill",
+	     err);
+	must(rl_model_decode(part, kp, 2, slots, n_new, ids, lp, err, sizeof err), "split prefill",
+	     err);
+	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: prefill logits differ by %.3g",
+	      v->name, rel_diff(lp, lw, 2 * (size_t)V));
+	must(rl_model_decode(whole, kw, 2, slots, one, next, lw, err, sizeof err), "whole decode",
+	     err);
+	must(rl_model_decode(part, kp, 2, slots, one, next, lp, err, sizeof err), "split decode",
+	     err);
+	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: decode logits differ by %.3g", v->name,
+	      rel_diff(lp, lw, 2 * (size_t)V));
+	rl_kv_cache_free(whole, kw);
+	rl_kv_cache_free(part, kp);
+	free(lw);
+	free(lp);
+}
+
+int main(void)
+{
+	static const struct variant variants[] = {
+	    {"llama, tied", 8, 8, 37, false, false, false, false, true, false},
+	    {"llama GQA, untied, all biases", 8, 4, 37, true, true, true, false, false, false},
+	    {"qwen3 q/k norms, GQA", 8, 4, 41, false, false, false, true, true, false},
+	    {"llama GQA + sequence parallel", 8, 4, 37, true, true, true, false, false, true},
+	    {"qwen3 + sequence parallel", 8, 4, 41, true, false, false, true, false, true},
+	};
+	struct rl_comm_world *w;
+	struct rl_comm *world;
+	struct rl_tp_group tp;
+	char err[512];
+
+	if (rl_comm_world_init(&w, &world, 0, 60, err, sizeof err)) {
+		fprintf(stderr, "test_tp_model: %s\n", err);
+		return 1;
+	}
+	me = rl_comm_rank(world);
+	rl_tp_group_bind(&tp, world);
+	for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+		const struct variant *v = &variants[i];
+		struct rl_model_config c;
+
+		config_of(v, &c);
+		struct rl_model *whole = random_model(&c), *part = random_model(&c);
+		must(rl_model_split(&part, &tp, v->sp, err, sizeof err), v->name, err);
+		compare_passes(v, whole, part);
+		compare_decode(v, whole, part);
+		rl_model_free(whole);
+		rl_model_free(part);
+	}
+
+	/* heads that do not divide are refused, by name, and leave the
+	 * model whole */
+	if (tp.size > 1) {
+		struct variant odd = {"odd", 8, 1, 37, false, false, false, false, true, false};
+		struct rl_model_config c;
+
+		config_of(&odd, &c);
+		struct rl_model *m = random_model(&c), *before = m;
+		check(rl_model_split(&m, &tp, false, err, sizeof err) == -1 && m == before &&
+		          strstr(err, "does not divide") != NULL,
+		      "1 key/value head over %d ranks was not refused (%s)", tp.size, err);
+		rl_model_free(m);
+	}
+
+	int counts[2] = {passed, failed};
+	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "results");
+	if (me == 0)
+		printf("test_tp_model: %d ranks: %d passed, %d failed\n", tp.size, counts[0],
+		       counts[1]);
+	rl_comm_world_finalize(w);
+	return counts[1] ? 1 : 0;
+}
