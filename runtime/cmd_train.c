@@ -56,8 +56,12 @@ int rl_cmd_train(int argc, char **argv)
 	/* a reward program that dies must not take us with it on the next
 	 * write to its pipe; the reward code reports it instead */
 	signal(SIGPIPE, SIG_IGN);
-	rc = rl_train(&cfg, d, stdout, err, sizeof err) ? RL_EXIT_FAIL : RL_EXIT_OK;
-	if (rc != RL_EXIT_OK) {
+	int trained = rl_train(&cfg, d, stdout, err, sizeof err);
+	rc = trained ? RL_EXIT_FAIL : RL_EXIT_OK;
+	if (trained == RL_TRAIN_AGREED_FAILURE) {
+		if (err[0])
+			fprintf(stderr, "rlrun train: rank %d: %s\n", d->rank, err);
+	} else if (rc != RL_EXIT_OK) {
 		char msg[2300];
 
 		if (!d) {

@@ -12,10 +12,11 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 	float *full = malloc(bytes + sizeof(float));
 	float *dev = NULL;
 	struct rl_st_source *src = calloc((size_t)m->n_params + 1, sizeof *src);
+	float **wholes = calloc((size_t)m->n_params, sizeof *wholes);
 	float loss32 = (float)loss;
 	int rc = -1;
 
-	if (!full || !src) {
+	if (!full || !src || !wholes) {
 		snprintf(err, errlen, "out of memory for the gradient dump");
 		goto out;
 	}
@@ -30,21 +31,34 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 		snprintf(err, errlen, "copying the gradient to the host failed");
 		goto out;
 	}
+	/* the tensors as the whole model has them, put together from every
+	 * tensor-parallel rank's part */
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *p = &m->params[i];
+		int64_t numel = p->full_shape[0] * (p->ndim == 2 ? p->full_shape[1] : 1);
+
+		wholes[i] = malloc((size_t)numel * sizeof(float));
+		if (!wholes[i]) {
+			snprintf(err, errlen, "out of memory for the gradient dump");
+			goto out;
+		}
+		if (rl_model_gather_param(m, i, full + p->offset, wholes[i], err, errlen))
+			goto out;
+		src[i] = (struct rl_st_source){p->name, RL_F32, p->ndim, {0}, wholes[i]};
+		memcpy(src[i].shape, p->full_shape, sizeof p->full_shape);
+	}
 	if (!rl_trainer_is_main(t)) {
 		rc = 0;
 		goto out;
-	}
-	for (int i = 0; i < m->n_params; i++) {
-		const struct rl_param *p = &m->params[i];
-
-		src[i] = (struct rl_st_source){p->name, RL_F32, p->ndim, {0}, full + p->offset};
-		memcpy(src[i].shape, p->shape, sizeof p->shape);
 	}
 	src[m->n_params] = (struct rl_st_source){"loss", RL_F32, 1, {1}, &loss32};
 	rc = rl_st_write(t->grad_dump, src, m->n_params + 1, err, errlen);
 out:
 	if (dev)
 		m->ops->release(dev);
+	for (int i = 0; wholes && i < m->n_params; i++)
+		free(wholes[i]);
+	free(wholes);
 	free(full);
 	free(src);
 	return rc;

@@ -220,7 +220,8 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 	bool dump = t->grad_dump && t->optimizer_steps == 0;
 	if (t->dist) {
 		t->zero.hp.lr = lr;
-		if (rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
+		if (rl_model_reduce_grads(t->model, err, errlen) ||
+		    rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
 		    (dump && rl_grad_dump_write(t, stats->loss, err, errlen)) ||
 		    rl_zero_update(&t->zero, t->model, max_norm, grad_norm, err, errlen))
 			return -1;

@@ -10,6 +10,7 @@
 #include "runtime/grpo/train.h"
 #include "runtime/grpo/trainer.h"
 #include "runtime/model/builtin.h"
+#include "runtime/parallel/tp_group.h"
 
 int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 {
@@ -28,11 +29,11 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         c->policy.precision);
 		return -1;
 	}
-	if (par->autoplan || par->tensor > 1 || par->pipeline > 1 || par->context > 1 ||
-	    par->expert > 1 || par->expert_tensor > 1) {
+	if (par->autoplan || par->pipeline > 1 || par->context > 1 || par->expert > 1 ||
+	    par->expert_tensor > 1) {
 		snprintf(err, errlen,
-		         "policy.parallel: this release trains with data parallelism only; set "
-		         "tensor, pipeline, context and expert to 1 (more ranks become data "
+		         "policy.parallel: this release trains with tensor and data parallelism "
+		         "only; set pipeline, context and expert to 1 (more ranks become data "
 		         "parallel)");
 		return -1;
 	}
@@ -63,6 +64,15 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 			return -1;
 	} else if (rl_model_load(&t->model, c->policy.model_name, &rl_ops_cpu, err, errlen)) {
 		return -1;
+	}
+	if (t->dist) {
+		/* every rank builds the whole model, then keeps its cut of it */
+		struct rl_tp_group tp;
+
+		rl_tp_group_bind(&tp, t->dist->g[RL_G_TP]);
+		if (rl_model_split(&t->model, &tp, c->policy.parallel.sequence_parallel, err,
+		                   errlen))
+			return -1;
 	}
 	if (rl_builtin_is(tok_dir))
 		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
@@ -145,8 +155,8 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	if (t->dist) {
 		/* Megatron's default bucket is 40M parameters; small models get
 		 * one bucket */
-		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->model, &hp, 40 << 20, err,
-		                 errlen))
+		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], t->model,
+		                 &hp, 40 << 20, err, errlen))
 			return -1;
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;

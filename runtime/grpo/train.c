@@ -88,14 +88,35 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	fflush(out);
 }
 
+/* After setup, which holds no collective, every rank has either failed or
+ * not: they agree on it, so that a refusal every rank meets (a model the
+ * layout cannot cut) is one message and a plain exit, not an abort. The
+ * first rank that failed keeps its message; the others' err is empty. */
+static bool setup_failed_somewhere(struct rl_dist *dist, bool failed, char *err)
+{
+	int first = failed ? dist->rank : dist->size;
+
+	rl_comm_all_reduce(dist->g[RL_G_WORLD], &first, 1, RL_COMM_I32, RL_COMM_MIN,
+	                   "setup agreement");
+	if (first != dist->rank)
+		err[0] = '\0';
+	return first < dist->size;
+}
+
 int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
              size_t errlen)
 {
 	struct rl_trainer t;
 	double started, spent = 0;
 	int rc = -1;
+	bool failed = rl_trainer_setup(&t, cfg, dist, progress, err, errlen) != 0;
 
-	if (rl_trainer_setup(&t, cfg, dist, progress, err, errlen))
+	if (dist && setup_failed_somewhere(dist, failed, err)) {
+		if (!failed)
+			rl_trainer_free(&t);
+		return RL_TRAIN_AGREED_FAILURE;
+	}
+	if (failed)
 		return -1;
 	progress = t.progress; /* NULL on every rank but the first */
 	if (progress)

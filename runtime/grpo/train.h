@@ -13,10 +13,17 @@
  * work starts, and before the ranks meet (every rank sees the same). */
 int rl_train_check(const struct rl_config *cfg, char *err, size_t errlen);
 
+/* rl_train's return when setup failed on some rank and every rank knows:
+ * they can exit without aborting. err holds the reason on the first rank
+ * that failed and is empty on the others. */
+#define RL_TRAIN_AGREED_FAILURE (-2)
+
 /* Runs cfg to grpo.max_num_steps (or until the data's epochs run out),
  * writing logger.log_dir/metrics.jsonl and one progress line per step on
  * progress. dist: the run's ranks (NULL: this process alone); only the
- * first rank writes. Returns 0, or -1 with the reason in err. */
+ * first rank writes. Returns 0, RL_TRAIN_AGREED_FAILURE, or -1 with the
+ * reason in err (with several ranks, the others may be waiting for this
+ * one). */
 int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
              size_t errlen);
 

@@ -4,6 +4,7 @@
  * slices lie end to end in its shard. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/parallel/zero.h"
@@ -28,14 +29,38 @@ static int64_t shard_offset(const struct rl_zero *z, int b)
 	return bucket_start(z, b) / rl_comm_size(z->group);
 }
 
-int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model *m,
-                 const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err, size_t errlen)
+/* Adds flat floats [lo, hi) that sit at shard index at + (x - from) for x
+ * in [from, from + real), minus the replicas, to z's pieces. */
+static void add_pieces(struct rl_zero *z, const struct rl_model *m, int64_t from, int64_t real,
+                       int64_t at)
+{
+	int64_t x = from, end = from + real;
+
+	/* parameters lie in increasing offsets; a replica cuts a hole */
+	for (int i = 0; i < m->n_params && x < end; i++) {
+		const struct rl_param *p = &m->params[i];
+		int64_t lo = p->offset, hi = p->offset + p->numel;
+
+		if (!p->replica || hi <= x || lo >= end)
+			continue;
+		if (lo > x)
+			z->pieces[z->n_pieces++] = (struct rl_zero_piece){at + (x - from), lo - x};
+		x = hi;
+	}
+	if (x < end)
+		z->pieces[z->n_pieces++] = (struct rl_zero_piece){at + (x - from), end - x};
+}
+
+int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
+                 const struct rl_model *m, const struct rl_adamw_hparams *hp,
+                 int64_t bucket_floats, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	int64_t p = rl_comm_size(group);
 
 	memset(z, 0, sizeof *z);
 	z->group = group;
+	z->mp = mp;
 	z->ops = ops;
 	z->hp = *hp;
 	z->n = m->n_elems;
@@ -58,11 +83,21 @@ int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model
 		rl_zero_free(z);
 		return -1;
 	}
+	/* a piece per bucket, and one more per replica at most */
+	z->pieces = calloc((size_t)(z->n_buckets + m->n_params + 1), sizeof *z->pieces);
+	if (!z->pieces) {
+		snprintf(err, errlen, "out of memory for the distributed optimizer");
+		rl_zero_free(z);
+		return -1;
+	}
 	int r = rl_comm_rank(group);
 	for (int b = 0; b < z->n_buckets; b++) {
 		int64_t slice = bucket_len(z, b) / p, from = bucket_start(z, b) + r * slice;
 		int64_t real = z->n - from < slice ? z->n - from : slice;
 		float *dst = z->master + shard_offset(z, b);
+
+		if (real > 0)
+			add_pieces(z, m, from, real, shard_offset(z, b));
 
 		if (real < slice &&
 		    ops->zero(dst, (size_t)slice * sizeof(float), NULL)) /* padding */
@@ -86,6 +121,7 @@ void rl_zero_free(struct rl_zero *z)
 		z->ops->release(z->v);
 		z->ops->release(z->scratch);
 	}
+	free(z->pieces);
 	memset(z, 0, sizeof *z);
 }
 
@@ -150,9 +186,13 @@ int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, doubl
 	const struct rl_ops *ops = z->ops;
 	double ss = 0;
 
-	if (ops->sum_squares(&ss, z->grad, z->shard, NULL))
-		goto failed;
+	for (int i = 0; i < z->n_pieces; i++)
+		if (ops->sum_squares(&ss, z->grad + z->pieces[i].at, z->pieces[i].len, NULL))
+			goto failed;
 	rl_comm_all_reduce(z->group, &ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
+	if (z->mp)
+		rl_comm_all_reduce(z->mp, &ss, 1, RL_COMM_F64, RL_COMM_SUM,
+		                   "gradient norm over the model's parts");
 	*norm = sqrt(ss);
 	if (max_norm > 0) {
 		/* torch computes the coefficient in fp32 from the fp32 norm */

@@ -14,8 +14,14 @@
 #include "runtime/comm/comm.h"
 #include "runtime/model/model.h"
 
+/* Floats [at, at + len) of the shard, counted in the gradient norm. */
+struct rl_zero_piece {
+	int64_t at, len;
+};
+
 struct rl_zero {
 	struct rl_comm *group; /* dp-cp */
+	struct rl_comm *mp;    /* the ranks that hold one copy of the model; NULL: this one */
 	const struct rl_ops *ops;
 	struct rl_adamw_hparams hp;
 	int64_t step;   /* updates taken */
@@ -25,11 +31,18 @@ struct rl_zero {
 	int64_t shard;                /* floats this rank owns, over every bucket */
 	float *master, *grad, *m, *v; /* [shard], backend memory */
 	float *scratch;               /* one bucket, for the last one, which runs past n */
+	/* the shard without the tensors another rank of mp counts
+	 * (rl_param.replica): each gradient counts once in the norm */
+	struct rl_zero_piece *pieces;
+	int n_pieces;
 };
 
 /* bucket_floats: the reduce-scatter granularity (rounded to the group
- * size). Takes the master weights from the model as it is now. */
-int rl_zero_init(struct rl_zero *z, struct rl_comm *group, const struct rl_model *m,
+ * size). mp: the group over which the model is cut (tensor and pipeline
+ * parallel), NULL for none. Takes the master weights from the model as it
+ * is now. */
+int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
+                 const struct rl_model *m,
                  const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err,
                  size_t errlen);
 void rl_zero_free(struct rl_zero *z);
@@ -40,8 +53,8 @@ int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_
  * floats, backend memory) on every rank. */
 int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errlen);
 /* After rl_zero_reduce_grads: the global gradient norm into *norm (over
- * every rank's slice, as torch.nn.utils.clip_grad_norm_ over the whole
- * model), the slices clipped to max_norm (> 0; <= 0 only measures), one
+ * every rank's slice and every part of the model, each tensor once, as
+ * torch.nn.utils.clip_grad_norm_ over the whole model), the slices clipped to max_norm (> 0; <= 0 only measures), one
  * AdamW step with hp.lr as set now, and the new weights in m on every
  * rank. */
 int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,

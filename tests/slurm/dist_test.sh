@@ -1,10 +1,11 @@
 #!/bin/sh
 # rlrun on several ranks in a real Slurm (srun --mpi=pmi2 --rl-config):
-# every layout this release trains gives the single-rank gradient of the
-# first update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank
-# metrics of ten GRPO steps (within 1e-4, timers aside); the layouts it
-# does not train yet are refused by name; and a rank killed mid-step makes
-# every other rank name it and exit within the collective timeout.
+# every layout this release trains (data and tensor parallelism, with and
+# without sequence parallelism) gives the single-rank gradient of the first
+# update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank metrics
+# of ten GRPO steps (within 1e-4, timers aside); the layouts it does not
+# train yet are refused by name; and a rank killed mid-step makes every
+# other rank name it and exit within the collective timeout.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -13,6 +14,11 @@ slurm_start
 config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
 work=$(cd "$WORK" && pwd -P)
 compare=$top_builddir/tests/tools/rl_compare
+# The reward is the first response character as a digit (over 10): unlike
+# the sums the tiny model cannot do yet, it differs within a group from the
+# first step on, so the first update's gradient is not all zero (which any
+# code would reproduce) and every step learns something.
+reward=$(cd "$top_srcdir/tests/slurm" && pwd -P)/digit_reward.awk
 # ten small steps: four optimizer updates each, two micro-batches per rank
 small="grpo.max_num_steps=10 grpo.num_prompts_per_step=16 grpo.num_generations_per_prompt=8
 policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16"
@@ -22,48 +28,49 @@ train() { # NAME NTASKS [KEY=VALUE...]
 	shift 2
 	# shellcheck disable=SC2086
 	RL_GRAD_DUMP=$work/$name.grads expect_status 0 "$name: srun --mpi=pmi2 -n $n rlrun $*" -- \
-		srun --mpi=pmi2 -n "$n" --rl-config="$config" "$RLRUN" $small \
-		logger.log_dir="$work/$name" "$@"
+		srun --mpi=pmi2 -n "$n" --rl-config="$config" "$RLRUN" $small data.env_name=digits \
+		"env.digits.command=awk -f $reward" logger.log_dir="$work/$name" "$@"
 }
 
 train single 1
-train single-nokl 1 loss_fn.reference_policy_kl_penalty=0
 [ -s "$work/single.grads" ] && [ -s "$work/single/metrics.jsonl" ] ||
 	not_ok "the single-rank run left no gradient or no metrics"
 
-# dp3 splits batches unevenly, so its micro-batches hold other rows than
-# the single rank's and its logprobs differ in the last bits. The first
-# global batch has no advantage anywhere: the single rank's gradient is
-# exactly 0, only the KL term's rounding noise (1e-9) is left in dp3's,
-# and Adam, which divides by the gradient's size, turns that into a full
-# step. Without the KL term both are exactly 0.
-for layout in "dp2 2 single" "dp4 4 single" "dp8 8 single" \
-	"dp3 3 single-nokl loss_fn.reference_policy_kl_penalty=0"; do
+tp=policy.parallel.tensor sp=policy.parallel.sequence_parallel=true
+# dp3 splits batches unevenly; tp4 splits the 46-token vocabulary 12/12/11/11
+for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp 4 $tp=4 $sp" \
+	"tp2-dp2 4 $tp=2" "tp2-dp2-sp 4 $tp=2 $sp"; do
 	set -- $layout
-	ref=$3
-	train "$1" "$2" ${4:-}
-	if "$compare" grads "$work/$1.grads" "$work/$ref.grads" 1e-5 >"$WORK/cmp" 2>&1; then
-		ok "$1: first update's gradient = single rank's ($(tail -1 "$WORK/cmp"))"
+	name=$1
+	train "$@"
+	if "$compare" grads "$work/$name.grads" "$work/single.grads" 1e-5 >"$WORK/cmp" 2>&1; then
+		ok "$name: first update's gradient = single rank's ($(tail -1 "$WORK/cmp"))"
 	else
-		not_ok "$1: gradient differs:"
+		not_ok "$name: gradient differs:"
 		sed 's/^/  | /' "$WORK/cmp" | head -20
 	fi
-	if "$compare" metrics "$work/$1/metrics.jsonl" "$work/$ref/metrics.jsonl" 1e-4 \
+	if "$compare" metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4 \
 		>"$WORK/cmp" 2>&1; then
-		ok "$1: ten steps' metrics = single rank's ($(tail -1 "$WORK/cmp"))"
+		ok "$name: ten steps' metrics = single rank's ($(tail -1 "$WORK/cmp"))"
 	else
-		not_ok "$1: metrics differ:"
+		not_ok "$name: metrics differ:"
 		sed 's/^/  | /' "$WORK/cmp" | head -20
 	fi
 done
 
 # ---- what this release does not train yet says so ----
-for axis in tensor pipeline context; do
+for axis in pipeline context; do
 	expect_status 1 "policy.parallel.$axis=2 on 2 ranks is refused" -- \
 		srun --mpi=pmi2 -n 2 --rl-config="$config" "$RLRUN" $small \
 		logger.log_dir="$work/refused" policy.parallel.$axis=2
-	expect_grep "$WORK/err" "data parallelism only" "  naming what is missing"
+	expect_grep "$WORK/err" "tensor and data parallelism only" "  naming what is missing"
 done
+expect_status 1 "tensor=8 (the tiny model has 4 heads) is refused" -- \
+	srun --mpi=pmi2 -n 8 --rl-config="$config" "$RLRUN" $small \
+	logger.log_dir="$work/refused" $tp=8
+expect_grep "$WORK/err" "does not divide the model's 4 attention heads" "  naming the heads"
+n=$(grep -c "does not divide" "$WORK/err")
+[ "$n" = 1 ] && ok "  once, not once per rank" || not_ok "  $n times"
 
 # ---- srun without --mpi=pmi2: the ranks cannot meet, and say why ----
 expect_status 1 "4 tasks without --mpi=pmi2 are refused" -- \
