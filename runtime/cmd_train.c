@@ -30,7 +30,10 @@ int rl_cmd_train(int argc, char **argv)
 		return rc;
 	struct rl_identity id;
 	if (rl_identity_get(&cfg, &id, err, sizeof err) != 0) {
-		fprintf(stderr, "rlrun train: %s\n", err);
+		/* a layout the tasks cannot form is the same on every rank (the
+		 * rank is 0 when the launcher's variables were the problem) */
+		if (id.rank == 0)
+			fprintf(stderr, "rlrun train: %s\n", err);
 		rl_config_free(&cfg);
 		return RL_EXIT_USAGE;
 	}

@@ -71,6 +71,14 @@ expect_status 1 "tensor=8 (the tiny model has 4 heads) is refused" -- \
 expect_grep "$WORK/err" "does not divide the model's 4 attention heads" "  naming the heads"
 n=$(grep -c "does not divide" "$WORK/err")
 [ "$n" = 1 ] && ok "  once, not once per rank" || not_ok "  $n times"
+# (under srun the plugin refuses this layout before rlrun starts)
+expect_status 2 "mpiexec -n 2 rlrun train tensor=4 is refused" -- \
+	mpiexec -n 2 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" $tp=4
+n=$(grep -c "world size 2 is smaller than tp x cp x pp = 4" "$WORK/err")
+[ "$n" = 1 ] && ok "  once, naming the sizes" || {
+	not_ok "  $n times:"
+	sed 's/^/  | /' "$WORK/err"
+}
 
 # ---- srun without --mpi=pmi2: the ranks cannot meet, and say why ----
 expect_status 1 "4 tasks without --mpi=pmi2 are refused" -- \
