@@ -151,39 +151,49 @@ int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
 	return 0;
 }
 
+int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *full, int64_t rows,
+                       int64_t cols, int split_dim, const char *what, char *err, size_t errlen)
+{
+	int64_t cut = split_dim == 0 ? rows : cols, other = split_dim == 0 ? cols : rows;
+	int64_t most, start, len;
+
+	/* one all-gather needs the same count everywhere: the largest part */
+	rl_split_range(cut, tp->size, 0, &start, &most);
+	int64_t block = most * other;
+	float *all = malloc((size_t)(block * tp->size) * sizeof *all);
+	if (!all) {
+		snprintf(err, errlen, "out of memory gathering %s", what);
+		return -1;
+	}
+	rl_split_range(cut, tp->size, tp->rank, &start, &len);
+	memcpy(all + block * tp->rank, local, (size_t)(len * other) * sizeof *all);
+	tp->all_gather(tp->ctx, all + block * tp->rank, all, (size_t)block, what);
+	for (int r = 0; r < tp->size; r++) {
+		const float *src = all + block * r;
+
+		rl_split_range(cut, tp->size, r, &start, &len);
+		if (split_dim == 0) {
+			memcpy(full + start * cols, src, (size_t)(len * cols) * sizeof *src);
+			continue;
+		}
+		for (int64_t row = 0; row < rows; row++)
+			memcpy(full + row * cols + start, src + row * len, (size_t)len * sizeof *src);
+	}
+	free(all);
+	return 0;
+}
+
 int rl_model_gather_param(const struct rl_model *m, int i, const float *local_host,
                           float *full_host, char *err, size_t errlen)
 {
 	const struct rl_tp_group *tp = &m->shard.tp;
 	const struct rl_param *p = &m->params[i];
 	int64_t rows = p->full_shape[0], cols = p->full_shape[1] ? p->full_shape[1] : 1;
-	int64_t most, start, len;
 
 	if (tp->size == 1 || p->split_dim < 0) {
 		memcpy(full_host, local_host, (size_t)(rows * cols) * sizeof *full_host);
 		return 0;
 	}
-	rl_split_range(p->full_shape[p->split_dim], tp->size, 0, &start, &most);
-	int64_t block = most * (p->split_dim == 0 ? cols : rows);
-	float *all = malloc((size_t)(block * tp->size) * sizeof *all);
-	if (!all) {
-		snprintf(err, errlen, "out of memory gathering %s", p->name);
-		return -1;
-	}
-	memcpy(all + block * tp->rank, local_host, (size_t)p->numel * sizeof *all);
-	tp->all_gather(tp->ctx, all + block * tp->rank, all, (size_t)block, p->name);
-	for (int r = 0; r < tp->size; r++) {
-		const float *src = all + block * r;
-
-		rl_split_range(p->full_shape[p->split_dim], tp->size, r, &start, &len);
-		if (p->split_dim == 0) {
-			memcpy(full_host + start * cols, src, (size_t)(len * cols) * sizeof *src);
-			continue;
-		}
-		for (int64_t row = 0; row < rows; row++)
-			memcpy(full_host + row * cols + start, src + row * len,
-			       (size_t)len * sizeof *src);
-	}
-	free(all);
-	return 0;
+	return rl_tp_gather_split(tp, local_host, full_host, rows, cols, p->split_dim, p->name, err,
+	                          errlen);
 }

@@ -2,7 +2,7 @@
  * and the collectives the passes make over the tensor-parallel group.
  * defines: rl_model_shard_whole, rl_model_new_shard, struct rl_rows,
  * rl_rows_of, rl_tp_gather_rows, rl_tp_sum_rows, rl_tp_sum_target,
- * rl_tp_row_bias, rl_tp_gather_vocab */
+ * rl_tp_row_bias, rl_tp_gather_split, rl_tp_gather_vocab */
 #ifndef RL_MODEL_SPLIT_H
 #define RL_MODEL_SPLIT_H
 
@@ -42,6 +42,12 @@ void rl_tp_sum_rows(const struct rl_model *m, const struct rl_rows *r, float *pa
 /* The bias of a row-parallel layer: added by the first rank only, since
  * the others' outputs are summed onto it. */
 const float *rl_tp_row_bias(const struct rl_model *m, const float *bias);
+/* A [rows, cols] tensor cut along split_dim (0 rows, 1 columns) over tp,
+ * as rl_split_range cuts it: this rank's part local into full, every
+ * rank's part in place (host memory). what names it in messages.
+ * Collective. */
+int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *full, int64_t rows,
+                       int64_t cols, int split_dim, const char *what, char *err, size_t errlen);
 /* local [rows, vocab of this rank] (backend memory) into full_host [rows,
  * whole vocab], from every rank's slice. Collective. */
 int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, float *full_host,

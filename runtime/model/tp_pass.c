@@ -4,8 +4,6 @@
  * a row-parallel layer is each rank's part of a sum (reduced, or
  * reduce-scattered along the sequence). One rank: no calls. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "runtime/model/split.h"
 
@@ -58,33 +56,16 @@ int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, f
                        char *err, size_t errlen)
 {
 	const struct rl_tp_group *tp = &m->shard.tp;
-	const struct rl_model_shard *s = &m->shard;
 	int V = m->cfg.vocab_size;
-	size_t block = (size_t)rows * (size_t)s->vocab_max;
 
-	if (tp->size == 1)
-		return m->ops->to_host(full_host, local, (size_t)rows * (size_t)V * sizeof(float),
-		                       NULL)
-		           ? (snprintf(err, errlen, "copying the logits to the host failed"), -1)
-		           : 0;
+	if (tp->size == 1) {
+		if (m->ops->to_host(full_host, local, (size_t)rows * (size_t)V * sizeof(float), NULL)) {
+			snprintf(err, errlen, "copying the logits to the host failed");
+			return -1;
+		}
+		return 0;
+	}
 	/* tensor parallelism is cpu-only (split.c): local is host memory */
-	float *all = malloc(block * (size_t)tp->size * sizeof *all);
-	if (!all) {
-		snprintf(err, errlen, "out of memory gathering %d rows of logits", rows);
-		return -1;
-	}
-	memcpy(all + block * (size_t)tp->rank, local,
-	       (size_t)rows * (size_t)s->vocab * sizeof *all);
-	tp->all_gather(tp->ctx, all + block * (size_t)tp->rank, all, block, "vocab-parallel logits");
-	for (int r = 0; r < tp->size; r++) {
-		int64_t start, len;
-
-		rl_split_range(V, tp->size, r, &start, &len);
-		for (int t = 0; t < rows; t++)
-			memcpy(full_host + (size_t)t * (size_t)V + (size_t)start,
-			       all + block * (size_t)r + (size_t)t * (size_t)len,
-			       (size_t)len * sizeof *all);
-	}
-	free(all);
-	return 0;
+	return rl_tp_gather_split(tp, local, full_host, rows, V, 1, "vocab-parallel logits", err,
+	                          errlen);
 }
