@@ -4,7 +4,6 @@
  * gradients are added to, so micro-batches accumulate. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
@@ -23,10 +22,7 @@ static float *whole_dres(struct rl_model *m, struct rl_acts *a)
 
 	if (!r->sp)
 		return a->dres;
-	/* tensor parallelism is cpu-only (split.c): host memory */
-	memcpy(a->tp_full + (size_t)r->first * (size_t)d, a->dres,
-	       (size_t)r->n * (size_t)d * sizeof(float));
-	rl_tp_gather_rows(m, r, a->tp_full, d, "residual gradient all-gather");
+	rl_tp_gather_rows(m, r, a->dres, a->tp_full, d, "residual gradient all-gather");
 	return a->tp_full;
 }
 

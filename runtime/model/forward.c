@@ -9,15 +9,6 @@
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
 
-/* A global token id as this rank's row of the vocabulary, -1 if another
- * rank holds it. */
-static int32_t local_row(const struct rl_model *m, int32_t id)
-{
-	int32_t r = id - m->shard.vocab_start;
-
-	return id >= 0 && r >= 0 && r < m->shard.vocab ? r : -1;
-}
-
 /* The batch on the backend: positions restart with each sequence, ids and
  * targets become this rank's vocabulary rows. Under sequence parallelism
  * one more sequence of padding makes the tokens a multiple of the group;
@@ -65,14 +56,14 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 			goto out;
 		}
 		a->target_mask[t] = y >= 0 ? 1.0f : 0.0f;
-		tgt[t] = local_row(m, y);
-		ids[t] = local_row(m, b->ids[t]);
+		tgt[t] = rl_tp_local_row(m, y);
+		ids[t] = rl_tp_local_row(m, b->ids[t]);
 	}
 	memcpy(cu, b->cu_seqlens, (size_t)(n_seqs + 1) * sizeof *cu);
 	if (padded > T) {
 		for (int t = T; t < padded; t++) {
 			pos[t] = t - T;
-			ids[t] = local_row(m, 0);
+			ids[t] = rl_tp_local_row(m, 0);
 			tgt[t] = -1;
 			a->target_mask[t] = 0.0f;
 		}
@@ -114,7 +105,7 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	RL_TRY(ops->rmsnorm_forward(L->xn1 + mine, L->rstd1, L->x_in, P(ATTN_NORM), r->n, d, eps,
 	                            NULL),
 	       "layer %d: input_layernorm", l);
-	rl_tp_gather_rows(m, r, L->xn1, d, "attention input all-gather");
+	rl_tp_gather_rows(m, r, L->xn1 + mine, L->xn1, d, "attention input all-gather");
 	struct rl_qkv_out o = {q, k, L->v, L->q, L->k, L->q_rstd, L->k_rstd};
 	if (rl_block_qkv(m, l, L->xn1, a->pos, T, &o, err, errlen))
 		return -1;
@@ -130,7 +121,7 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	RL_TRY(ops->rmsnorm_forward(L->xn2 + mine, L->rstd2, L->x_mid, P(MLP_NORM), r->n, d, eps,
 	                            NULL),
 	       "layer %d: post_attention_layernorm", l);
-	rl_tp_gather_rows(m, r, L->xn2, d, "MLP input all-gather");
+	rl_tp_gather_rows(m, r, L->xn2 + mine, L->xn2, d, "MLP input all-gather");
 	sum = rl_tp_sum_target(m, r, x_out, a->tp_full);
 	if (rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, sum, T, err, errlen))
 		return -1;
@@ -175,7 +166,8 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	RL_TRY(m->ops->rmsnorm_forward(a->hf + (size_t)r->first * (size_t)d, a->rstd_f, a->x_final,
 	                               m->final_norm->data, r->n, d, (float)c->rms_norm_eps, NULL),
 	       "final norm");
-	rl_tp_gather_rows(m, r, a->hf, d, "final norm all-gather");
+	rl_tp_gather_rows(m, r, a->hf + (size_t)r->first * (size_t)d, a->hf, d,
+	                  "final norm all-gather");
 	return 0;
 }
 
@@ -219,9 +211,7 @@ static void combine_vocab_slices(struct rl_model *m, struct rl_acts *a, float *l
 
 	for (int t = 0; t < T; t++)
 		logit[t] = a->targets_host[t] >= 0 ? logprob[t] + a->lm_lse[t] : 0.0f;
-	memcpy(lse_all + (size_t)tp->rank * (size_t)T, a->lm_lse, (size_t)T * sizeof(float));
-	tp->all_gather(tp->ctx, lse_all + (size_t)tp->rank * (size_t)T, lse_all, (size_t)T,
-	               "vocab-parallel lse all-gather");
+	tp->all_gather(tp->ctx, a->lm_lse, lse_all, (size_t)T, "vocab-parallel lse all-gather");
 	tp->all_reduce(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
 	for (int t = 0; t < T; t++) {
 		double most = -INFINITY, sum = 0;

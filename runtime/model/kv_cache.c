@@ -227,10 +227,8 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	}
 	/* this rank's rows of the vocabulary, -1 for the others' */
 	int32_t *local_ids = s->pos_host + T;
-	for (int t = 0; t < T; t++) {
-		int32_t r = ids[t] - m->shard.vocab_start;
-		local_ids[t] = r >= 0 && r < m->shard.vocab ? r : -1;
-	}
+	for (int t = 0; t < T; t++)
+		local_ids[t] = rl_tp_local_row(m, ids[t]);
 	RL_TRY(ops->from_host(s->ids, local_ids, (size_t)T * sizeof(int32_t), NULL) ||
 	           ops->from_host(s->pos, s->pos_host, (size_t)T * sizeof(int32_t), NULL),
 	       "decode: copying the tokens");

@@ -2,7 +2,7 @@
  * and the collectives the passes make over the tensor-parallel group.
  * defines: rl_model_shard_whole, rl_model_new_shard, struct rl_rows,
  * rl_rows_of, rl_tp_gather_rows, rl_tp_sum_rows, rl_tp_sum_target,
- * rl_tp_row_bias, rl_tp_gather_split, rl_tp_gather_vocab */
+ * rl_tp_local_row, rl_tp_row_bias, rl_tp_gather_split, rl_tp_gather_vocab */
 #ifndef RL_MODEL_SPLIT_H
 #define RL_MODEL_SPLIT_H
 
@@ -28,9 +28,13 @@ struct rl_rows {
 
 /* T must be a multiple of the group's size when sp. */
 void rl_rows_of(const struct rl_model *m, int T, bool sp, struct rl_rows *r);
-/* buf [T, d] with this rank's rows at first: every row filled in. */
-void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, float *buf, int d,
-                       const char *what);
+/* mine [n, d], this rank's rows, into buf [T, d] with every rank's rows;
+ * mine may be buf + first x d (in place). */
+void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, const float *mine,
+                       float *buf, int d, const char *what);
+/* A token id as this rank's row of the vocabulary, -1 where another rank
+ * holds it (or id is -1). */
+int32_t rl_tp_local_row(const struct rl_model *m, int32_t id);
 /* The buffer a partial sum of [T, d] goes to before rl_tp_sum_rows: out
  * itself unless sp (then scratch). */
 float *rl_tp_sum_target(const struct rl_model *m, const struct rl_rows *r, float *out,

@@ -17,14 +17,20 @@ void rl_rows_of(const struct rl_model *m, int T, bool sp, struct rl_rows *r)
 	r->first = r->sp ? m->shard.tp.rank * r->n : 0;
 }
 
-void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, float *buf, int d,
-                       const char *what)
+void rl_tp_gather_rows(const struct rl_model *m, const struct rl_rows *r, const float *mine,
+                       float *buf, int d, const char *what)
 {
 	const struct rl_tp_group *tp = &m->shard.tp;
-	size_t block = (size_t)r->n * (size_t)d;
 
 	if (r->sp)
-		tp->all_gather(tp->ctx, buf + (size_t)r->first * (size_t)d, buf, block, what);
+		tp->all_gather(tp->ctx, mine, buf, (size_t)r->n * (size_t)d, what);
+}
+
+int32_t rl_tp_local_row(const struct rl_model *m, int32_t id)
+{
+	int32_t r = id - m->shard.vocab_start;
+
+	return id >= 0 && r >= 0 && r < m->shard.vocab ? r : -1;
 }
 
 float *rl_tp_sum_target(const struct rl_model *m, const struct rl_rows *r, float *out,
