@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* setenv */
 /* The process's place among the ranks: MPI started (or found started), the
  * world group, the watchdog's control channel, and the orderly and the
  * abrupt ends of a run. */
@@ -69,12 +68,6 @@ int rl_comm_world_init(struct rl_comm_world **out, struct rl_comm **world_comm, 
 	w->timeout_s = timeout_s;
 	MPI_Initialized(&started);
 	if (!started) {
-		/* UCX's cross-memory-attach transport (process_vm_readv, 1.13)
-		 * aborts the process when the peer it copies from dies
-		 * mid-message, before the watchdog can name the dead rank; the
-		 * shared-memory transports just stop progressing. Bulk data
-		 * moves over NCCL on GPUs; a user's own UCX_TLS wins. */
-		setenv("UCX_TLS", "^cma", 0);
 		/* the answering thread talks MPI while the main thread waits */
 		if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
 			snprintf(err, errlen, "MPI_Init_thread failed");
