@@ -87,8 +87,14 @@ expect_grep "$WORK/err" "srun --mpi=pmi2" "  with the way to start them"
 
 # ---- a rank killed mid-step: the others name it and end the step ----
 timeout=5
+# UCX 1.13's cross-memory-attach transport makes a rank that is copying a
+# message out of the killed one die of a UCX fatal error (process_vm_readv:
+# No such process) before its watchdog can speak: about one run in four
+# here. rlrun cannot default UCX_TLS=^cma (with it, CI saw runs hang at
+# exit), so this run alone leaves CMA out; the known gap is in the notes
+# of issue 6.
 # shellcheck disable=SC2086
-srun --mpi=pmi2 -n 4 --rl-config="$config" "$RLRUN" $small grpo.max_num_steps=100000 \
+UCX_TLS=^cma srun --mpi=pmi2 -n 4 --rl-config="$config" "$RLRUN" $small grpo.max_num_steps=100000 \
 	cluster.collective_timeout=$timeout logger.log_dir="$work/killed" \
 	>"$WORK/killed.out" 2>"$WORK/killed.err" &
 srun_pid=$!
