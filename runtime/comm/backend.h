@@ -18,6 +18,7 @@ enum rl_comm_kind {
 	RL_OP_BROADCAST,
 	RL_OP_SEND,
 	RL_OP_RECV,
+	RL_OP_SEND_RECV,
 	RL_OP_ALL_TO_ALL,
 	RL_OP_BARRIER,
 };
@@ -30,6 +31,10 @@ struct rl_comm_op {
 	enum rl_comm_dtype dtype;
 	enum rl_comm_reduce reduce;
 	int peer; /* broadcast root, send/recv peer: a rank in the group */
+	/* RL_OP_SEND_RECV: send goes to peer, recv_count elements come into
+	 * recv from recv_peer */
+	size_t recv_count;
+	int recv_peer;
 };
 
 struct rl_comm_backend {

@@ -12,7 +12,7 @@
  * defines: enum rl_comm_dtype, enum rl_comm_reduce, struct rl_comm_world,
  * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
  * rl_comm_split, rl_comm_free, rl_comm_all_reduce, rl_comm_reduce_scatter,
- * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv,
+ * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
  * rl_comm_all_to_all, rl_comm_barrier, rl_comm_abort_run */
 #ifndef RL_COMM_COMM_H
 #define RL_COMM_COMM_H
@@ -77,6 +77,12 @@ void rl_comm_send(struct rl_comm *c, const void *buf, size_t count, enum rl_comm
                   const char *what);
 void rl_comm_recv(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int peer,
                   const char *what);
+/* send to send_peer and recv from recv_peer at once: the pairing of
+ * pipeline stages, where each side sends and receives in the same step
+ * and two blocking sends could wait on each other. */
+void rl_comm_sendrecv(struct rl_comm *c, const void *send, size_t send_count, int send_peer,
+                      void *recv, size_t recv_count, int recv_peer, enum rl_comm_dtype t,
+                      const char *what);
 /* Block r of send goes to rank r; block r of recv comes from rank r. send
  * and recv do not overlap. */
 void rl_comm_all_to_all(struct rl_comm *c, const void *send, void *recv, size_t count,

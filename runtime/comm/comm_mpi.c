@@ -59,7 +59,8 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 {
 	MPI_Comm comm = mpi_of(c->impl);
 	MPI_Datatype t = mpi_type(op->dtype);
-	MPI_Request *r = malloc(sizeof *r);
+	/* a second request for the receiving half of a sendrecv */
+	MPI_Request *r = malloc(2 * sizeof *r);
 	int n = int_count(op->count, err, errlen), rc = MPI_SUCCESS;
 	const char *call = "";
 
@@ -69,6 +70,7 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 		free(r);
 		return -1;
 	}
+	r[1] = MPI_REQUEST_NULL;
 	const void *send = op->send;
 	switch (op->kind) {
 	case RL_OP_ALL_REDUCE:
@@ -99,6 +101,21 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 		call = "MPI_Irecv";
 		rc = MPI_Irecv(op->recv, n, t, op->peer, 0, comm, r);
 		break;
+	case RL_OP_SEND_RECV: {
+		int m = int_count(op->recv_count, err, errlen);
+
+		if (m < 0) {
+			free(r);
+			return -1;
+		}
+		call = "MPI_Irecv";
+		rc = MPI_Irecv(op->recv, m, t, op->recv_peer, 0, comm, &r[1]);
+		if (rc == MPI_SUCCESS) {
+			call = "MPI_Isend";
+			rc = MPI_Isend(op->send, n, t, op->peer, 0, comm, &r[0]);
+		}
+		break;
+	}
 	case RL_OP_ALL_TO_ALL:
 		call = "MPI_Ialltoall";
 		rc = MPI_Ialltoall(send, n, t, op->recv, n, t, comm, r);
@@ -120,11 +137,12 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 static int mpi_test(struct rl_comm *c, void *req, char *err, size_t errlen)
 {
 	MPI_Request *r = req;
-	int done = 0, rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+	MPI_Status status[2];
+	int done = 0, rc = MPI_Testall(2, r, &done, status);
 
 	(void)c;
 	if (rc != MPI_SUCCESS) {
-		mpi_message(rc, "MPI_Test", err, errlen);
+		mpi_message(rc, "MPI_Testall", err, errlen);
 		return -1;
 	}
 	if (done)

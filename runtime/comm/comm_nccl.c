@@ -40,6 +40,7 @@ static const char *const nccl_call[] = {
     [RL_OP_BROADCAST] = "ncclBroadcast",
     [RL_OP_SEND] = "ncclSend",
     [RL_OP_RECV] = "ncclRecv",
+    [RL_OP_SEND_RECV] = "ncclSend/ncclRecv (sendrecv)",
     [RL_OP_ALL_TO_ALL] = "ncclSend/ncclRecv (all_to_all)",
     [RL_OP_BARRIER] = "ncclAllReduce (barrier)",
 };
@@ -100,6 +101,19 @@ static ncclResult_t all_to_all(const struct rl_comm_op *op, int size, ncclComm_t
 	return rc != ncclSuccess ? rc : end;
 }
 
+static ncclResult_t send_recv(const struct rl_comm_op *op, ncclComm_t comm)
+{
+	ncclDataType_t t = nccl_type[op->dtype];
+	ncclResult_t rc = ncclGroupStart(), end;
+
+	if (rc == ncclSuccess)
+		rc = ncclSend(op->send, op->count, t, op->peer, comm, RL_NCCL_STREAM);
+	if (rc == ncclSuccess)
+		rc = ncclRecv(op->recv, op->recv_count, t, op->recv_peer, comm, RL_NCCL_STREAM);
+	end = ncclGroupEnd();
+	return rc != ncclSuccess ? rc : end;
+}
+
 static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req, char *err,
                       size_t errlen)
 {
@@ -150,6 +164,9 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 		break;
 	case RL_OP_RECV:
 		rc = ncclRecv(op->recv, op->count, t, op->peer, g->comm, RL_NCCL_STREAM);
+		break;
+	case RL_OP_SEND_RECV:
+		rc = send_recv(op, g->comm);
 		break;
 	case RL_OP_ALL_TO_ALL:
 		rc = all_to_all(op, c->size, g->comm);

@@ -114,6 +114,25 @@ static void check_group(struct rl_comm *c)
 			rl_comm_send(c, &mine, 1, RL_COMM_F64, next, "test send");
 		}
 		CHECK(got == contrib(rl_comm_world_rank(c, prev), 11), "%s send/recv", name);
+
+		/* sendrecv: member k sends big + k values to next while it
+		 * receives from prev, each of them large enough to need a
+		 * rendezvous, which two plain blocking sends would deadlock on */
+		size_t big = 1 << 16, out_n = big + (size_t)r, in_n = big + (size_t)prev;
+		double *tx = malloc(out_n * sizeof *tx), *rx = calloc(in_n, sizeof *rx);
+		CHECK(tx && rx, "%s sendrecv buffers", name);
+		if (tx && rx) {
+			int from = rl_comm_world_rank(c, prev);
+
+			for (size_t i = 0; i < out_n; i++)
+				tx[i] = contrib(me, i);
+			rl_comm_sendrecv(c, tx, out_n, next, rx, in_n, prev, RL_COMM_F64,
+			                 "test sendrecv");
+			CHECK(rx[0] == contrib(from, 0) && rx[in_n - 1] == contrib(from, in_n - 1),
+			      "%s sendrecv", name);
+		}
+		free(tx);
+		free(rx);
 	}
 	rl_comm_barrier(c, "test barrier");
 }
