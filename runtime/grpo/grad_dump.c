@@ -1,3 +1,7 @@
+/* The dump is put together on the first rank: each tensor whole from its
+ * tensor-parallel parts, and under pipeline parallelism every later
+ * stage's tensors sent to the first stage as one message. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,18 +9,145 @@
 #include "runtime/grpo/grad_dump.h"
 #include "runtime/model/safetensors.h"
 
+struct tensor_head {
+	char name[96];
+	int64_t ndim, shape[2], numel;
+};
+
+struct dump {
+	int n, cap;
+	struct tensor_head *head;
+	float **data;
+};
+
+static int dump_add(struct dump *d, const struct tensor_head *h, float *data)
+{
+	if (d->n == d->cap) {
+		int cap = d->cap ? 2 * d->cap : 64;
+		struct tensor_head *head = realloc(d->head, (size_t)cap * sizeof *head);
+		if (head)
+			d->head = head;
+		float **v = realloc(d->data, (size_t)cap * sizeof *v);
+		if (v)
+			d->data = v;
+		if (!head || !v)
+			return -1;
+		d->cap = cap;
+	}
+	d->head[d->n] = *h;
+	d->data[d->n++] = data;
+	return 0;
+}
+
+static void dump_free(struct dump *d)
+{
+	for (int i = 0; i < d->n; i++)
+		free(d->data[i]);
+	free(d->head);
+	free(d->data);
+}
+
+/* This rank's tensors, each whole (put together over tensor
+ * parallelism), the tied embedding's last-stage copy left out. */
+static int own_tensors(const struct rl_model *m, const float *grad_host, struct dump *d, char *err,
+                       size_t errlen)
+{
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *p = &m->params[i];
+		struct tensor_head h = {.ndim = p->ndim};
+
+		if (p->tied_copy) /* alike on the stage's ranks: no gather skipped by one */
+			continue;
+		h.shape[0] = p->full_shape[0];
+		h.shape[1] = p->ndim == 2 ? p->full_shape[1] : 0;
+		h.numel = h.shape[0] * (p->ndim == 2 ? h.shape[1] : 1);
+		snprintf(h.name, sizeof h.name, "%s", p->name);
+		float *whole = malloc((size_t)h.numel * sizeof *whole);
+		if (!whole) {
+			snprintf(err, errlen, "out of memory for the gradient dump");
+			return -1;
+		}
+		if (rl_model_gather_param(m, i, grad_host + p->offset, whole, err, errlen)) {
+			free(whole);
+			return -1;
+		}
+		if (dump_add(d, &h, whole)) {
+			free(whole);
+			snprintf(err, errlen, "out of memory for the gradient dump");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Every later stage's tensors to the first stage of pp. */
+static int gather_stages(struct rl_comm *pp, struct dump *d, char *err, size_t errlen)
+{
+	int stage = rl_comm_rank(pp), stages = rl_comm_size(pp);
+	int64_t counts[2] = {d->n, 0};
+
+	if (stage > 0) {
+		for (int i = 0; i < d->n; i++)
+			counts[1] += d->head[i].numel;
+		float *values = malloc(((size_t)counts[1] + 1) * sizeof *values);
+		if (!values) {
+			snprintf(err, errlen, "out of memory for the gradient dump");
+			return -1;
+		}
+		for (int64_t i = 0, at = 0; i < d->n; at += d->head[i++].numel)
+			memcpy(values + at, d->data[i], (size_t)d->head[i].numel * sizeof *values);
+		rl_comm_send(pp, counts, 2, RL_COMM_I64, 0, "gradient dump sizes");
+		rl_comm_send(pp, d->head, (size_t)d->n * sizeof *d->head, RL_COMM_U8, 0,
+		             "gradient dump names");
+		rl_comm_send(pp, values, (size_t)counts[1], RL_COMM_F32, 0, "gradient dump values");
+		free(values);
+		return 0;
+	}
+	for (int s = 1; s < stages; s++) {
+		rl_comm_recv(pp, counts, 2, RL_COMM_I64, s, "gradient dump sizes");
+		struct tensor_head *heads = malloc(((size_t)counts[0] + 1) * sizeof *heads);
+		float *values = malloc(((size_t)counts[1] + 1) * sizeof *values);
+		if (!heads || !values) {
+			free(heads);
+			free(values);
+			snprintf(err, errlen, "out of memory for the gradient dump");
+			return -1;
+		}
+		rl_comm_recv(pp, heads, (size_t)counts[0] * sizeof *heads, RL_COMM_U8, s,
+		             "gradient dump names");
+		rl_comm_recv(pp, values, (size_t)counts[1], RL_COMM_F32, s, "gradient dump values");
+		int rc = 0;
+		for (int64_t i = 0, at = 0; rc == 0 && i < counts[0]; at += heads[i++].numel) {
+			float *v = malloc((size_t)heads[i].numel * sizeof *v + 1);
+
+			if (v)
+				memcpy(v, values + at, (size_t)heads[i].numel * sizeof *v);
+			if (!v || dump_add(d, &heads[i], v)) {
+				free(v);
+				snprintf(err, errlen, "out of memory for the gradient dump");
+				rc = -1;
+			}
+		}
+		free(heads);
+		free(values);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
 int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errlen)
 {
 	const struct rl_model *m = t->model;
 	size_t bytes = (size_t)m->n_elems * sizeof(float);
 	float *full = malloc(bytes + sizeof(float));
 	float *dev = NULL;
-	struct rl_st_source *src = calloc((size_t)m->n_params + 1, sizeof *src);
-	float **wholes = calloc((size_t)m->n_params, sizeof *wholes);
+	struct dump d = {0};
+	struct rl_st_source *src = NULL;
 	float loss32 = (float)loss;
 	int rc = -1;
 
-	if (!full || !src || !wholes) {
+	if (!full) {
 		snprintf(err, errlen, "out of memory for the gradient dump");
 		goto out;
 	}
@@ -31,34 +162,30 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 		snprintf(err, errlen, "copying the gradient to the host failed");
 		goto out;
 	}
-	/* the tensors as the whole model has them, put together from every
-	 * tensor-parallel rank's part */
-	for (int i = 0; i < m->n_params; i++) {
-		const struct rl_param *p = &m->params[i];
-		int64_t numel = p->full_shape[0] * (p->ndim == 2 ? p->full_shape[1] : 1);
-
-		wholes[i] = malloc((size_t)numel * sizeof(float));
-		if (!wholes[i]) {
-			snprintf(err, errlen, "out of memory for the gradient dump");
-			goto out;
-		}
-		if (rl_model_gather_param(m, i, full + p->offset, wholes[i], err, errlen))
-			goto out;
-		src[i] = (struct rl_st_source){p->name, RL_F32, p->ndim, {0}, wholes[i]};
-		memcpy(src[i].shape, p->full_shape, sizeof p->full_shape);
-	}
+	if (own_tensors(m, full, &d, err, errlen) ||
+	    (t->pp && rl_comm_size(t->pp) > 1 && gather_stages(t->pp, &d, err, errlen)))
+		goto out;
 	if (!rl_trainer_is_main(t)) {
 		rc = 0;
 		goto out;
 	}
-	src[m->n_params] = (struct rl_st_source){"loss", RL_F32, 1, {1}, &loss32};
-	rc = rl_st_write(t->grad_dump, src, m->n_params + 1, err, errlen);
+	src = calloc((size_t)d.n + 1, sizeof *src);
+	if (!src) {
+		snprintf(err, errlen, "out of memory for the gradient dump");
+		goto out;
+	}
+	for (int i = 0; i < d.n; i++) {
+		src[i] = (struct rl_st_source){
+		    d.head[i].name, RL_F32, (int)d.head[i].ndim, {0}, d.data[i]};
+		src[i].shape[0] = d.head[i].shape[0];
+		src[i].shape[1] = d.head[i].shape[1];
+	}
+	src[d.n] = (struct rl_st_source){"loss", RL_F32, 1, {1}, &loss32};
+	rc = rl_st_write(t->grad_dump, src, d.n + 1, err, errlen);
 out:
 	if (dev)
 		m->ops->release(dev);
-	for (int i = 0; wholes && i < m->n_params; i++)
-		free(wholes[i]);
-	free(wholes);
+	dump_free(&d);
 	free(full);
 	free(src);
 	return rc;

@@ -11,6 +11,7 @@
 #include "runtime/grpo/packing.h"
 #include "runtime/grpo/share.h"
 #include "runtime/grpo/trainer.h"
+#include "runtime/parallel/pipeline.h"
 
 int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training)
 {
@@ -54,75 +55,6 @@ static int *mb_samples(const struct rl_microbatches *mb, int b, const int *which
 	return s;
 }
 
-static int run_forward(struct rl_trainer *t, const int *samples, int n, struct rl_rollout *r,
-                       char *err, size_t errlen)
-{
-	if (rl_packed_build(&t->packed, r, samples, n)) {
-		snprintf(err, errlen, "out of memory packing %d sequences", n);
-		return -1;
-	}
-	if (t->packed.batch.n_tokens > t->max_mb_tokens) {
-		snprintf(err, errlen, "a micro-batch of %d tokens exceeds the %d planned",
-		         t->packed.batch.n_tokens, t->max_mb_tokens);
-		return -1;
-	}
-	return rl_model_forward(t->model, t->acts, &t->packed.batch, err, errlen) ||
-	       rl_model_logprobs(t->model, t->acts, t->row_lp, t->logit_scale, t->logprob_chunk,
-	                         err, errlen);
-}
-
-int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
-                       size_t errlen)
-{
-	struct rl_microbatches mb = {0};
-	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
-	int rc = -1, lo, hi;
-	size_t field =
-	    reference ? offsetof(struct rl_sample, ref_lp) : offsetof(struct rl_sample, prev_lp);
-
-	if (!all) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	/* this rank's share, then everyone's */
-	rl_share_range(t->dp, r->n, &lo, &hi);
-	for (int i = lo; i < hi; i++)
-		all[i - lo] = i;
-	if (plan_microbatches(t, r, all, hi - lo, false, &mb)) {
-		snprintf(err, errlen, "out of memory planning micro-batches");
-		goto out;
-	}
-	if (reference)
-		rl_model_swap_weights(t->model, &t->ref_weights);
-	for (int b = 0; b < mb.n; b++) {
-		int n;
-		int *samples = mb_samples(&mb, b, all, &n);
-
-		if (!samples) {
-			snprintf(err, errlen, "out of memory");
-			goto restore;
-		}
-		if (run_forward(t, samples, n, r, err, errlen)) {
-			free(samples);
-			goto restore;
-		}
-		rl_packed_scatter(&t->packed, r, samples, n, t->row_lp, field);
-		free(samples);
-	}
-	rc = 0;
-restore:
-	if (reference)
-		rl_model_swap_weights(t->model, &t->ref_weights);
-	if (rc == 0 &&
-	    rl_share_logprobs(t->dp, r, field, (int)t->cfg->policy.max_total_sequence_length, err,
-	                      errlen))
-		rc = -1;
-out:
-	rl_microbatches_free(&mb);
-	free(all);
-	return rc;
-}
-
 static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *curr)
 {
 	return (struct rl_loss_batch){
@@ -139,11 +71,145 @@ static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *cu
 	};
 }
 
+/* One pass over micro-batches, as the pipeline schedule calls it back. */
+struct pass {
+	struct rl_trainer *t;
+	struct rl_rollout *r;
+	struct rl_microbatches mb;
+	const int *which; /* micro-batch positions to sample indices */
+	size_t field;     /* logprobs: where they go */
+	/* training: the global batch's denominators, the statistics summed */
+	const struct rl_loss_norm *norm;
+	struct rl_loss_stats *stats;
+};
+
+static int pass_tokens(void *ctx, int b)
+{
+	const struct pass *p = ctx;
+	int n = 0;
+
+	for (int k = p->mb.start[b]; k < p->mb.start[b + 1]; k++)
+		n += p->r->s[p->which[p->mb.items[k]]].len;
+	return n;
+}
+
+/* Micro-batch b through this stage, and on the last stage its logprobs
+ * into t->row_lp; *samples (free it) are its sample indices. */
+static int pass_forward(struct pass *p, int b, struct rl_acts *a, int **samples, int *n, char *err,
+                        size_t errlen)
+{
+	struct rl_trainer *t = p->t;
+
+	*samples = mb_samples(&p->mb, b, p->which, n);
+	if (!*samples) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (rl_packed_build(&t->packed, p->r, *samples, *n)) {
+		snprintf(err, errlen, "out of memory packing %d sequences", *n);
+		return -1;
+	}
+	if (t->packed.batch.n_tokens > t->max_mb_tokens) {
+		snprintf(err, errlen, "a micro-batch of %d tokens exceeds the %d planned",
+		         t->packed.batch.n_tokens, t->max_mb_tokens);
+		return -1;
+	}
+	if (rl_model_forward(t->model, a, &t->packed.batch, err, errlen))
+		return -1;
+	return rl_model_last_stage(t->model)
+	           ? rl_model_logprobs(t->model, a, t->row_lp, t->logit_scale, t->logprob_chunk,
+	                               err, errlen)
+	           : 0;
+}
+
+static int logprobs_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	int n, *samples = NULL;
+	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
+
+	if (rc == 0 && rl_model_last_stage(p->t->model))
+		rl_packed_scatter(&p->t->packed, p->r, samples, n, p->t->row_lp, p->field);
+	free(samples);
+	return rc;
+}
+
+/* On the last stage the loss of the micro-batch, whose gradient its
+ * backward pass (next in 1F1B there) starts from. */
+static int train_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	struct rl_trainer *t = p->t;
+	int n, *samples = NULL;
+	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
+
+	free(samples);
+	if (rc == 0 && rl_model_last_stage(t->model)) {
+		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
+		rl_loss_compute(&t->loss, &lb, p->norm, t->row_grad, p->stats);
+	}
+	return rc;
+}
+
+static int train_backward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	struct rl_model *m = p->t->model;
+
+	(void)b;
+	return rl_model_backward(m, a, rl_model_last_stage(m) ? p->t->row_grad : NULL, err, errlen);
+}
+
+static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p)
+{
+	return (struct rl_pipeline){t->pp, t->model,    t->acts,          t->n_acts,
+	                            p,     pass_tokens, logprobs_forward, train_backward};
+}
+
+int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
+                       size_t errlen)
+{
+	struct pass p = {.t = t, .r = r};
+	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
+	int rc = -1, lo, hi;
+
+	p.field =
+	    reference ? offsetof(struct rl_sample, ref_lp) : offsetof(struct rl_sample, prev_lp);
+	p.which = all;
+	if (!all) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* this rank's share, then everyone's */
+	rl_share_range(t->dp, r->n, &lo, &hi);
+	for (int i = lo; i < hi; i++)
+		all[i - lo] = i;
+	if (plan_microbatches(t, r, all, hi - lo, false, &p.mb)) {
+		snprintf(err, errlen, "out of memory planning micro-batches");
+		goto out;
+	}
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+	struct rl_pipeline pl = pipeline_of(t, &p);
+	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+	if (rc == 0 &&
+	    (rl_share_stage_logprobs(t->pp, r, p.field, lo, hi, err, errlen) ||
+	     rl_share_logprobs(t->dp, r, p.field, (int)t->cfg->policy.max_total_sequence_length,
+	                       err, errlen)))
+		rc = -1;
+out:
+	rl_microbatches_free(&p.mb);
+	free(all);
+	return rc;
+}
+
 int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                         struct rl_loss_stats *stats, char *err, size_t errlen)
 {
-	struct rl_microbatches mb = {0};
 	struct rl_loss_norm norm = {0};
+	struct pass p = {.t = t, .r = r, .norm = &norm, .stats = stats};
 	int rc = -1, lo, hi;
 
 	/* the denominators of the whole global batch, before any micro-batch
@@ -155,9 +221,8 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
 	}
 	rl_share_range(t->dp, n, &lo, &hi);
-	which += lo;
-	n = hi - lo;
-	if (plan_microbatches(t, r, which, n, true, &mb)) {
+	p.which = which + lo;
+	if (plan_microbatches(t, r, p.which, hi - lo, true, &p.mb)) {
 		snprintf(err, errlen, "out of memory planning micro-batches");
 		return -1;
 	}
@@ -166,27 +231,11 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 		         t->model->ops->name);
 		goto out;
 	}
-	for (int b = 0; b < mb.n; b++) {
-		int ns;
-		int *samples = mb_samples(&mb, b, which, &ns);
-
-		if (!samples) {
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		if (run_forward(t, samples, ns, r, err, errlen)) {
-			free(samples);
-			goto out;
-		}
-		free(samples);
-		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
-		rl_loss_compute(&t->loss, &lb, &norm, t->row_grad, stats);
-		if (rl_model_backward(t->model, t->acts, t->row_grad, err, errlen))
-			goto out;
-	}
-	rc = 0;
+	struct rl_pipeline pl = pipeline_of(t, &p);
+	pl.forward = train_forward;
+	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);
 out:
-	rl_microbatches_free(&mb);
+	rl_microbatches_free(&p.mb);
 	return rc;
 }
 
@@ -204,6 +253,8 @@ static void sum_stats(struct rl_trainer *t, struct rl_loss_stats *st)
 	              st->importance_weight};
 
 	rl_share_sum(t->dp, v, (int)(sizeof v / sizeof *v), "loss statistics");
+	/* only the last pipeline stage has them; the others add zeros */
+	rl_share_sum(t->pp, v, (int)(sizeof v / sizeof *v), "loss statistics from the last stage");
 	*st = (struct rl_loss_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 }
 

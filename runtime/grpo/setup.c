@@ -10,6 +10,7 @@
 #include "runtime/grpo/train.h"
 #include "runtime/grpo/trainer.h"
 #include "runtime/model/builtin.h"
+#include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
 
 int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
@@ -29,11 +30,10 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         c->policy.precision);
 		return -1;
 	}
-	if (par->autoplan || par->pipeline > 1 || par->context > 1 || par->expert > 1 ||
-	    par->expert_tensor > 1) {
+	if (par->autoplan || par->context > 1 || par->expert > 1 || par->expert_tensor > 1) {
 		snprintf(err, errlen,
-		         "policy.parallel: this release trains with tensor and data parallelism "
-		         "only; set pipeline, context and expert to 1 (more ranks become data "
+		         "policy.parallel: this release trains with tensor, pipeline and data "
+		         "parallelism only; set context and expert to 1 (more ranks become data "
 		         "parallel)");
 		return -1;
 	}
@@ -67,11 +67,20 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 	}
 	if (t->dist) {
 		/* every rank builds the whole model, then keeps its cut of it */
-		struct rl_tp_group tp;
+		const struct rl_cfg_parallel *par = &c->policy.parallel;
+		struct rl_model_cut cut = {
+		    .sequence_parallel = par->sequence_parallel,
+		    .first_stage_layers = par->num_layers_in_first_pipeline_stage.set
+		                              ? (int)par->num_layers_in_first_pipeline_stage.value
+		                              : 0,
+		    .last_stage_layers = par->num_layers_in_last_pipeline_stage.set
+		                             ? (int)par->num_layers_in_last_pipeline_stage.value
+		                             : 0,
+		};
 
-		rl_tp_group_bind(&tp, t->dist->g[RL_G_TP]);
-		if (rl_model_split(&t->model, &tp, c->policy.parallel.sequence_parallel, err,
-		                   errlen))
+		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
+		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
+		if (rl_model_split(&t->model, &cut, err, errlen))
 			return -1;
 	}
 	if (rl_builtin_is(tok_dir))
@@ -125,12 +134,18 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 		return -1;
 	}
 	t->max_mb_tokens = (int)max;
-	t->acts = rl_acts_new(t->model, t->max_mb_tokens);
+	/* 1F1B: a stage holds as many micro-batches as there are stages from
+	 * it to the last */
+	int n_acts = t->pp ? rl_comm_size(t->pp) - rl_comm_rank(t->pp) : 1;
+	t->acts = calloc((size_t)n_acts, sizeof *t->acts);
+	bool acts_ok = t->acts != NULL;
+	for (int i = 0; acts_ok && i < n_acts; i++, t->n_acts++)
+		acts_ok = (t->acts[i] = rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
 	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
 	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
 	size_t bytes = (size_t)t->model->n_elems * sizeof(float);
 	t->ref_weights = t->model->ops->alloc(bytes);
-	if (!t->acts || !t->row_lp || !t->row_grad || !t->ref_weights) {
+	if (!acts_ok || !t->row_lp || !t->row_grad || !t->ref_weights) {
 		snprintf(err, errlen, "out of memory for micro-batches of %d tokens",
 		         t->max_mb_tokens);
 		return -1;
@@ -182,6 +197,7 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	t->cfg = cfg;
 	t->dist = dist;
 	t->dp = dist ? dist->g[RL_G_DP] : NULL;
+	t->pp = dist ? dist->g[RL_G_PP] : NULL;
 	t->progress = rl_trainer_is_main(t) ? progress : NULL;
 	t->grad_dump = getenv("RL_GRAD_DUMP");
 	t->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;
@@ -219,7 +235,9 @@ void rl_trainer_free(struct rl_trainer *t)
 	if (t->model) {
 		rl_optimizer_free(&t->opt);
 		rl_zero_free(&t->zero);
-		rl_acts_free(t->model, t->acts);
+		for (int i = 0; i < t->n_acts; i++)
+			rl_acts_free(t->model, t->acts[i]);
+		free(t->acts);
 		t->model->ops->release(t->ref_weights);
 	}
 	rl_model_free(t->model);

@@ -149,6 +149,35 @@ int rl_share_logprobs(struct rl_comm *group, struct rl_rollout *r, size_t field_
 	                &field_offset, "sharing the logprobs", err, errlen);
 }
 
+int rl_share_stage_logprobs(struct rl_comm *pp, struct rl_rollout *r, size_t field_offset, int lo,
+                            int hi, char *err, size_t errlen)
+{
+	size_t n = 0, at = 0;
+
+	if (!pp || rl_comm_size(pp) == 1)
+		return 0;
+	for (int i = lo; i < hi; i++)
+		n += (size_t)(r->s[i].len - r->s[i].prompt_len);
+	float *all = malloc((n + 1) * sizeof *all);
+	if (!all) {
+		snprintf(err, errlen, "out of memory sharing %zu logprobs between stages", n);
+		return -1;
+	}
+	for (int i = lo; i < hi; i++) {
+		pack_lp(&r->s[i], (unsigned char *)(all + at), &field_offset);
+		at += (size_t)(r->s[i].len - r->s[i].prompt_len);
+	}
+	rl_comm_broadcast(pp, all, n, RL_COMM_F32, rl_comm_size(pp) - 1,
+	                  "logprobs from the last stage");
+	at = 0;
+	for (int i = lo; i < hi; i++) {
+		unpack_lp(&r->s[i], (const unsigned char *)(all + at), &field_offset);
+		at += (size_t)(r->s[i].len - r->s[i].prompt_len);
+	}
+	free(all);
+	return 0;
+}
+
 void rl_share_sum(struct rl_comm *group, double *v, int n, const char *what)
 {
 	if (group && rl_comm_size(group) > 1)

@@ -4,7 +4,7 @@
  * holds the whole rollout again (what the advantages, the metrics and the
  * next phase's split need). Without a group (one process) they do nothing.
  * defines: rl_share_range, rl_share_samples, rl_share_logprobs,
- * rl_share_sum */
+ * rl_share_stage_logprobs, rl_share_sum */
 #ifndef RL_GRPO_SHARE_H
 #define RL_GRPO_SHARE_H
 
@@ -27,6 +27,11 @@ int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, c
  * ref_lp) of its share: that field on every rank. */
 int rl_share_logprobs(struct rl_comm *group, struct rl_rollout *r, size_t field_offset, int max_len,
                       char *err, size_t errlen);
+
+/* Pipeline parallelism: after the last stage filled the field of samples
+ * [lo, hi), that field on every stage of pp (NULL: one stage). */
+int rl_share_stage_logprobs(struct rl_comm *pp, struct rl_rollout *r, size_t field_offset, int lo,
+                            int hi, char *err, size_t errlen);
 
 /* v[0..n) summed over the group, in place. */
 void rl_share_sum(struct rl_comm *group, double *v, int n, const char *what);

@@ -30,6 +30,7 @@ struct rl_trainer {
 	 * samples and zero is the optimizer (opt is unused). */
 	struct rl_dist *dist;
 	struct rl_comm *dp;
+	struct rl_comm *pp; /* NULL: one stage */
 	struct rl_zero zero;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
 
@@ -42,7 +43,9 @@ struct rl_trainer {
 	struct rl_data_source data;
 	struct rl_reward reward;
 	struct rl_metrics_log log;
-	struct rl_acts *acts;
+	/* one per micro-batch a pipeline stage holds at once (1F1B) */
+	struct rl_acts **acts;
+	int n_acts;
 	struct rl_packed packed;
 	float *row_lp;   /* per packed row: the model's logprobs */
 	float *row_grad; /* per packed row: d loss / d logprob */

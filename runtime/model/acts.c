@@ -58,7 +58,8 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->pos = take(m, a, T * sizeof(int32_t), &failed);
 	a->targets = take(m, a, T * sizeof(int32_t), &failed);
 	a->cu_seqlens = take(m, a, (T + 1) * sizeof(int32_t), &failed);
-	for (int l = 0; l < c->n_layers; l++) {
+	a->first_layer = sh->first_layer;
+	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
 		struct rl_layer_acts *L = &a->layers[l];
 
 		L->x_in = take(m, a, T * d * f, &failed);

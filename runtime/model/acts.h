@@ -34,6 +34,7 @@ struct rl_acts {
 	struct rl_layer_acts *layers;
 	float *x_final, *hf, *rstd_f;
 	float *lm_lse;
+	int first_layer; /* the stage's: layers[] holds only the stage's */
 	int logit_chunk;
 	float logit_scale;
 	/* the LM head's [T] vector on the backend: log-probs out of the forward,

@@ -81,9 +81,9 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 
 	shape.scale = (float)(1.0 / sqrt((double)D));
 	RL_TRY(zero(ops, a->datt, qn), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->datt, G(O), G(O_BIAS), dres, L->att, P(O), T, H * D, d,
-	                            NULL),
-	       "layer %d: o_proj backward", l);
+	RL_TRY(
+	    ops->linear_backward(a->datt, G(O), G(O_BIAS), dres, L->att, P(O), T, H * D, d, NULL),
+	    "layer %d: o_proj backward", l);
 	RL_TRY(zero(ops, a->dq, qn) || zero(ops, a->dk, kvn) || zero(ops, a->dv, kvn),
 	       "layer %d: zeroing", l);
 	RL_TRY(ops->attention_backward(a->dq, a->dk, a->dv, a->datt, L->q, L->k, L->v, L->att,
@@ -120,6 +120,23 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 	return 0;
 }
 
+/* The stage's layers, from dres (the gradient of the stage's output),
+ * down to the embedding on the first stage; elsewhere dres is left holding
+ * the gradient of the stage's input. */
+static int stage_backward(struct rl_model *m, struct rl_acts *a, int first, int end, char *err,
+                          size_t errlen)
+{
+	for (int l = end - 1; l >= first; l--) {
+		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
+			return -1;
+	}
+	if (rl_model_first_stage(m))
+		RL_TRY(m->ops->embedding_backward(m->embed->grad, whole_dres(m, a), a->ids,
+		                                  a->n_tokens, m->cfg.hidden_size, NULL),
+		       "embedding backward");
+	return 0;
+}
+
 int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
                       size_t errlen)
 {
@@ -130,6 +147,16 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	size_t td = (size_t)T * (size_t)d;
 	float *masked = a->lm_vec_host;
 
+	int first = m->shard.first_layer, end = first + m->shard.n_layers;
+
+	if (!rl_model_last_stage(m)) {
+		if (dlogprob_host) {
+			snprintf(err, errlen,
+			         "backward: a loss gradient on a stage before the last");
+			return -1;
+		}
+		return stage_backward(m, a, first, end, err, errlen);
+	}
 	if (a->logit_chunk <= 0) {
 		snprintf(err, errlen, "backward without a log-probability forward pass");
 		return -1;
@@ -149,11 +176,5 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	RL_TRY(ops->rmsnorm_backward(a->dres, m->final_norm->grad, dhf, a->x_final,
 	                             m->final_norm->data, a->rstd_f, n, d, NULL),
 	       "final norm backward");
-	for (int l = c->n_layers - 1; l >= 0; l--) {
-		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
-			return -1;
-	}
-	RL_TRY(ops->embedding_backward(m->embed->grad, whole_dres(m, a), a->ids, T, d, NULL),
-	       "embedding backward");
-	return 0;
+	return stage_backward(m, a, first, end, err, errlen);
 }

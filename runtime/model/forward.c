@@ -113,9 +113,9 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	                              &shape, NULL),
 	       "layer %d: attention", l);
 	float *sum = rl_tp_sum_target(m, r, L->x_mid, a->tp_full);
-	RL_TRY(ops->linear_forward(sum, L->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d,
-	                           NULL),
-	       "layer %d: o_proj", l);
+	RL_TRY(
+	    ops->linear_forward(sum, L->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d, NULL),
+	    "layer %d: o_proj", l);
 	rl_tp_sum_rows(m, r, sum, L->x_mid, d, "o_proj sum");
 	RL_TRY(ops->add(L->x_mid, L->x_in, (int64_t)r->n * d, NULL), "layer %d: residual", l);
 	RL_TRY(ops->rmsnorm_forward(L->xn2 + mine, L->rstd2, L->x_mid, P(MLP_NORM), r->n, d, eps,
@@ -152,23 +152,54 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	}
 	if (upload_batch(m, a, b, err, errlen))
 		return -1;
-	float *x0 = a->layers[0].x_in, *sum = rl_tp_sum_target(m, r, x0, a->tp_full);
-	RL_TRY(m->ops->embedding_forward(sum, a->ids, m->embed->data, a->n_tokens, d,
-	                                 m->shard.vocab, NULL),
-	       "embedding");
-	rl_tp_sum_rows(m, r, sum, x0, d, "vocab-parallel embedding sum");
-	for (int l = 0; l < c->n_layers; l++) {
-		float *x_out = l + 1 < c->n_layers ? a->layers[l + 1].x_in : a->x_final;
+	int first = m->shard.first_layer, end = first + m->shard.n_layers;
+	if (rl_model_first_stage(m)) {
+		float *x0 = a->layers[first].x_in, *sum = rl_tp_sum_target(m, r, x0, a->tp_full);
+
+		RL_TRY(m->ops->embedding_forward(sum, a->ids, m->embed->data, a->n_tokens, d,
+		                                 m->shard.vocab, NULL),
+		       "embedding");
+		rl_tp_sum_rows(m, r, sum, x0, d, "vocab-parallel embedding sum");
+	}
+	for (int l = first; l < end; l++) {
+		float *x_out = l + 1 < end ? a->layers[l + 1].x_in : a->x_final;
 
 		if (layer_forward(m, a, l, x_out, err, errlen))
 			return -1;
 	}
+	if (!rl_model_last_stage(m))
+		return 0;
 	RL_TRY(m->ops->rmsnorm_forward(a->hf + (size_t)r->first * (size_t)d, a->rstd_f, a->x_final,
 	                               m->final_norm->data, r->n, d, (float)c->rms_norm_eps, NULL),
 	       "final norm");
 	rl_tp_gather_rows(m, r, a->hf + (size_t)r->first * (size_t)d, a->hf, d,
 	                  "final norm all-gather");
 	return 0;
+}
+
+size_t rl_model_stage_floats(const struct rl_model *m, int n_tokens)
+{
+	struct rl_rows r;
+	int p = m->shard.tp.size;
+	bool sp = m->shard.sequence_parallel;
+
+	rl_rows_of(m, sp ? (n_tokens + p - 1) / p * p : n_tokens, sp, &r);
+	return (size_t)r.n * (size_t)m->cfg.hidden_size;
+}
+
+float *rl_acts_stage_input(struct rl_acts *a)
+{
+	return a->layers[a->first_layer].x_in;
+}
+
+float *rl_acts_stage_output(struct rl_acts *a)
+{
+	return a->x_final;
+}
+
+float *rl_acts_stage_grad(struct rl_acts *a)
+{
+	return a->dres;
 }
 
 int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, char *err,

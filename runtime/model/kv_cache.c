@@ -12,7 +12,7 @@ struct rl_decode_scratch {
 	int32_t *ids, *pos;
 	float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *h, *last, *logits;
 	int32_t *pos_host; /* host: positions, then ids as this rank's vocabulary rows */
-	int *first; /* host: first token of each group */
+	int *first;        /* host: first token of each group */
 };
 
 static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
@@ -68,7 +68,7 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 		free(kv);
 		return NULL;
 	}
-	for (int l = 0; l < c->n_layers; l++) {
+	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
 		kv->k[l] = ops->alloc(per_layer);
 		kv->v[l] = ops->alloc(per_layer);
 		ok &= kv->k[l] && kv->v[l];
@@ -214,6 +214,7 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
 	struct rl_decode_scratch *s = kv->scratch;
+	const struct rl_pp_group *pp = &m->shard.pp;
 	int d = c->hidden_size, T = 0;
 	size_t row = (size_t)d * sizeof(float);
 	struct rl_rows rows;
@@ -233,15 +234,30 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	           ops->from_host(s->pos, s->pos_host, (size_t)T * sizeof(int32_t), NULL),
 	       "decode: copying the tokens");
 	rl_rows_of(m, T, false, &rows);
-	RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, m->shard.vocab, NULL),
-	       "embedding");
-	rl_tp_sum_rows(m, &rows, s->x, s->x, d, "decode vocab-parallel embedding sum");
-	for (int l = 0; l < c->n_layers; l++) {
+	if (rl_model_first_stage(m)) {
+		RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, m->shard.vocab,
+		                              NULL),
+		       "embedding");
+		rl_tp_sum_rows(m, &rows, s->x, s->x, d, "decode vocab-parallel embedding sum");
+	} else {
+		pp->recv(pp->ctx, s->x, (size_t)T * (size_t)d, pp->rank - 1,
+		         "decode: hidden states from the stage before");
+	}
+	for (int l = m->shard.first_layer; l < m->shard.first_layer + m->shard.n_layers; l++) {
 		if (layer_decode(m, kv, l, n_groups, slots, n_new, T, err, errlen))
 			return -1;
 	}
-	for (int g = 0; g < n_groups; g++) {
+	for (int g = 0; g < n_groups; g++)
 		kv->len[slots[g]] += n_new[g];
+	if (!rl_model_last_stage(m)) {
+		pp->send(pp->ctx, s->x, (size_t)T * (size_t)d, pp->rank + 1,
+		         "decode: hidden states to the stage after");
+		/* every stage samples the same tokens from the same logits */
+		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
+		              pp->size - 1, "decode: logits from the last stage");
+		return 0;
+	}
+	for (int g = 0; g < n_groups; g++) {
 		RL_TRY(ops->copy(s->last + (size_t)g * (size_t)d,
 		                 s->x + (size_t)(s->first[g] + n_new[g] - 1) * (size_t)d, row,
 		                 NULL),
@@ -253,5 +269,10 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
 	                           m->shard.vocab, NULL),
 	       "lm_head");
-	return rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen);
+	if (rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen))
+		return -1;
+	if (pp->size > 1)
+		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
+		              pp->rank, "decode: logits from the last stage");
+	return 0;
 }

@@ -66,6 +66,9 @@ struct rl_param {
 	 * row-parallel bias under sequence parallelism) until
 	 * rl_model_reduce_grads */
 	bool partial_grad;
+	/* the last pipeline stage's copy of a tied embedding: the first
+	 * stage holds the original */
+	bool tied_copy;
 };
 
 /* The collectives tensor parallelism needs, over the ranks that share each
@@ -86,10 +89,29 @@ struct rl_tp_group {
 	                       const char *what);
 };
 
-/* This rank's cut of the model (Megatron's tensor parallelism): q/k/v,
+/* What pipeline parallelism needs from the ranks that hold the other
+ * stages of the same model copy: the residual stream handed from stage to
+ * stage, and the tied embedding's two copies kept equal. Each call is
+ * collective over the pair or group it names; what names the call site. */
+struct rl_pp_group {
+	void *ctx;
+	int rank, size; /* this stage, the stages */
+	void (*send)(void *ctx, const float *buf, size_t n, int stage, const char *what);
+	void (*recv)(void *ctx, float *buf, size_t n, int stage, const char *what);
+	void (*broadcast)(void *ctx, float *buf, size_t n, int root, const char *what);
+	/* sums over the first and the last stage (Megatron's embedding
+	 * group), called with embedding_ctx; NULL on the stages between */
+	void *embedding_ctx;
+	void (*embedding_all_reduce)(void *ctx, float *buf, size_t n, const char *what);
+};
+
+/* This rank's cut of the model. Tensor parallelism (Megatron's): q/k/v,
  * gate/up and the vocabulary split by rows (heads, GQA groups kept whole),
- * o/down by columns, the rest whole on every rank. tp.size 1: the whole
- * model. */
+ * o/down by columns, the rest whole on every rank. Pipeline parallelism:
+ * layers [first_layer, first_layer + n_layers) only; the embedding on the
+ * first stage, the final norm and the LM head on the last, which with tied
+ * embeddings holds a copy of the embedding. tp.size and pp.size 1: the
+ * whole model. */
 struct rl_model_shard {
 	struct rl_tp_group tp;
 	/* norms and residuals on this rank's rows of the sequence only */
@@ -97,6 +119,18 @@ struct rl_model_shard {
 	int n_heads, n_kv_heads, intermediate; /* this rank's */
 	int vocab_start, vocab;                /* this rank's rows of embed / lm_head */
 	int vocab_max;                         /* the most any rank holds */
+	struct rl_pp_group pp;
+	int first_layer, n_layers;
+};
+
+/* How rl_model_split cuts a model. first_stage_layers and
+ * last_stage_layers: Megatron's uneven pipeline (0: the layers divided
+ * evenly among the stages). */
+struct rl_model_cut {
+	struct rl_tp_group tp;
+	bool sequence_parallel;
+	struct rl_pp_group pp;
+	int first_stage_layers, last_stage_layers;
 };
 
 struct rl_model {
@@ -107,9 +141,10 @@ struct rl_model {
 
 	int n_params;
 	struct rl_param *params;
+	/* NULL on the stages that do not hold them (pipeline parallelism) */
 	struct rl_param *embed;
 	struct rl_param *final_norm;
-	struct rl_param *lm_head; /* == embed when the embeddings are tied */
+	struct rl_param *lm_head; /* == embed when the embeddings are tied (one stage) */
 	/* layer[i * RL_P_PER_LAYER + p]; NULL where the model has no such tensor */
 	struct rl_param **layer;
 
@@ -157,9 +192,26 @@ void rl_model_swap_weights(struct rl_model *m, float **other);
 struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens);
 void rl_acts_free(const struct rl_model *m, struct rl_acts *a);
 
-/* Runs the batch through every layer and the final norm. */
+/* Runs the batch through every layer and the final norm. Under pipeline
+ * parallelism, through this stage's layers: a stage after the first reads
+ * its input from rl_acts_stage_input, where the caller put what the stage
+ * before sent; a stage before the last leaves its output in
+ * rl_acts_stage_output for the caller to send on. */
 int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, char *err,
                      size_t errlen);
+/* Pipeline parallelism: whether this rank holds the first / the last
+ * stage, and what the stages hand each other for a batch of n_tokens
+ * (floats of the residual stream, this rank's rows of it). */
+bool rl_model_first_stage(const struct rl_model *m);
+bool rl_model_last_stage(const struct rl_model *m);
+size_t rl_model_stage_floats(const struct rl_model *m, int n_tokens);
+float *rl_acts_stage_input(struct rl_acts *a);
+float *rl_acts_stage_output(struct rl_acts *a);
+/* The gradient handed between stages: a stage before the last finds in it
+ * the gradient of its output (the caller put it there), and after
+ * rl_model_backward a stage after the first holds in it the gradient of
+ * its input, to send back. */
+float *rl_acts_stage_grad(struct rl_acts *a);
 /* After rl_model_forward: the full logits [n_tokens, vocab] into host memory. */
 int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, char *err,
                     size_t errlen);
@@ -169,22 +221,25 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host, float logit_scale,
                       int vocab_chunk, char *err, size_t errlen);
 /* After rl_model_logprobs: adds to the gradients the backward pass of a loss
- * whose derivative with respect to logprob[t] is dlogprob_host[t]. */
+ * whose derivative with respect to logprob[t] is dlogprob_host[t]. On a
+ * stage before the last (dlogprob_host NULL), of the output gradient in
+ * rl_acts_stage_grad. */
 int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
                       size_t errlen);
 int rl_model_zero_grad(struct rl_model *m);
 
-/* split.c: tensor parallelism. */
+/* split.c: tensor and pipeline parallelism. */
 /* Rows [*start, *start + *len) of total that rank r of size takes: the first
  * total % size ranks one more. */
 void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len);
-/* Replaces *m (the whole model) by this rank's cut of it over tp; *m is
- * left alone on failure (heads, kv heads or the MLP not divisible by the
- * group, a backend other than cpu). */
-int rl_model_split(struct rl_model **m, const struct rl_tp_group *tp, bool sequence_parallel,
-                   char *err, size_t errlen);
+/* Replaces *m (the whole model) by this rank's cut of it; *m is left
+ * alone on failure (heads, kv heads or the MLP not divisible by the
+ * tensor-parallel group, layers that do not split into the stages, a
+ * backend other than cpu). */
+int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *err, size_t errlen);
 /* After the last backward pass of an update: sums the partial gradients
- * (rl_param.partial_grad) over the tensor-parallel group. Collective. */
+ * (rl_param.partial_grad) over the tensor-parallel group, and the tied
+ * embedding's over its two stages. Collective. */
 int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen);
 /* Parameter i of the whole model into full_host (full_shape), from every
  * rank's local_host (this rank's values of it, host memory). Collective. */

@@ -162,21 +162,30 @@ static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols
 	return p;
 }
 
-/* Lays out the table; pointers into the flat buffers are set afterwards,
- * since params[] must not move once layer[] points into it. */
+/* Lays out this stage's table; pointers into the flat buffers are set
+ * afterwards, since params[] must not move once layer[] points into it. */
 static int build_table(struct rl_model *m)
 {
 	const struct rl_model_config *c = &m->cfg;
+	const struct rl_model_shard *sh = &m->shard;
+	bool first = rl_model_first_stage(m), last = rl_model_last_stage(m);
 	int max = 3 + c->n_layers * RL_P_PER_LAYER;
-	int64_t slots[3];
+	int64_t embed = -1, norm = -1, head = -1;
 
 	m->params = calloc((size_t)max, sizeof *m->params);
 	m->layer = calloc((size_t)c->n_layers * RL_P_PER_LAYER, sizeof *m->layer);
 	if (!m->params || !m->layer)
 		return -1;
-	m->embed = add_param(m, c->vocab_size, c->hidden_size, 0, "model.embed_tokens.weight");
-	slots[0] = m->embed - m->params;
-	for (int i = 0; i < c->n_layers; i++) {
+	if (first || (last && c->tie_word_embeddings)) {
+		struct rl_param *e =
+		    add_param(m, c->vocab_size, c->hidden_size, 0, "model.embed_tokens.weight");
+		/* the last stage's copy: counted once in the gradient norm,
+		 * its gradient summed with the first stage's */
+		e->tied_copy = !first;
+		e->replica |= e->tied_copy;
+		embed = e - m->params;
+	}
+	for (int i = sh->first_layer; i < sh->first_layer + sh->n_layers; i++) {
 		for (int p = 0; p < RL_P_PER_LAYER; p++) {
 			int64_t rows, cols;
 			int split;
@@ -184,22 +193,25 @@ static int build_table(struct rl_model *m)
 			if (!layer_has(c, (enum rl_layer_param)p))
 				continue;
 			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
-			struct rl_param *x = add_param(m, rows, cols, split, "model.layers.%d.%s", i,
-			                               layer_suffix[p]);
-			x->partial_grad = grad_is_partial(&m->shard, (enum rl_layer_param)p);
+			struct rl_param *x = add_param(m, rows, cols, split, "model.layers.%d.%s",
+			                               i, layer_suffix[p]);
+			x->partial_grad = grad_is_partial(sh, (enum rl_layer_param)p);
 			m->layer[i * RL_P_PER_LAYER + p] = x;
 		}
 	}
-	m->final_norm = add_param(m, c->hidden_size, 0, -1, "model.norm.weight");
-	m->final_norm->partial_grad = m->shard.sequence_parallel;
-	slots[1] = m->final_norm - m->params;
-	slots[2] = c->tie_word_embeddings ? slots[0]
-	                                  : add_param(m, c->vocab_size, c->hidden_size, 0,
-	                                              "lm_head.weight") -
-	                                        m->params;
-	m->embed = &m->params[slots[0]];
-	m->final_norm = &m->params[slots[1]];
-	m->lm_head = &m->params[slots[2]];
+	if (last) {
+		struct rl_param *n = add_param(m, c->hidden_size, 0, -1, "model.norm.weight");
+
+		n->partial_grad = sh->sequence_parallel;
+		norm = n - m->params;
+		head = c->tie_word_embeddings
+		           ? embed
+		           : add_param(m, c->vocab_size, c->hidden_size, 0, "lm_head.weight") -
+		                 m->params;
+	}
+	m->embed = first ? &m->params[embed] : NULL;
+	m->final_norm = last ? &m->params[norm] : NULL;
+	m->lm_head = last ? &m->params[head] : NULL;
 	return 0;
 }
 

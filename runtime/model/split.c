@@ -1,7 +1,8 @@
-/* Tensor parallelism's cut of a model (Megatron-LM's column- and
- * row-parallel layers): which rows or columns of each tensor a rank holds,
- * building a rank's model from the whole one, and putting whole tensors
- * back together from the ranks' parts. */
+/* A rank's cut of a model: tensor parallelism's column- and row-parallel
+ * layers (Megatron-LM's), which rows or columns of each tensor a rank
+ * holds, and pipeline parallelism's stages, which layers; building a rank's
+ * model from the whole one, and putting whole tensors back together from
+ * the tensor-parallel ranks' parts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,29 +25,80 @@ void rl_model_shard_whole(struct rl_model_shard *s, const struct rl_model_config
 	s->n_kv_heads = c->n_kv_heads;
 	s->intermediate = c->intermediate_size;
 	s->vocab = s->vocab_max = c->vocab_size;
+	s->pp.size = 1;
+	s->n_layers = c->n_layers;
+}
+
+bool rl_model_first_stage(const struct rl_model *m)
+{
+	return m->shard.pp.rank == 0;
+}
+
+bool rl_model_last_stage(const struct rl_model *m)
+{
+	return m->shard.pp.rank == m->shard.pp.size - 1;
+}
+
+/* Megatron's stages: the first and the last may be given their own count,
+ * the layers left are divided evenly among the stages between. */
+static int stage_layers(struct rl_model_shard *s, const struct rl_model_config *c,
+                        const struct rl_model_cut *cut, const char *dir, char *err, size_t errlen)
+{
+	int p = cut->pp.size, first = cut->first_stage_layers, last = cut->last_stage_layers;
+	int left = c->n_layers, between = p;
+
+	if (p == 1)
+		return 0;
+	if (first > 0) {
+		left -= first;
+		between--;
+	}
+	if (last > 0) {
+		left -= last;
+		between--;
+	}
+	if (left < 0 || (between == 0 && left != 0) ||
+	    (between > 0 && (left <= 0 || left % between))) {
+		snprintf(err, errlen,
+		         "policy.parallel.pipeline: the model's %d layers (%s/config.json) do not "
+		         "split into %d stages%s; set num_layers_in_first_pipeline_stage and "
+		         "num_layers_in_last_pipeline_stage so that the stages between get the "
+		         "same number, at least one",
+		         c->n_layers, dir, p,
+		         first || last ? " as the first and the last are set" : "");
+		return -1;
+	}
+	int each = between ? left / between : 0, r = cut->pp.rank;
+	int count[2] = {first > 0 ? first : each, last > 0 ? last : each};
+
+	s->pp = cut->pp;
+	s->first_layer = r == 0 ? 0 : count[0] + (r - 1) * each;
+	s->n_layers = r == 0 ? count[0] : r == p - 1 ? count[1] : each;
+	return 0;
 }
 
 /* Heads stay whole and each rank keeps whole GQA groups (its query heads
  * and the kv heads they read), as Megatron requires. */
 static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
-                      const struct rl_tp_group *tp, bool sequence_parallel, char *err,
-                      size_t errlen)
+                      const struct rl_model_cut *cut, char *err, size_t errlen)
 {
 	const struct rl_model_config *c = &m->cfg;
+	const struct rl_tp_group *tp = &cut->tp;
 	int p = tp->size;
 	int64_t start, len;
 
 	if (m->ops != &rl_ops_cpu) {
 		snprintf(err, errlen,
-		         "policy.parallel.tensor: tensor parallelism runs on the cpu backend only in "
-		         "this release");
+		         "policy.parallel: tensor and pipeline parallelism run on the cpu backend "
+		         "only in this release");
 		return -1;
 	}
 	if (c->n_heads % p || c->n_kv_heads % p || c->intermediate_size % p) {
-		snprintf(err, errlen,
-		         "policy.parallel.tensor: %d does not divide the model's %d attention heads, "
-		         "%d key/value heads and intermediate size %d (%s/config.json)",
-		         p, c->n_heads, c->n_kv_heads, c->intermediate_size, m->dir);
+		snprintf(
+		    err, errlen,
+		    "policy.parallel.tensor: %d does not divide the model's %d attention heads, "
+		    "%d key/value heads and intermediate size %d (%s/config.json)",
+		    p, c->n_heads, c->n_kv_heads, c->intermediate_size, m->dir);
 		return -1;
 	}
 	if (c->vocab_size < p) {
@@ -56,8 +108,10 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 		return -1;
 	}
 	rl_model_shard_whole(s, c);
+	if (stage_layers(s, c, cut, m->dir, err, errlen))
+		return -1;
 	s->tp = *tp;
-	s->sequence_parallel = sequence_parallel && p > 1;
+	s->sequence_parallel = cut->sequence_parallel && p > 1;
 	s->n_heads = c->n_heads / p;
 	s->n_kv_heads = c->n_kv_heads / p;
 	s->intermediate = c->intermediate_size / p;
@@ -70,8 +124,8 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 }
 
 /* This rank's part of a whole tensor (host memory on both sides). */
-static void cut(const struct rl_param *whole, const struct rl_param *part, int rank, int size,
-                float *dst, const float *src)
+static void cut_part(const struct rl_param *whole, const struct rl_param *part, int rank, int size,
+                     float *dst, const float *src)
 {
 	int64_t start, len;
 
@@ -91,21 +145,32 @@ static void cut(const struct rl_param *whole, const struct rl_param *part, int r
 		memcpy(dst + i * len, src + i * whole->shape[1] + start, (size_t)len * sizeof *dst);
 }
 
-int rl_model_split(struct rl_model **m, const struct rl_tp_group *tp, bool sequence_parallel,
-                   char *err, size_t errlen)
+static const struct rl_param *find_param(const struct rl_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_params; i++)
+		if (strcmp(m->params[i].name, name) == 0)
+			return &m->params[i];
+	return NULL;
+}
+
+int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *err, size_t errlen)
 {
 	struct rl_model *whole = *m, *part;
 	struct rl_model_shard s;
 
-	if (tp->size == 1)
+	if (cut->tp.size == 1 && cut->pp.size == 1)
 		return 0;
-	if (shard_init(&s, whole, tp, sequence_parallel, err, errlen) ||
+	if (shard_init(&s, whole, cut, err, errlen) ||
 	    rl_model_new_shard(&part, &whole->cfg, &s, whole->dir, whole->ops, err, errlen))
 		return -1;
-	/* the cpu backend only (shard_init): parameters are host memory */
-	for (int i = 0; i < part->n_params; i++)
-		cut(&whole->params[i], &part->params[i], tp->rank, tp->size, part->params[i].data,
-		    whole->params[i].data);
+	/* the cpu backend only (shard_init): parameters are host memory; a
+	 * stage holds some of the whole model's tensors, found by name */
+	for (int i = 0; i < part->n_params; i++) {
+		const struct rl_param *from = find_param(whole, part->params[i].name);
+
+		cut_part(from, &part->params[i], cut->tp.rank, cut->tp.size, part->params[i].data,
+		         from->data);
+	}
 	rl_model_free(whole);
 	*m = part;
 	return 0;
@@ -114,8 +179,15 @@ int rl_model_split(struct rl_model **m, const struct rl_tp_group *tp, bool seque
 int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
 {
 	const struct rl_tp_group *tp = &m->shard.tp;
+	const struct rl_pp_group *pp = &m->shard.pp;
 	int64_t n = 0;
 
+	/* the tied embedding: the first stage's gradient is the input side's,
+	 * the last stage's the output side's, and both copies need the sum */
+	struct rl_param *tied = rl_model_first_stage(m) ? m->embed : m->lm_head;
+	if (pp->size > 1 && m->cfg.tie_word_embeddings && tied)
+		pp->embedding_all_reduce(pp->embedding_ctx, tied->grad, (size_t)tied->numel,
+		                         "tied embedding gradient");
 	if (tp->size == 1)
 		return 0;
 	for (int i = 0; i < m->n_params; i++)
@@ -177,7 +249,8 @@ int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *
 			continue;
 		}
 		for (int64_t row = 0; row < rows; row++)
-			memcpy(full + row * cols + start, src + row * len, (size_t)len * sizeof *src);
+			memcpy(full + row * cols + start, src + row * len,
+			       (size_t)len * sizeof *src);
 	}
 	free(all);
 	return 0;

@@ -233,6 +233,7 @@ int main(void)
 	};
 	struct rl_comm_world *w;
 	struct rl_comm *world;
+	struct rl_model_cut cut = {0};
 	struct rl_tp_group tp;
 	char err[512];
 
@@ -242,13 +243,16 @@ int main(void)
 	}
 	me = rl_comm_rank(world);
 	rl_tp_group_bind(&tp, world);
+	cut.tp = tp;
+	cut.pp.size = 1;
 	for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
 		const struct variant *v = &variants[i];
 		struct rl_model_config c;
 
 		config_of(v, &c);
 		struct rl_model *whole = random_model(&c), *part = random_model(&c);
-		must(rl_model_split(&part, &tp, v->sp, err, sizeof err), v->name, err);
+		cut.sequence_parallel = v->sp;
+		must(rl_model_split(&part, &cut, err, sizeof err), v->name, err);
 		compare_passes(v, whole, part);
 		compare_decode(v, whole, part);
 		rl_model_free(whole);
@@ -263,7 +267,8 @@ int main(void)
 
 		config_of(&odd, &c);
 		struct rl_model *m = random_model(&c), *before = m;
-		check(rl_model_split(&m, &tp, false, err, sizeof err) == -1 && m == before &&
+		cut.sequence_parallel = false;
+		check(rl_model_split(&m, &cut, err, sizeof err) == -1 && m == before &&
 		          strstr(err, "does not divide") != NULL,
 		      "1 key/value head over %d ranks was not refused (%s)", tp.size, err);
 		rl_model_free(m);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # rlrun on several ranks in a real Slurm (srun --mpi=pmi2 --rl-config):
-# every layout this release trains (data and tensor parallelism, with and
-# without sequence parallelism) gives the single-rank gradient of the first
+# every layout this release trains (data, tensor and pipeline parallelism,
+# with and without sequence parallelism) gives the single-rank gradient of the first
 # update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank metrics
 # of ten GRPO steps (within 1e-4, timers aside); the layouts it does not
 # train yet are refused by name; and a rank killed mid-step makes every
@@ -36,10 +36,12 @@ train single 1
 [ -s "$work/single.grads" ] && [ -s "$work/single/metrics.jsonl" ] ||
 	not_ok "the single-rank run left no gradient or no metrics"
 
-tp=policy.parallel.tensor sp=policy.parallel.sequence_parallel=true
-# dp3 splits batches unevenly; tp4 splits the 46-token vocabulary 12/12/11/11
+tp=policy.parallel.tensor sp=policy.parallel.sequence_parallel=true pp=policy.parallel.pipeline
+# dp3 splits batches unevenly; tp4 splits the 46-token vocabulary 12/12/11/11;
+# pp2 holds the tied embedding on both stages
 for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp 4 $tp=4 $sp" \
-	"tp2-dp2 4 $tp=2" "tp2-dp2-sp 4 $tp=2 $sp"; do
+	"tp2-dp2 4 $tp=2" "tp2-dp2-sp 4 $tp=2 $sp" "pp2 2 $pp=2" "tp2-pp2 4 $tp=2 $pp=2" \
+	"tp2-pp2-sp 4 $tp=2 $pp=2 $sp" "pp2-dp2 4 $pp=2" "tp2-pp2-dp2 8 $tp=2 $pp=2"; do
 	set -- $layout
 	name=$1
 	train "$@"
@@ -59,12 +61,16 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 done
 
 # ---- what this release does not train yet says so ----
-for axis in pipeline context; do
-	expect_status 1 "policy.parallel.$axis=2 on 2 ranks is refused" -- \
-		srun --mpi=pmi2 -n 2 --rl-config="$config" "$RLRUN" $small \
-		logger.log_dir="$work/refused" policy.parallel.$axis=2
-	expect_grep "$WORK/err" "tensor and data parallelism only" "  naming what is missing"
-done
+expect_status 1 "policy.parallel.context=2 on 2 ranks is refused" -- \
+	srun --mpi=pmi2 -n 2 --rl-config="$config" "$RLRUN" $small \
+	logger.log_dir="$work/refused" policy.parallel.context=2
+expect_grep "$WORK/err" "tensor, pipeline and data parallelism only" "  naming what is missing"
+expect_status 1 "pipeline=4 (the tiny model has 2 layers) is refused" -- \
+	srun --mpi=pmi2 -n 4 --rl-config="$config" "$RLRUN" $small \
+	logger.log_dir="$work/refused" $pp=4
+expect_grep "$WORK/err" "2 layers .* do not split into 4 stages" "  naming the layers"
+n=$(grep -c "do not split" "$WORK/err")
+[ "$n" = 1 ] && ok "  once, not once per rank" || not_ok "  $n times"
 expect_status 1 "tensor=8 (the tiny model has 4 heads) is refused" -- \
 	srun --mpi=pmi2 -n 8 --rl-config="$config" "$RLRUN" $small \
 	logger.log_dir="$work/refused" $tp=8
