@@ -5,7 +5,8 @@
  * [T, n_heads, head_dim], k and v [T, n_kv_heads, head_dim], lse [T, n_heads]
  * (the log-sum-exp of the scaled scores, saved for the backward pass).
  * defines: rl_attention_forward_cpu, rl_attention_backward_cpu,
- * rl_attention_cached_cpu */
+ * rl_attention_cached_cpu, rl_attention_chunks_forward_cpu,
+ * rl_attention_chunks_backward_cpu */
 #ifndef RL_KERNELS_ATTENTION_H
 #define RL_KERNELS_ATTENTION_H
 
@@ -40,6 +41,30 @@ typedef int (*rl_attention_cached_fn)(float *out, const float *q, const float *k
                                       const float *v_cache, int n_new, int len,
                                       const struct rl_attention_shape *shape, void *stream);
 
+/* Query chunks against the keys of their sequence, for context
+ * parallelism: chunk i's queries are rows q_start[i] .. q_start[i] + len[i] - 1
+ * of q / out / lse; its sequence's keys start at row k_start[i] of k / v;
+ * query j of the chunk sits at position offset[i] + j of its sequence and
+ * sees key rows k_start[i] .. k_start[i] + offset[i] + j. Chunks do not
+ * overlap in query rows; several may share a sequence's keys. The arrays
+ * are backend memory (host for the CPU table). */
+struct rl_attention_chunks {
+	int n;
+	const int32_t *q_start, *k_start, *offset, *len;
+};
+
+typedef int (*rl_attention_chunks_forward_fn)(float *out, float *lse, const float *q,
+                                              const float *k, const float *v,
+                                              const struct rl_attention_chunks *chunks,
+                                              const struct rl_attention_shape *shape, void *stream);
+/* dq (query rows), dk and dv (key rows) are added to. */
+typedef int (*rl_attention_chunks_backward_fn)(float *dq, float *dk, float *dv, const float *dout,
+                                               const float *q, const float *k, const float *v,
+                                               const float *out, const float *lse,
+                                               const struct rl_attention_chunks *chunks,
+                                               const struct rl_attention_shape *shape,
+                                               void *stream);
+
 int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
                              const int32_t *cu_seqlens, int n_seqs,
                              const struct rl_attention_shape *shape, void *stream);
@@ -50,6 +75,15 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
 int rl_attention_cached_cpu(float *out, const float *q, const float *k_cache, const float *v_cache,
                             int n_new, int len, const struct rl_attention_shape *shape,
                             void *stream);
+
+int rl_attention_chunks_forward_cpu(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const struct rl_attention_chunks *chunks,
+                                    const struct rl_attention_shape *shape, void *stream);
+int rl_attention_chunks_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
+                                     const float *q, const float *k, const float *v,
+                                     const float *out, const float *lse,
+                                     const struct rl_attention_chunks *chunks,
+                                     const struct rl_attention_shape *shape, void *stream);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,8 @@ const char *rl_ops_missing(const struct rl_ops *ops)
 	CHECK(attention_forward);
 	CHECK(attention_backward);
 	CHECK(attention_cached);
+	CHECK(attention_chunks_forward);
+	CHECK(attention_chunks_backward);
 	CHECK(swiglu_forward);
 	CHECK(swiglu_backward);
 	CHECK(linear_forward);

@@ -45,6 +45,8 @@ struct rl_ops {
 	rl_attention_forward_fn attention_forward;
 	rl_attention_backward_fn attention_backward;
 	rl_attention_cached_fn attention_cached;
+	rl_attention_chunks_forward_fn attention_chunks_forward;
+	rl_attention_chunks_backward_fn attention_chunks_backward;
 	rl_swiglu_forward_fn swiglu_forward;
 	rl_swiglu_backward_fn swiglu_backward;
 	rl_linear_forward_fn linear_forward;

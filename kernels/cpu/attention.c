@@ -135,66 +135,6 @@ int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float
 	return 0;
 }
 
-/* One query head of one sequence, len rows; the pointers are already moved
- * to the head's column and the sequence's first row. dk and dv (row stride
- * ldd) get this head's share only. p and ds are tiles. */
-static void attn_head_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                               const float *k, const float *v, const float *out, const float *lse,
-                               int len, int ldq, int ldd, int ldkv, int ldl, int d, float scale,
-                               float *p, float *ds)
-{
-	for (int first = 0; first < len; first += ATTN_BQ) {
-		const int m = len - first < ATTN_BQ ? len - first : ATTN_BQ, n = first + m;
-		const size_t qo = (size_t)first * ldq;
-
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q + qo, ldq, k,
-		            ldkv, 0.0f, p, n);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, 1.0f, dout + qo, ldq,
-		            v, ldkv, 0.0f, ds, n);
-		for (int r = 0; r < m; r++) {
-			const float *o = out + qo + (size_t)r * ldq,
-			            *g = dout + qo + (size_t)r * ldq;
-			float *pr = p + (size_t)r * n, *dr = ds + (size_t)r * n;
-			const float l = lse[(size_t)(first + r) * ldl];
-			const int valid = first + r + 1;
-			double dot = 0.0;
-
-			for (int i = 0; i < d; i++)
-				dot += (double)o[i] * g[i];
-			/* dS = P * (dP - rowsum(dO * O)), with the score scale
-			 * folded in so that dq and dk need no extra pass. */
-			const float di = (float)dot;
-
-			ATTN_SIMD
-			for (int j = 0; j < valid; j++) {
-				pr[j] = rl_fast_exp_clamp(pr[j] - l);
-				dr[j] = scale * pr[j] * (dr[j] - di);
-			}
-			for (int j = valid; j < n; j++)
-				pr[j] = dr[j] = 0.0f;
-		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, ds, n, k,
-		            ldkv, 1.0f, dq + qo, ldq);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, ds, n, q + qo,
-		            ldq, 1.0f, dk, ldd);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, p, n, dout + qo,
-		            ldq, 1.0f, dv, ldd);
-	}
-}
-
-/* dst[t][:] += src[t][:] for len rows of d floats */
-static void attn_add_rows(float *dst, int ld_dst, const float *src, int ld_src, int len, int d)
-{
-	for (int t = 0; t < len; t++) {
-		float *a = dst + (size_t)t * ld_dst;
-		const float *b = src + (size_t)t * ld_src;
-
-		ATTN_SIMD
-		for (int i = 0; i < d; i++)
-			a[i] += b[i];
-	}
-}
-
 int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q,
                               const float *k, const float *v, const float *out, const float *lse,
                               const int32_t *cu_seqlens, int n_seqs,
@@ -256,8 +196,8 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
 			float *hk = heads + (base - first_tok) * ldq + (size_t)h * D;
 
 			attn_head_backward(dq + qo, hk, hk + n_tok * ldq, dout + qo, q + qo,
-			                   k + kvo, v + kvo, out + qo, lse + base * H + h, len, ldq,
-			                   ldq, ldkv, H, D, shape->scale, p, ds);
+			                   k + kvo, v + kvo, out + qo, lse + base * H + h, 0, len,
+			                   ldq, ldq, ldkv, H, D, shape->scale, p, ds);
 			continue;
 		}
 
@@ -271,7 +211,7 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
 			memset(hk, 0, (size_t)len * D * sizeof(float));
 			memset(hv, 0, (size_t)len * D * sizeof(float));
 			attn_head_backward(dq + qo, hk, hv, dout + qo, q + qo, k + kvo, v + kvo,
-			                   out + qo, lse + base * H + h, len, ldq, D, ldkv, H, D,
+			                   out + qo, lse + base * H + h, 0, len, ldq, D, ldkv, H, D,
 			                   shape->scale, p, ds);
 			attn_add_rows(dk + kvo, ldkv, hk, D, len, D);
 			attn_add_rows(dv + kvo, ldkv, hv, D, len, D);

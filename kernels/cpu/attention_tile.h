@@ -1,11 +1,12 @@
-/* What the training attention (attention.c) and the KV-cache attention
- * (attention_cached.c) share: work cut into tiles of ATTN_BQ query rows of
+/* What the training attention (attention.c, attention_chunks.c) and the
+ * KV-cache attention (attention_cached.c) share: work cut into tiles of ATTN_BQ query rows of
  * one head, a score tile per thread, both products as cblas_sgemm calls
  * through the row strides, and the softmax of a score row. The op table
  * wants the two in their own files; this header is private to kernels/cpu/.
  * defines: ATTN_BQ, ATTN_SIMD, ATTN_SIMD_MAX, ATTN_SIMD_SUM, attn_threads,
  * attn_thread_id, attn_blas_serial_begin, attn_blas_serial_end,
- * attn_shape_ok, attn_alloc_tiles, attn_softmax_row, attn_tile_forward */
+ * attn_shape_ok, attn_alloc_tiles, attn_softmax_row, attn_tile_forward,
+ * attn_head_backward, attn_add_rows */
 #ifndef RL_KERNELS_CPU_ATTENTION_TILE_H
 #define RL_KERNELS_CPU_ATTENTION_TILE_H
 
@@ -139,6 +140,69 @@ static inline void attn_tile_forward(float *out, float *lse, int ldl, const floa
 	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, s, n, v, ldkv, 0.0f,
 	            out, ldq);
+}
+
+/* The backward pass of one query head over len query rows at positions
+ * off .. off + len - 1 of their sequence, against its keys 0 .. off +
+ * len - 1 (off 0: the whole sequence). The pointers are already moved to the head's column, q's to the chunk's first
+ * row and k's to the sequence's first key; dk and dv (row stride ldd) get
+ * this head's share only. p and ds are tiles. */
+static inline void attn_head_backward(float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v,
+                                      const float *out, const float *lse, int off, int len, int ldq,
+                                      int ldd, int ldkv, int ldl, int d, float scale, float *p,
+                                      float *ds)
+{
+	for (int first = 0; first < len; first += ATTN_BQ) {
+		const int m = len - first < ATTN_BQ ? len - first : ATTN_BQ, n = off + first + m;
+		const size_t qo = (size_t)first * ldq;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q + qo, ldq, k,
+		            ldkv, 0.0f, p, n);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, 1.0f, dout + qo, ldq,
+		            v, ldkv, 0.0f, ds, n);
+		for (int r = 0; r < m; r++) {
+			const float *o = out + qo + (size_t)r * ldq,
+			            *g = dout + qo + (size_t)r * ldq;
+			float *pr = p + (size_t)r * n, *dr = ds + (size_t)r * n;
+			const float l = lse[(size_t)(first + r) * ldl];
+			const int valid = off + first + r + 1;
+			double dot = 0.0;
+
+			for (int i = 0; i < d; i++)
+				dot += (double)o[i] * g[i];
+			/* dS = P * (dP - rowsum(dO * O)), the score scale folded in */
+			const float di = (float)dot;
+
+			ATTN_SIMD
+			for (int j = 0; j < valid; j++) {
+				pr[j] = rl_fast_exp_clamp(pr[j] - l);
+				dr[j] = scale * pr[j] * (dr[j] - di);
+			}
+			for (int j = valid; j < n; j++)
+				pr[j] = dr[j] = 0.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, ds, n, k,
+		            ldkv, 1.0f, dq + qo, ldq);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, ds, n, q + qo,
+		            ldq, 1.0f, dk, ldd);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, d, m, 1.0f, p, n, dout + qo,
+		            ldq, 1.0f, dv, ldd);
+	}
+}
+
+/* dst[t][:] += src[t][:] for len rows of d floats */
+static inline void attn_add_rows(float *dst, int ld_dst, const float *src, int ld_src, int len,
+                                 int d)
+{
+	for (int t = 0; t < len; t++) {
+		float *a = dst + (size_t)t * ld_dst;
+		const float *b = src + (size_t)t * ld_src;
+
+		ATTN_SIMD
+		for (int i = 0; i < d; i++)
+			a[i] += b[i];
+	}
 }
 
 #endif
