@@ -30,11 +30,11 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         c->policy.precision);
 		return -1;
 	}
-	if (par->autoplan || par->context > 1 || par->expert > 1 || par->expert_tensor > 1) {
+	if (par->autoplan || par->expert > 1 || par->expert_tensor > 1) {
 		snprintf(err, errlen,
-		         "policy.parallel: this release trains with tensor, pipeline and data "
-		         "parallelism only; set context and expert to 1 (more ranks become data "
-		         "parallel)");
+		         "policy.parallel: this release trains with tensor, pipeline, context and "
+		         "data parallelism only; set expert and expert_tensor to 1 and give the "
+		         "sizes (more ranks become data parallel)");
 		return -1;
 	}
 	if (c->checkpointing.enabled) {
@@ -80,6 +80,7 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 
 		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
 		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
+		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
 		if (rl_model_split(&t->model, &cut, err, errlen))
 			return -1;
 	}

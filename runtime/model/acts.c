@@ -32,8 +32,11 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	const struct rl_model_config *c = &m->cfg;
 	const struct rl_model_shard *sh = &m->shard;
 	struct rl_acts *a = calloc(1, sizeof *a);
-	/* room for the padding sequence parallelism adds */
-	size_t T = (size_t)(max_tokens > 0 ? max_tokens : 1) + (size_t)(sh->tp.size - 1);
+	/* room for the padding sequence parallelism adds; under context
+	 * parallelism, for this rank's rows with each sequence padded to 2 x
+	 * cp chunks: at most twice the tokens (one-token sequences) */
+	size_t max = (size_t)(max_tokens > 0 ? max_tokens : 1), cp = (size_t)sh->cp.size;
+	size_t T = cp > 1 ? 2 * max : max + (size_t)(sh->tp.size - 1);
 	size_t d = (size_t)c->hidden_size;
 	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim;
 	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
@@ -49,8 +52,14 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->lm_vec_host = malloc(T * f);
 	if (sh->tp.size > 1)
 		a->tp_host = malloc(T * (size_t)(sh->tp.size + 1) * f);
+	if (cp > 1) {
+		a->cp_full_row = malloc(cp * T * sizeof(int32_t));
+		a->cp_origin = malloc(cp * T * sizeof(int32_t));
+		a->cp_lp = malloc(cp * T * f);
+	}
 	if (!a->layers || !a->target_mask || !a->targets_host || !a->lm_vec_host ||
-	    (sh->tp.size > 1 && !a->tp_host)) {
+	    (sh->tp.size > 1 && !a->tp_host) ||
+	    (cp > 1 && (!a->cp_full_row || !a->cp_origin || !a->cp_lp))) {
 		rl_acts_free(m, a);
 		return NULL;
 	}
@@ -102,6 +111,17 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->dgate = take(m, a, T * inter * f, &failed);
 	a->dup = take(m, a, T * inter * f, &failed);
 	a->dh = take(m, a, T * inter * f, &failed);
+	if (cp > 1) {
+		a->chunk_q = take(m, a, 2 * T * sizeof(int32_t), &failed);
+		a->chunk_k = take(m, a, 2 * T * sizeof(int32_t), &failed);
+		a->chunk_off = take(m, a, 2 * T * sizeof(int32_t), &failed);
+		a->chunk_len = take(m, a, 2 * T * sizeof(int32_t), &failed);
+		a->k_full = take(m, a, cp * T * kvd * f, &failed);
+		a->v_full = take(m, a, cp * T * kvd * f, &failed);
+		a->dk_full = take(m, a, cp * T * kvd * f, &failed);
+		a->dv_full = take(m, a, cp * T * kvd * f, &failed);
+		a->cp_gather = take(m, a, cp * T * kvd * f, &failed);
+	}
 	if (sh->tp.size > 1) {
 		a->tp_full = take(m, a, T * d * f, &failed);
 		a->tp_local = take(m, a, T * d * f, &failed);
@@ -126,5 +146,8 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 	free(a->targets_host);
 	free(a->lm_vec_host);
 	free(a->tp_host);
+	free(a->cp_full_row);
+	free(a->cp_origin);
+	free(a->cp_lp);
 	free(a);
 }

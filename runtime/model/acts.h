@@ -48,6 +48,16 @@ struct rl_acts {
 	 * gradient, [n, d] of this rank's rows, and the host-side [(size + 1)
 	 * x T] of the vocabulary-parallel log-softmax */
 	float *tp_full, *tp_local, *tp_host;
+	/* context parallelism (cp_pass.c): the chunk table of this rank's
+	 * queries (backend memory); for each row of the group's all-gather
+	 * (rank-major, cp x n_tokens), its row in the padded whole batch
+	 * and its token in the caller's batch (-1: padding) (host); the keys
+	 * and values of the padded whole batch, their gradients, the
+	 * all-gather's buffer, the gathered log-probs (host) */
+	struct rl_attention_chunks chunks;
+	int32_t *chunk_q, *chunk_k, *chunk_off, *chunk_len;
+	int32_t *cp_full_row, *cp_origin;
+	float *k_full, *v_full, *dk_full, *dv_full, *cp_gather, *cp_lp;
 	/* backward scratch */
 	float *dres, *dhf, *dxn, *dq, *dk, *dv, *dq_raw, *dk_raw, *datt, *dgate, *dup, *dh;
 	/* every allocation above, for release */

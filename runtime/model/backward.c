@@ -67,6 +67,28 @@ static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
 	return 0;
 }
 
+/* Context parallelism: the keys and values of the whole batch gathered
+ * again (later layers reused the buffers), their gradients from this
+ * rank's queries summed back to the ranks that own their rows. */
+static int cp_attention_backward(struct rl_model *m, struct rl_acts *a, struct rl_layer_acts *L,
+                                 const struct rl_attention_shape *shape, char *err, size_t errlen)
+{
+	int kvd = shape->n_kv_heads * shape->head_dim;
+	size_t full = (size_t)m->shard.cp.size * (size_t)a->n_tokens * (size_t)kvd;
+
+	rl_cp_gather_kv(m, a, L->k, a->k_full, kvd, "context-parallel keys all-gather");
+	rl_cp_gather_kv(m, a, L->v, a->v_full, kvd, "context-parallel values all-gather");
+	RL_TRY(zero(m->ops, a->dk_full, full) || zero(m->ops, a->dv_full, full),
+	       "attention backward: zeroing");
+	RL_TRY(m->ops->attention_chunks_backward(a->dq, a->dk_full, a->dv_full, a->datt, L->q,
+	                                         a->k_full, a->v_full, L->att, L->lse, &a->chunks,
+	                                         shape, NULL),
+	       "attention backward");
+	rl_cp_scatter_kv_grad(m, a, a->dk_full, a->dk, kvd, "context-parallel key gradient sum");
+	rl_cp_scatter_kv_grad(m, a, a->dv_full, a->dv, kvd, "context-parallel value gradient sum");
+	return 0;
+}
+
 static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
                               size_t errlen)
 {
@@ -86,9 +108,15 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 	    "layer %d: o_proj backward", l);
 	RL_TRY(zero(ops, a->dq, qn) || zero(ops, a->dk, kvn) || zero(ops, a->dv, kvn),
 	       "layer %d: zeroing", l);
-	RL_TRY(ops->attention_backward(a->dq, a->dk, a->dv, a->datt, L->q, L->k, L->v, L->att,
-	                               L->lse, a->cu_seqlens, a->n_seqs, &shape, NULL),
-	       "layer %d: attention backward", l);
+	if (m->shard.cp.size > 1) {
+		if (cp_attention_backward(m, a, L, &shape, err, errlen))
+			return -1;
+	} else {
+		RL_TRY(ops->attention_backward(a->dq, a->dk, a->dv, a->datt, L->q, L->k, L->v,
+		                               L->att, L->lse, a->cu_seqlens, a->n_seqs, &shape,
+		                               NULL),
+		       "layer %d: attention backward", l);
+	}
 	RL_TRY(ops->rope_backward(a->dq, a->pos, m->inv_freq, T, H, D, NULL),
 	       "layer %d: rope backward (q)", l);
 	RL_TRY(ops->rope_backward(a->dk, a->pos, m->inv_freq, T, Hkv, D, NULL),
@@ -162,8 +190,11 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 		return -1;
 	}
 	/* tokens without a target, and the padding, get no gradient */
-	for (int t = 0; t < T; t++)
-		masked[t] = t < a->n_real ? dlogprob_host[t] * a->target_mask[t] : 0.0f;
+	for (int t = 0; t < T; t++) {
+		int32_t o = m->shard.cp.size > 1 ? rl_cp_origin(a, m, t) : t < a->n_real ? t : -1;
+
+		masked[t] = o >= 0 ? dlogprob_host[o] * a->target_mask[t] : 0.0f;
+	}
 	RL_TRY(ops->from_host(a->lm_vec, masked, (size_t)T * sizeof(float), NULL) ||
 	           zero(ops, a->dhf, td) || zero(ops, a->dres, td),
 	       "backward: staging the loss gradient");

@@ -13,38 +13,59 @@
  * targets become this rank's vocabulary rows. Under sequence parallelism
  * one more sequence of padding makes the tokens a multiple of the group;
  * its targets are -1, so it adds nothing to any gradient. */
-static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, char *err,
-                        size_t errlen)
+/* The caller's token order: positions restart with each sequence, ids
+ * and targets as this rank's vocabulary rows; under sequence parallelism
+ * one more sequence pads the tokens to a multiple of the group (its
+ * targets are -1, so it adds nothing to any gradient). Returns the rows
+ * and the sequences in *n_seqs. */
+static int layout_tokens(const struct rl_model *m, struct rl_acts *a, const struct rl_batch *b,
+                         int32_t *ids, int32_t *pos, int32_t *tgt, int32_t *cu, int *n_seqs,
+                         char *err, size_t errlen)
 {
-	const struct rl_ops *ops = m->ops;
-	int p = m->shard.tp.size, T = b->n_tokens, n_seqs = b->n_seqs;
+	int p = m->shard.tp.size, T = b->n_tokens;
 	int padded = m->shard.sequence_parallel ? (T + p - 1) / p * p : T;
-	int32_t *pos = malloc((size_t)padded * sizeof *pos);
-	int32_t *ids = malloc((size_t)padded * sizeof *ids);
-	int32_t *cu = malloc((size_t)(n_seqs + 2) * sizeof *cu);
-	int32_t *tgt = a->targets_host;
-	int rc = -1;
 
-	if (!pos || !ids || !cu) {
-		snprintf(err, errlen, "out of memory for a batch of %d tokens", T);
-		goto out;
-	}
 	if (padded > a->max_tokens) {
 		snprintf(err, errlen, "a batch of %d tokens padded to %d (room for %d tokens)", T,
 		         padded, a->max_tokens);
-		goto out;
+		return -1;
 	}
+	*n_seqs = b->n_seqs;
+	for (int s = 0; s < b->n_seqs; s++)
+		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++)
+			pos[t] = t - b->cu_seqlens[s];
+	for (int t = 0; t < T; t++) {
+		int32_t y = b->targets ? b->targets[t] : -1;
+
+		a->target_mask[t] = y >= 0 ? 1.0f : 0.0f;
+		tgt[t] = rl_tp_local_row(m, y);
+		ids[t] = rl_tp_local_row(m, b->ids[t]);
+	}
+	if (padded > T) {
+		for (int t = T; t < padded; t++) {
+			pos[t] = t - T;
+			ids[t] = rl_tp_local_row(m, 0);
+			tgt[t] = -1;
+			a->target_mask[t] = 0.0f;
+		}
+		cu[++*n_seqs] = padded;
+	}
+	return padded;
+}
+
+static int check_batch(const struct rl_model *m, const struct rl_batch *b, char *err, size_t errlen)
+{
+	int T = b->n_tokens, n_seqs = b->n_seqs;
+
 	if (b->cu_seqlens[0] != 0 || b->cu_seqlens[n_seqs] != T) {
 		snprintf(err, errlen, "cu_seqlens must run from 0 to the %d tokens", T);
-		goto out;
+		return -1;
 	}
 	for (int s = 0; s < n_seqs; s++) {
 		if (b->cu_seqlens[s + 1] < b->cu_seqlens[s]) {
 			snprintf(err, errlen, "cu_seqlens decreases at sequence %d", s);
-			goto out;
+			return -1;
 		}
-		for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++)
-			pos[t] = t - b->cu_seqlens[s];
 	}
 	for (int t = 0; t < T; t++) {
 		int32_t y = b->targets ? b->targets[t] : -1;
@@ -53,33 +74,48 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 			snprintf(err, errlen,
 			         "target %d of token %d is outside the vocabulary (%d)", y, t,
 			         m->cfg.vocab_size);
-			goto out;
+			return -1;
 		}
-		a->target_mask[t] = y >= 0 ? 1.0f : 0.0f;
-		tgt[t] = rl_tp_local_row(m, y);
-		ids[t] = rl_tp_local_row(m, b->ids[t]);
 	}
-	memcpy(cu, b->cu_seqlens, (size_t)(n_seqs + 1) * sizeof *cu);
-	if (padded > T) {
-		for (int t = T; t < padded; t++) {
-			pos[t] = t - T;
-			ids[t] = rl_tp_local_row(m, 0);
-			tgt[t] = -1;
-			a->target_mask[t] = 0.0f;
-		}
-		cu[++n_seqs] = padded;
+	return 0;
+}
+
+/* The batch on the backend, as this rank's rows of it. */
+static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, char *err,
+                        size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	size_t cap = (size_t)a->max_tokens;
+	int32_t *pos = malloc(cap * sizeof *pos);
+	int32_t *ids = malloc(cap * sizeof *ids);
+	int32_t *cu = malloc((size_t)(b->n_seqs + 2) * sizeof *cu);
+	int32_t *tgt = a->targets_host;
+	int rc = -1, rows, n_seqs = b->n_seqs;
+
+	if (!pos || !ids || !cu) {
+		snprintf(err, errlen, "out of memory for a batch of %d tokens", b->n_tokens);
+		goto out;
 	}
-	size_t n = (size_t)padded * sizeof(int32_t);
+	if (check_batch(m, b, err, errlen))
+		goto out;
+	/* (context parallelism runs attention by chunks, not by cu_seqlens) */
+	memcpy(cu, b->cu_seqlens, (size_t)(b->n_seqs + 1) * sizeof *cu);
+	rows = m->shard.cp.size > 1
+	           ? rl_cp_layout(m, a, b, ids, pos, tgt, err, errlen)
+	           : layout_tokens(m, a, b, ids, pos, tgt, cu, &n_seqs, err, errlen);
+	if (rows < 0)
+		goto out;
+	size_t n = (size_t)rows * sizeof(int32_t);
 	if (ops->from_host(a->ids, ids, n, NULL) || ops->from_host(a->pos, pos, n, NULL) ||
 	    ops->from_host(a->targets, tgt, n, NULL) ||
 	    ops->from_host(a->cu_seqlens, cu, (size_t)(n_seqs + 1) * sizeof(int32_t), NULL)) {
 		snprintf(err, errlen, "copying the batch to the %s backend failed", ops->name);
 		goto out;
 	}
-	a->n_tokens = padded;
-	a->n_real = T;
+	a->n_tokens = rows;
+	a->n_real = b->n_tokens;
 	a->n_seqs = n_seqs;
-	rl_rows_of(m, padded, m->shard.sequence_parallel, &a->rows);
+	rl_rows_of(m, rows, m->shard.sequence_parallel, &a->rows);
 	rc = 0;
 out:
 	free(pos);
@@ -109,9 +145,19 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	struct rl_qkv_out o = {q, k, L->v, L->q, L->k, L->q_rstd, L->k_rstd};
 	if (rl_block_qkv(m, l, L->xn1, a->pos, T, &o, err, errlen))
 		return -1;
-	RL_TRY(ops->attention_forward(L->att, L->lse, L->q, L->k, L->v, a->cu_seqlens, a->n_seqs,
-	                              &shape, NULL),
-	       "layer %d: attention", l);
+	if (m->shard.cp.size > 1) {
+		int kvd = Hkv * D;
+
+		rl_cp_gather_kv(m, a, L->k, a->k_full, kvd, "context-parallel keys all-gather");
+		rl_cp_gather_kv(m, a, L->v, a->v_full, kvd, "context-parallel values all-gather");
+		RL_TRY(ops->attention_chunks_forward(L->att, L->lse, L->q, a->k_full, a->v_full,
+		                                     &a->chunks, &shape, NULL),
+		       "layer %d: attention", l);
+	} else {
+		RL_TRY(ops->attention_forward(L->att, L->lse, L->q, L->k, L->v, a->cu_seqlens,
+		                              a->n_seqs, &shape, NULL),
+		       "layer %d: attention", l);
+	}
 	float *sum = rl_tp_sum_target(m, r, L->x_mid, a->tp_full);
 	RL_TRY(
 	    ops->linear_forward(sum, L->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d, NULL),
@@ -206,6 +252,11 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
                     size_t errlen)
 {
 	int rows = a->n_real, V = m->shard.vocab;
+
+	if (m->shard.cp.size > 1) {
+		snprintf(err, errlen, "full logits under context parallelism are not implemented");
+		return -1;
+	}
 	size_t bytes = (size_t)a->n_tokens * (size_t)V * sizeof(float);
 	bool direct = m->ops == &rl_ops_cpu && m->shard.tp.size == 1;
 	float *dev = direct ? logits_host : m->ops->alloc(bytes);
@@ -267,7 +318,7 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	                                     logit_scale};
 	long need = rl_lm_logprobs_work_floats(&shape);
 	/* padded rows need room the caller did not give */
-	bool direct = ops == &rl_ops_cpu && T == a->n_real;
+	bool direct = ops == &rl_ops_cpu && T == a->n_real && m->shard.cp.size == 1;
 	float *dev = direct ? logprob_host : a->lm_vec;
 
 	if (need > a->lm_work_floats) {
@@ -287,6 +338,15 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	}
 	if (m->shard.tp.size > 1)
 		combine_vocab_slices(m, a, dev);
+	a->logit_chunk = shape.chunk;
+	a->logit_scale = logit_scale;
+	if (m->shard.cp.size > 1) {
+		/* tensor parallelism inside is cpu-only too: dev is host memory */
+		for (int t = 0; t < T; t++)
+			dev[t] *= a->target_mask[t];
+		rl_cp_gather_logprobs(m, a, dev, logprob_host);
+		return 0;
+	}
 	if (dev != logprob_host &&
 	    ops->to_host(logprob_host, dev, (size_t)a->n_real * sizeof(float), NULL)) {
 		snprintf(err, errlen, "copying the log-probabilities to the host failed");

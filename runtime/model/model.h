@@ -121,6 +121,11 @@ struct rl_model_shard {
 	int vocab_max;                         /* the most any rank holds */
 	struct rl_pp_group pp;
 	int first_layer, n_layers;
+	/* context parallelism (the whole model on every rank of cp): each
+	 * sequence padded to 2 x cp.size chunks, this rank's queries chunks
+	 * cp.rank and 2 x cp.size - 1 - cp.rank (Megatron's balance of the
+	 * causal mask), keys and values all-gathered */
+	struct rl_tp_group cp;
 };
 
 /* How rl_model_split cuts a model. first_stage_layers and
@@ -131,6 +136,7 @@ struct rl_model_cut {
 	bool sequence_parallel;
 	struct rl_pp_group pp;
 	int first_stage_layers, last_stage_layers;
+	struct rl_tp_group cp;
 };
 
 struct rl_model {

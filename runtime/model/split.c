@@ -27,6 +27,7 @@ void rl_model_shard_whole(struct rl_model_shard *s, const struct rl_model_config
 	s->vocab = s->vocab_max = c->vocab_size;
 	s->pp.size = 1;
 	s->n_layers = c->n_layers;
+	s->cp.size = 1;
 }
 
 bool rl_model_first_stage(const struct rl_model *m)
@@ -89,8 +90,8 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 
 	if (m->ops != &rl_ops_cpu) {
 		snprintf(err, errlen,
-		         "policy.parallel: tensor and pipeline parallelism run on the cpu backend "
-		         "only in this release");
+		         "policy.parallel: tensor, pipeline and context parallelism run on the cpu "
+		         "backend only in this release");
 		return -1;
 	}
 	if (c->n_heads % p || c->n_kv_heads % p || c->intermediate_size % p) {
@@ -107,9 +108,17 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 		         c->vocab_size);
 		return -1;
 	}
+	if (cut->cp.size > 1 && (cut->pp.size > 1 || (cut->sequence_parallel && p > 1))) {
+		snprintf(err, errlen,
+		         "policy.parallel.context: context parallelism together with %s is not "
+		         "implemented yet",
+		         cut->pp.size > 1 ? "pipeline parallelism" : "sequence parallelism");
+		return -1;
+	}
 	rl_model_shard_whole(s, c);
 	if (stage_layers(s, c, cut, m->dir, err, errlen))
 		return -1;
+	s->cp = cut->cp;
 	s->tp = *tp;
 	s->sequence_parallel = cut->sequence_parallel && p > 1;
 	s->n_heads = c->n_heads / p;
@@ -158,7 +167,7 @@ int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *er
 	struct rl_model *whole = *m, *part;
 	struct rl_model_shard s;
 
-	if (cut->tp.size == 1 && cut->pp.size == 1)
+	if (cut->tp.size == 1 && cut->pp.size == 1 && cut->cp.size == 1)
 		return 0;
 	if (shard_init(&s, whole, cut, err, errlen) ||
 	    rl_model_new_shard(&part, &whole->cfg, &s, whole->dir, whole->ops, err, errlen))

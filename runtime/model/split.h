@@ -1,8 +1,11 @@
 /* Internal to runtime/model: how a model is cut for tensor parallelism,
- * and the collectives the passes make over the tensor-parallel group.
+ * and the collectives the passes make over the tensor- and
+ * context-parallel groups.
  * defines: rl_model_shard_whole, rl_model_new_shard, struct rl_rows,
  * rl_rows_of, rl_tp_gather_rows, rl_tp_sum_rows, rl_tp_sum_target,
- * rl_tp_local_row, rl_tp_row_bias, rl_tp_gather_split, rl_tp_gather_vocab */
+ * rl_tp_local_row, rl_tp_row_bias, rl_tp_gather_split, rl_tp_gather_vocab,
+ * rl_cp_layout, rl_cp_gather_kv, rl_cp_scatter_kv_grad, rl_cp_gather_logprobs,
+ * rl_cp_origin */
 #ifndef RL_MODEL_SPLIT_H
 #define RL_MODEL_SPLIT_H
 
@@ -56,5 +59,28 @@ int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *
  * whole vocab], from every rank's slice. Collective. */
 int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, float *full_host,
                        char *err, size_t errlen);
+
+/* cp_pass.c: context parallelism. */
+/* The batch as this rank's rows: ids and targets (this rank's vocabulary
+ * rows), positions and the target mask into ids, tgt, pos and
+ * a->target_mask, the chunk table and the all-gather's maps into a.
+ * Returns the rows (the same on every rank), or -1 with err. */
+int rl_cp_layout(const struct rl_model *m, struct rl_acts *a, const struct rl_batch *b,
+                 int32_t *ids, int32_t *pos, int32_t *tgt, char *err, size_t errlen);
+/* local [n_tokens, width] of every rank into full [padded whole batch,
+ * width]. Collective. */
+void rl_cp_gather_kv(const struct rl_model *m, struct rl_acts *a, const float *local, float *full,
+                     int width, const char *what);
+/* The gradient full [padded whole batch, width], this rank's part of a sum
+ * over the group, summed into local [n_tokens, width] (each rank its own
+ * rows). Collective. */
+void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const float *full,
+                           float *local, int width, const char *what);
+/* mine [n_tokens] of every rank into out (the caller's batch order; the
+ * padding dropped). Collective. */
+void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const float *mine,
+                           float *out);
+/* The caller's token at this rank's row, -1 for padding. */
+int32_t rl_cp_origin(const struct rl_acts *a, const struct rl_model *m, int row);
 
 #endif
