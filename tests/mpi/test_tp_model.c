@@ -6,8 +6,11 @@
  * (put back together from the ranks' parts) and the logits of prefill and
  * decode through the KV cache. Variants cover GQA, the Qwen2/3 biases and
  * q/k norms, untied embeddings, a vocabulary that does not divide evenly
- * and sequence parallelism (with a batch that needs padding). Prints
- * "N passed, M failed" on rank 0. */
+ * and sequence parallelism (with a batch that needs padding). Then the
+ * world as pipeline stages of a deeper model, split unevenly: the 1F1B
+ * schedule over several micro-batches (logprobs on the last stage,
+ * every stage's gradients, the tied embedding's two copies) and decode
+ * through the stages. Prints "N passed, M failed" on rank 0. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +21,8 @@
 #include "runtime/comm/comm.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
+#include "runtime/parallel/pipeline.h"
+#include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
 
 #define TOL 1e-5
@@ -109,7 +114,8 @@ static struct rl_model *random_model(const struct rl_model_config *c)
 
 		if (p->ndim == 1)
 			for (int64_t k = 0; k < p->numel; k++)
-				p->data[k] = (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
+				p->data[k] =
+				    (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
 	}
 	return m;
 }
@@ -199,7 +205,8 @@ static void compare_decode(const struct variant *v, struct rl_model *whole, stru
 	int32_t ids[8] = {1, 4, 2, 7, 3, 5, 0, 6}, next[2] = {9 % V, 2};
 	struct rl_kv_cache *kw = rl_kv_cache_new(whole, 2, 16, 8);
 	struct rl_kv_cache *kp = rl_kv_cache_new(part, 2, 16, 8);
-	float *lw = malloc(2 * (size_t)V * sizeof(float)), *lp = malloc(2 * (size_t)V * sizeof(float));
+	float *lw = malloc(2 * (size_t)V * sizeof(float)),
+	      *lp = malloc(2 * (size_t)V * sizeof(float));
 	char err[512];
 
 	if (!kw || !kp || !lw || !lp)
@@ -208,8 +215,8 @@ static void compare_decode(const struct variant *v, struct rl_model *whole, stru
 	     err);
 	must(rl_model_decode(part, kp, 2, slots, n_new, ids, lp, err, sizeof err), "split prefill",
 	     err);
-	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: prefill logits differ by %.3g",
-	      v->name, rel_diff(lp, lw, 2 * (size_t)V));
+	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: prefill logits differ by %.3g", v->name,
+	      rel_diff(lp, lw, 2 * (size_t)V));
 	must(rl_model_decode(whole, kw, 2, slots, one, next, lw, err, sizeof err), "whole decode",
 	     err);
 	must(rl_model_decode(part, kp, 2, slots, one, next, lp, err, sizeof err), "split decode",
@@ -220,6 +227,132 @@ static void compare_decode(const struct variant *v, struct rl_model *whole, stru
 	rl_kv_cache_free(part, kp);
 	free(lw);
 	free(lp);
+}
+
+/* ---- pipeline parallelism ---- */
+
+enum { N_MB = 3 };
+
+struct pipe_test {
+	struct rl_model *m;
+	struct rl_batch *b;
+	float lp[N_MB][T], dlp[N_MB][T];
+};
+
+static int pipe_tokens(void *ctx, int mb)
+{
+	(void)ctx;
+	(void)mb;
+	return T;
+}
+
+static int pipe_forward(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pipe_test *p = ctx;
+
+	if (rl_model_forward(p->m, a, p->b, err, errlen))
+		return -1;
+	return rl_model_last_stage(p->m)
+	           ? rl_model_logprobs(p->m, a, p->lp[mb], 1.0f, 8, err, errlen)
+	           : 0;
+}
+
+static int pipe_backward(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pipe_test *p = ctx;
+
+	return rl_model_backward(p->m, a, rl_model_last_stage(p->m) ? p->dlp[mb] : NULL, err,
+	                         errlen);
+}
+
+static const struct rl_param *param_named(const struct rl_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_params; i++)
+		if (strcmp(m->params[i].name, name) == 0)
+			return &m->params[i];
+	return NULL;
+}
+
+/* The world as pipeline stages of a model with layers layers, the first
+ * stage given first_layers of them (the rest split evenly): N_MB
+ * micro-batches through 1F1B against the whole model run N_MB times. */
+static void compare_pipeline(struct rl_comm *world, int layers, int first_layers,
+                             const struct variant *v)
+{
+	int stages = rl_comm_size(world), stage = rl_comm_rank(world);
+	struct rl_comm *embedding;
+	struct rl_model_config c;
+	struct rl_model_cut cut = {0};
+	struct pipe_test pt = {0};
+	int32_t ids[T], targets[T];
+	struct rl_batch b;
+	char err[512];
+	uint32_t s = 23;
+
+	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage, RL_COMM_MPI,
+	                   "embedding", &embedding, err, sizeof err),
+	     "embedding group", err);
+	config_of(v, &c);
+	c.n_layers = layers;
+	struct rl_model *whole = random_model(&c), *part = random_model(&c);
+	cut.tp.size = 1;
+	cut.cp.size = 1;
+	cut.first_stage_layers = first_layers;
+	rl_pp_group_bind(&cut.pp, world, embedding);
+	must(rl_model_split(&part, &cut, err, sizeof err), "pipeline split", err);
+	make_batch(v->vocab, ids, targets, &b);
+	pt.m = part;
+	pt.b = &b;
+	for (int mb = 0; mb < N_MB; mb++)
+		for (int t = 0; t < T; t++)
+			pt.dlp[mb][t] = uniform(&s);
+
+	/* the whole model, micro-batch by micro-batch */
+	struct rl_acts *aw = rl_acts_new(whole, T);
+	float lw[T];
+	must(rl_model_zero_grad(whole), "zero", "");
+	for (int mb = 0; mb < N_MB; mb++) {
+		must(rl_model_forward(whole, aw, &b, err, sizeof err) ||
+		         rl_model_logprobs(whole, aw, lw, 1.0f, 8, err, sizeof err) ||
+		         rl_model_backward(whole, aw, pt.dlp[mb], err, sizeof err),
+		     "whole passes", err);
+	}
+
+	int n_acts = stages - stage;
+	struct rl_acts **acts = calloc((size_t)n_acts, sizeof *acts);
+	for (int i = 0; acts && i < n_acts; i++)
+		acts[i] = rl_acts_new(part, T);
+	struct rl_pipeline pl = {world, part,        acts,         n_acts,
+	                         &pt,   pipe_tokens, pipe_forward, pipe_backward};
+	must(rl_model_zero_grad(part) || rl_pipeline_1f1b(&pl, N_MB, err, sizeof err) ||
+	         rl_model_reduce_grads(part, err, sizeof err),
+	     "pipeline 1F1B", err);
+	if (rl_model_last_stage(part))
+		for (int mb = 0; mb < N_MB; mb++)
+			check(rel_diff(pt.lp[mb], lw, T) <= TOL,
+			      "pipeline: micro-batch %d's logprobs differ by %.3g", mb,
+			      rel_diff(pt.lp[mb], lw, T));
+	int expect = stage == 0 ? first_layers : (layers - first_layers) / (stages - 1);
+	check(part->shard.n_layers == expect, "pipeline: stage %d holds %d layers, not %d", stage,
+	      part->shard.n_layers, expect);
+	for (int i = 0; i < part->n_params; i++) {
+		const struct rl_param *p = &part->params[i], *w = param_named(whole, p->name);
+
+		check(w && w->numel == p->numel, "pipeline: %s is not the whole model's", p->name);
+		if (w && w->numel == p->numel)
+			check(rel_diff(p->grad, w->grad, (size_t)w->numel) <= TOL,
+			      "pipeline: gradient of %s%s differs by %.3g", p->name,
+			      p->tied_copy ? " (the last stage's copy)" : "",
+			      rel_diff(p->grad, w->grad, (size_t)w->numel));
+	}
+	compare_decode(v, whole, part);
+	for (int i = 0; acts && i < n_acts; i++)
+		rl_acts_free(part, acts[i]);
+	free(acts);
+	rl_acts_free(whole, aw);
+	rl_model_free(whole);
+	rl_model_free(part);
+	rl_comm_free(embedding);
 }
 
 int main(void)
@@ -272,6 +405,14 @@ int main(void)
 		          strstr(err, "does not divide") != NULL,
 		      "1 key/value head over %d ranks was not refused (%s)", tp.size, err);
 		rl_model_free(m);
+	}
+
+	/* 2 stages of 3 layers: 2 and 1; 4 stages of 6: 3, then 1 each */
+	if (tp.size > 1) {
+		struct variant tied = {"pipeline", 8,     4,     37,   true,
+		                       false,      false, false, true, false};
+
+		compare_pipeline(world, tp.size == 2 ? 3 : 6, tp.size == 2 ? 2 : 3, &tied);
 	}
 
 	int counts[2] = {passed, failed};
