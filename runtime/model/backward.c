@@ -191,7 +191,7 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	}
 	/* tokens without a target, and the padding, get no gradient */
 	for (int t = 0; t < T; t++) {
-		int32_t o = m->shard.cp.size > 1 ? rl_cp_origin(a, m, t) : t < a->n_real ? t : -1;
+		int32_t o = m->shard.cp.size > 1 ? rl_cp_origin(m, a, t) : t < a->n_real ? t : -1;
 
 		masked[t] = o >= 0 ? dlogprob_host[o] * a->target_mask[t] : 0.0f;
 	}

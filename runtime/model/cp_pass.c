@@ -116,7 +116,7 @@ void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const fl
 			out[a->cp_origin[g]] = a->cp_lp[g];
 }
 
-int32_t rl_cp_origin(const struct rl_acts *a, const struct rl_model *m, int row)
+int32_t rl_cp_origin(const struct rl_model *m, const struct rl_acts *a, int row)
 {
 	return a->cp_origin[(size_t)m->shard.cp.rank * (size_t)a->n_tokens + (size_t)row];
 }

@@ -341,7 +341,7 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	a->logit_chunk = shape.chunk;
 	a->logit_scale = logit_scale;
 	if (m->shard.cp.size > 1) {
-		/* tensor parallelism inside is cpu-only too: dev is host memory */
+		/* context parallelism is cpu-only (split.c): dev is host memory */
 		for (int t = 0; t < T; t++)
 			dev[t] *= a->target_mask[t];
 		rl_cp_gather_logprobs(m, a, dev, logprob_host);
@@ -354,7 +354,5 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	}
 	for (int t = 0; t < a->n_real; t++)
 		logprob_host[t] *= a->target_mask[t];
-	a->logit_chunk = shape.chunk;
-	a->logit_scale = logit_scale;
 	return 0;
 }

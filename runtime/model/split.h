@@ -81,6 +81,6 @@ void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const fl
 void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const float *mine,
                            float *out);
 /* The caller's token at this rank's row, -1 for padding. */
-int32_t rl_cp_origin(const struct rl_acts *a, const struct rl_model *m, int row);
+int32_t rl_cp_origin(const struct rl_model *m, const struct rl_acts *a, int row);
 
 #endif
