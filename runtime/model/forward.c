@@ -13,6 +13,15 @@
  * targets become this rank's vocabulary rows. Under sequence parallelism
  * one more sequence of padding makes the tokens a multiple of the group;
  * its targets are -1, so it adds nothing to any gradient. */
+/* Under sequence parallelism the tokens a batch is padded to: a multiple
+ * of the tensor-parallel group. */
+static int sp_padded(const struct rl_model *m, int n_tokens)
+{
+	int p = m->shard.tp.size;
+
+	return m->shard.sequence_parallel ? (n_tokens + p - 1) / p * p : n_tokens;
+}
+
 /* The caller's token order: positions restart with each sequence, ids
  * and targets as this rank's vocabulary rows; under sequence parallelism
  * one more sequence pads the tokens to a multiple of the group (its
@@ -22,8 +31,7 @@ static int layout_tokens(const struct rl_model *m, struct rl_acts *a, const stru
                          int32_t *ids, int32_t *pos, int32_t *tgt, int32_t *cu, int *n_seqs,
                          char *err, size_t errlen)
 {
-	int p = m->shard.tp.size, T = b->n_tokens;
-	int padded = m->shard.sequence_parallel ? (T + p - 1) / p * p : T;
+	int T = b->n_tokens, padded = sp_padded(m, T);
 
 	if (padded > a->max_tokens) {
 		snprintf(err, errlen, "a batch of %d tokens padded to %d (room for %d tokens)", T,
@@ -226,10 +234,8 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 size_t rl_model_stage_floats(const struct rl_model *m, int n_tokens)
 {
 	struct rl_rows r;
-	int p = m->shard.tp.size;
-	bool sp = m->shard.sequence_parallel;
 
-	rl_rows_of(m, sp ? (n_tokens + p - 1) / p * p : n_tokens, sp, &r);
+	rl_rows_of(m, sp_padded(m, n_tokens), m->shard.sequence_parallel, &r);
 	return (size_t)r.n * (size_t)m->cfg.hidden_size;
 }
 

@@ -207,6 +207,32 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	return 0;
 }
 
+/* The last stage: each group's last new token through the final norm and
+ * the LM head, the whole vocabulary's logits into logits_host. */
+static int head_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *n_new,
+                       float *logits_host, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_config *c = &m->cfg;
+	struct rl_decode_scratch *s = kv->scratch;
+	int d = c->hidden_size;
+	size_t row = (size_t)d * sizeof(float);
+
+	for (int g = 0; g < n_groups; g++) {
+		RL_TRY(ops->copy(s->last + (size_t)g * (size_t)d,
+		                 s->x + (size_t)(s->first[g] + n_new[g] - 1) * (size_t)d, row,
+		                 NULL),
+		       "decode: gathering the last tokens");
+	}
+	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->last, m->final_norm->data, n_groups, d,
+	                            (float)c->rms_norm_eps, NULL),
+	       "final norm");
+	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
+	                           m->shard.vocab, NULL),
+	       "lm_head");
+	return rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen);
+}
+
 int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
                     const int *n_new, const int32_t *ids, float *logits_host, char *err,
                     size_t errlen)
@@ -216,7 +242,6 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	struct rl_decode_scratch *s = kv->scratch;
 	const struct rl_pp_group *pp = &m->shard.pp;
 	int d = c->hidden_size, T = 0;
-	size_t row = (size_t)d * sizeof(float);
 	struct rl_rows rows;
 
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
@@ -249,30 +274,16 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	}
 	for (int g = 0; g < n_groups; g++)
 		kv->len[slots[g]] += n_new[g];
-	if (!rl_model_last_stage(m)) {
+	if (rl_model_last_stage(m)) {
+		if (head_logits(m, kv, n_groups, n_new, logits_host, err, errlen))
+			return -1;
+	} else {
 		pp->send(pp->ctx, s->x, (size_t)T * (size_t)d, pp->rank + 1,
 		         "decode: hidden states to the stage after");
-		/* every stage samples the same tokens from the same logits */
-		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
-		              pp->size - 1, "decode: logits from the last stage");
-		return 0;
 	}
-	for (int g = 0; g < n_groups; g++) {
-		RL_TRY(ops->copy(s->last + (size_t)g * (size_t)d,
-		                 s->x + (size_t)(s->first[g] + n_new[g] - 1) * (size_t)d, row,
-		                 NULL),
-		       "decode: gathering the last tokens");
-	}
-	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->last, m->final_norm->data, n_groups, d,
-	                            (float)c->rms_norm_eps, NULL),
-	       "final norm");
-	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
-	                           m->shard.vocab, NULL),
-	       "lm_head");
-	if (rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen))
-		return -1;
+	/* every stage samples the same tokens from the same logits */
 	if (pp->size > 1)
 		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
-		              pp->rank, "decode: logits from the last stage");
+		              pp->size - 1, "decode: logits from the last stage");
 	return 0;
 }
