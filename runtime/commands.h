@@ -14,6 +14,7 @@ int rl_cmd_tokenize(int argc, char **argv);
 int rl_cmd_train(int argc, char **argv);
 int rl_cmd_plot(int argc, char **argv);
 int rl_cmd_plan(int argc, char **argv);
+int rl_cmd_ckpt(int argc, char **argv);
 
 /* The default config compiled into rlrun (etc/examples/grpo-tiny.yaml). */
 extern const char rl_default_config[];

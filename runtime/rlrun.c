@@ -30,7 +30,8 @@ static const char usage[] =
     "  plot LOG_DIR [-o FILE.png]       reward and step-time breakdown over the steps\n"
     "  plan [CONFIG] [KEY=VALUE...] [--topology FILE] [--nodes N] [--tasks-per-node M]\n"
     "       [--env RANK]                layout, groups and each task's GPU, CPUs and NIC\n"
-    "  ckpt                             not implemented yet in this release\n"
+    "  ckpt list DIR | verify DIR/step_N | export DIR/step_N --hf OUT\n"
+    "                                   a run's checkpoints: list, check, export\n"
     "\n"
     "Under the plugin (srun --rl-config=FILE rlrun [KEY=VALUE...]), rlrun with no\n"
     "command trains on $RL_CONFIG.\n"
@@ -40,8 +41,6 @@ static const char usage[] =
     "  -V, --version    the version\n"
     "\n"
     "See rlrun(1), rl-config(5) and spank_rl(8).\n";
-
-static const char *const not_yet[] = {"ckpt", NULL};
 
 int main(int argc, char **argv)
 {
@@ -78,13 +77,8 @@ int main(int argc, char **argv)
 		return rl_cmd_plot(argc - 1, argv + 1);
 	if (strcmp(cmd, "plan") == 0)
 		return rl_cmd_plan(argc - 1, argv + 1);
-	for (const char *const *n = not_yet; *n; n++) {
-		if (strcmp(cmd, *n) == 0) {
-			fprintf(stderr, "rlrun %s: not implemented yet in slurm-rl %s\n", cmd,
-			        PACKAGE_VERSION);
-			return RL_EXIT_FAIL;
-		}
-	}
+	if (strcmp(cmd, "ckpt") == 0)
+		return rl_cmd_ckpt(argc - 1, argv + 1);
 	fprintf(stderr, "rlrun: unknown command '%s'\n%s", cmd, usage);
 	return RL_EXIT_USAGE;
 }

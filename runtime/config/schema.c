@@ -115,7 +115,7 @@ const struct rl_key rl_schema[] = {
 
     /* checkpointing */
     {"checkpointing.enabled", RL_T_BOOL, OFF(checkpointing.enabled), "true",
-     .doc = "write checkpoints (periodic and on preemption)"},
+     .doc = "write checkpoints every save_period steps and after the last (see checkpoint(5))"},
     {"checkpointing.checkpoint_dir", RL_T_STRING, OFF(checkpointing.checkpoint_dir), "results/grpo",
      .doc = "where step_N/ directories are written"},
     {"checkpointing.metric_name", RL_T_STRING, OFF(checkpointing.metric_name), "val_reward",
@@ -133,7 +133,8 @@ const struct rl_key rl_schema[] = {
      .doc = "resume from the newest complete checkpoint: if any, never, or fail without one"},
     {"checkpointing.signal", RL_T_ENUM, OFF(checkpointing.signal), "SIGUSR1",
      .choices = "SIGUSR1|SIGUSR2|SIGHUP|SIGALRM|SIGURG|SIGXCPU",
-     .doc = "signal (besides SIGTERM) that triggers checkpoint and requeue"},
+     .doc = "signal (besides SIGTERM) that is to trigger checkpoint and requeue; not acted on "
+            "yet in this release"},
     {"checkpointing.async_save", RL_T_BOOL, OFF(checkpointing.async_save), "true",
      .doc = "write checkpoints in the background after a host copy"},
     NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",

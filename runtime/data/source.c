@@ -134,3 +134,49 @@ void rl_data_source_close(struct rl_data_source *d)
 	free(d->batch_idx);
 	memset(d, 0, sizeof *d);
 }
+
+void rl_data_source_position(const struct rl_data_source *d, struct rl_data_position *p)
+{
+	size_t pos = 0;
+
+	memset(p, 0, sizeof *p);
+	p->next_problem = d->next_problem;
+	if (d->synthetic)
+		return;
+	p->examples = d->train.n;
+	rl_data_order_position(&d->order, &p->epoch, &pos);
+	p->position = pos;
+}
+
+int rl_data_source_restore(struct rl_data_source *d, const struct rl_data_position *p, char *err,
+                           size_t errlen)
+{
+	if (d->synthetic && p->examples) {
+		snprintf(err, errlen,
+		         "the checkpoint's data is a dataset of %llu examples; this run's is a "
+		         "built-in task",
+		         (unsigned long long)p->examples);
+		return -1;
+	}
+	if (!d->synthetic && p->examples != d->train.n) {
+		if (p->examples)
+			snprintf(err, errlen,
+			         "the checkpoint's dataset has %llu examples; this run's "
+			         "data.train_path has %zu",
+			         (unsigned long long)p->examples, d->train.n);
+		else
+			snprintf(err, errlen,
+			         "the checkpoint's data is a built-in task; this run's is "
+			         "data.train_path");
+		return -1;
+	}
+	if (p->next_problem < 0) {
+		snprintf(err, errlen, "the checkpoint's next problem number %lld is negative",
+		         (long long)p->next_problem);
+		return -1;
+	}
+	d->next_problem = p->next_problem;
+	if (d->synthetic)
+		return 0;
+	return rl_data_order_restore(&d->order, p->epoch, (size_t)p->position, err, errlen);
+}

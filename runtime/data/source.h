@@ -2,7 +2,8 @@
  * or a built-in synthetic task that makes fresh problems from the seed; in
  * both cases rendered through the prompt template.
  * defines: struct rl_data_source, rl_data_source_open, rl_data_source_next,
- * rl_data_source_val, rl_data_source_close */
+ * rl_data_source_val, rl_data_source_close, struct rl_data_position,
+ * rl_data_source_position, rl_data_source_restore */
 #ifndef RL_DATA_SOURCE_H
 #define RL_DATA_SOURCE_H
 
@@ -41,5 +42,21 @@ size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max);
 int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
                        char **prompt, char *err, size_t errlen);
 void rl_data_source_close(struct rl_data_source *d);
+
+/* Where the loader stands, for a checkpoint: a dataset's size, epoch and
+ * position in it, or a synthetic task's next problem number. */
+struct rl_data_position {
+	uint64_t examples; /* 0 for a synthetic task */
+	int64_t epoch;
+	uint64_t position;
+	int64_t next_problem;
+};
+
+void rl_data_source_position(const struct rl_data_source *d, struct rl_data_position *p);
+/* Moves a freshly opened source to p, so that the next batches are the ones
+ * the saved source would have given. Refuses a dataset of another size,
+ * which would make the saved position meaningless. */
+int rl_data_source_restore(struct rl_data_source *d, const struct rl_data_position *p, char *err,
+                           size_t errlen);
 
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,40 +10,14 @@
 #include <unistd.h>
 
 #include "runtime/grpo/metrics.h"
-
-/* mkdir -p: every missing component of dir, as the user running rlrun. */
-static int make_dirs(const char *dir, char *err, size_t errlen)
-{
-	char *p = strdup(dir);
-
-	if (!p) {
-		snprintf(err, errlen, "%s: out of memory", dir);
-		return -1;
-	}
-	for (char *c = p + 1;; c++) {
-		if (*c != '/' && *c != '\0')
-			continue;
-		char was = *c;
-		*c = '\0';
-		if (mkdir(p, 0777) && errno != EEXIST) {
-			snprintf(err, errlen, "logger.log_dir: cannot create %s: %s", p,
-			         strerror(errno));
-			free(p);
-			return -1;
-		}
-		if (!(*c = was))
-			break;
-	}
-	free(p);
-	return 0;
-}
+#include "runtime/model/durable.h"
 
 int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept_as, char *err,
                     size_t errlen)
 {
 	*kept_as = NULL;
 	memset(log, 0, sizeof *log);
-	if (make_dirs(log_dir, err, errlen))
+	if (rl_make_dirs(log_dir, "logger.log_dir", err, errlen))
 		return -1;
 	if (asprintf(&log->path, "%s/metrics.jsonl", log_dir) < 0) {
 		log->path = NULL;
@@ -82,21 +57,84 @@ fail:
 	return -1;
 }
 
+/* The "step" of a metrics line; -1 when it has none. */
+static int64_t line_step(const char *line)
+{
+	json_t *o = json_loads(line, 0, NULL);
+	json_t *v = json_object_get(o, "step");
+	int64_t step = json_is_integer(v) ? json_integer_value(v) : -1;
+
+	json_decref(o);
+	return step;
+}
+
+int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int64_t through,
+                            char *err, size_t errlen)
+{
+	char *tmp = NULL, *line = NULL;
+	size_t cap = 0;
+	FILE *in = NULL, *out = NULL;
+	int rc = -1;
+
+	memset(log, 0, sizeof *log);
+	if (rl_make_dirs(log_dir, "logger.log_dir", err, errlen))
+		return -1;
+	if (asprintf(&log->path, "%s/metrics.jsonl", log_dir) < 0 ||
+	    asprintf(&tmp, "%s/metrics.jsonl.tmp", log_dir) < 0) {
+		log->path = tmp = NULL;
+		snprintf(err, errlen, "%s: out of memory", log_dir);
+		goto out;
+	}
+	out = fopen(tmp, "w");
+	if (!out) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	in = fopen(log->path, "r");
+	/* a line cut short by a kill has no step and goes with the steps
+	 * after the checkpoint */
+	ssize_t n;
+	while (in && (n = getline(&line, &cap, in)) > 0) {
+		int64_t step = line[n - 1] == '\n' ? line_step(line) : -1;
+		if (step >= 0 && step <= through && fputs(line, out) < 0)
+			break;
+	}
+	if (ferror(out) || fflush(out) || fsync(fileno(out)) || rename(tmp, log->path) ||
+	    rl_sync_parent(log->path)) {
+		snprintf(err, errlen, "cannot rewrite %s: %s", log->path, strerror(errno));
+		goto out;
+	}
+	log->f = out;
+	out = NULL;
+	rc = 0;
+out:
+	if (in)
+		fclose(in);
+	if (out) {
+		fclose(out);
+		unlink(tmp);
+	}
+	free(line);
+	free(tmp);
+	if (rc) {
+		free(log->path);
+		log->path = NULL;
+	}
+	return rc;
+}
+
 static void put_num(json_t *o, const char *key, double v)
 {
 	/* JSON has no NaN or infinity: a diverged value is written as null */
 	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
 }
 
-int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
-                     size_t errlen)
+json_t *rl_metrics_json(const struct rl_step_metrics *m)
 {
 	json_t *o = json_object();
-	char *line = NULL;
-	int rc = -1;
 
 	if (!o)
-		goto out;
+		return NULL;
 	json_object_set_new(o, "step", json_integer(m->step));
 	put_num(o, "reward_mean", m->reward_mean);
 	put_num(o, "reward_std", m->reward_std);
@@ -126,18 +164,23 @@ int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m
 	put_num(o, "refit", m->t.refit);
 	put_num(o, "checkpointing", m->t.checkpointing);
 	put_num(o, "validation", m->t.validation);
-	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+	return o;
+}
+
+int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
+                     size_t errlen)
+{
+	json_t *o = rl_metrics_json(m);
+	char *line =
+	    o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+	int rc = -1;
+
 	if (!line)
-		goto out;
-	if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f)) {
+		snprintf(err, errlen, "%s: out of memory", log->path);
+	else if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f))
 		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
-		goto done;
-	}
-	rc = 0;
-	goto done;
-out:
-	snprintf(err, errlen, "%s: out of memory", log->path);
-done:
+	else
+		rc = 0;
 	free(line);
 	json_decref(o);
 	return rc;

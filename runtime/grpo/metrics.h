@@ -2,8 +2,8 @@
  * logger.log_dir/metrics.jsonl (read back by `rlrun plot`) and one progress
  * line on the terminal.
  * defines: struct rl_step_timers, struct rl_step_metrics, struct
- * rl_metrics_log, rl_metrics_open, rl_metrics_write, rl_metrics_close,
- * rl_metrics_progress, rl_now */
+ * rl_metrics_log, rl_metrics_open, rl_metrics_open_resumed, rl_metrics_write,
+ * rl_metrics_json, rl_metrics_close, rl_metrics_progress, rl_now */
 #ifndef RL_GRPO_METRICS_H
 #define RL_GRPO_METRICS_H
 
@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 /* NeMo-RL's step-time table, in seconds. */
 struct rl_step_timers {
@@ -52,6 +54,14 @@ int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept
 int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
                      size_t errlen);
 void rl_metrics_close(struct rl_metrics_log *log);
+/* A run resumed after step `through`: DIR/metrics.jsonl keeps its lines up
+ * to that step (a stopped run may have logged steps past its checkpoint,
+ * which are about to be redone), replaced atomically, and is appended to.
+ * Without the file, a new one starts. */
+int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int64_t through,
+                            char *err, size_t errlen);
+/* The step's metrics line as a JSON object (NULL when out of memory). */
+json_t *rl_metrics_json(const struct rl_step_metrics *m);
 
 /* Seconds on the monotonic clock, for the step timers. */
 double rl_now(void);

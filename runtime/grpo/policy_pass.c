@@ -268,7 +268,8 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 	sum_stats(t, stats);
 	double max_norm = t->cfg->policy.max_grad_norm.set ? t->cfg->policy.max_grad_norm.value : 0;
 	float lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
-	bool dump = t->grad_dump && t->optimizer_steps == 0;
+	/* the first update of this process: of the run, or after a resume */
+	bool dump = t->grad_dump && !t->grad_dumped;
 	if (t->dist) {
 		t->zero.hp.lr = lr;
 		if (rl_model_reduce_grads(t->model, err, errlen) ||
@@ -287,6 +288,7 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 			return -1;
 		}
 	}
+	t->grad_dumped |= dump;
 	t->optimizer_steps++;
 	return 0;
 }

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "runtime/generate/sampler.h"
 #include "runtime/grpo/train.h"
@@ -37,12 +38,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "sizes (more ranks become data parallel)");
 		return -1;
 	}
-	if (c->checkpointing.enabled) {
-		snprintf(err, errlen,
-		         "checkpointing.enabled: checkpoints are not implemented yet; "
-		         "set checkpointing.enabled=false");
-		return -1;
-	}
 	if (c->grpo.async_grpo.enabled) {
 		snprintf(err, errlen,
 		         "grpo.async_grpo.enabled: asynchronous GRPO is not "
@@ -65,6 +60,11 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 	} else if (rl_model_load(&t->model, c->policy.model_name, &rl_ops_cpu, err, errlen)) {
 		return -1;
 	}
+	/* the reference policy is these weights; a resume checks that they
+	 * are still what the checkpoint's run started from */
+	if (t->model->ops == &rl_ops_cpu)
+		t->reference_xxh3 =
+		    XXH3_64bits(t->model->flat, (size_t)t->model->n_elems * sizeof(float));
 	if (t->dist) {
 		/* every rank builds the whole model, then keeps its cut of it */
 		const struct rl_cfg_parallel *par = &c->policy.parallel;
@@ -192,8 +192,6 @@ bool rl_trainer_is_main(const struct rl_trainer *t)
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
                      FILE *progress, char *err, size_t errlen)
 {
-	char *kept = NULL;
-
 	memset(t, 0, sizeof *t);
 	t->cfg = cfg;
 	t->dist = dist;
@@ -216,22 +214,39 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
 	                        errlen) ||
 	    load_policy(t, err, errlen) || stop_ids(t, err, errlen) || buffers(t, err, errlen) ||
-	    optimizer(t, err, errlen) ||
-	    (rl_trainer_is_main(t) &&
-	     rl_metrics_open(&t->log, cfg->logger.log_dir, &kept, err, errlen)))
+	    optimizer(t, err, errlen))
 		goto fail;
-	if (kept && t->progress)
-		fprintf(t->progress, "rlrun train: the previous run's metrics were kept as %s\n",
-		        kept);
-	free(kept);
+	if (cfg->checkpointing.enabled && !(t->ckpt = calloc(1, sizeof *t->ckpt))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	return 0;
 fail:
 	rl_trainer_free(t);
 	return -1;
 }
 
+int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const char *dir = t->cfg->logger.log_dir;
+	char *kept = NULL;
+
+	if (!rl_trainer_is_main(t))
+		return 0;
+	if (t->resumed_step > 0)
+		return rl_metrics_open_resumed(&t->log, dir, t->resumed_step, err, errlen);
+	if (rl_metrics_open(&t->log, dir, &kept, err, errlen))
+		return -1;
+	if (kept && t->progress)
+		fprintf(t->progress, "rlrun train: the previous run's metrics were kept as %s\n",
+		        kept);
+	free(kept);
+	return 0;
+}
+
 void rl_trainer_free(struct rl_trainer *t)
 {
+	rl_trainer_save_free(t);
 	rl_metrics_close(&t->log);
 	if (t->model) {
 		rl_optimizer_free(&t->opt);

@@ -119,9 +119,28 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 	if (failed)
 		return -1;
 	progress = t.progress; /* NULL on every rank but the first */
+	if (t.ckpt && rl_trainer_resume(&t, &t.resumed_step, err, errlen)) {
+		rl_trainer_free(&t);
+		if (!dist)
+			return -1;
+		/* agreed on every rank: the first with a reason gives it */
+		setup_failed_somewhere(dist, err[0] != '\0', err);
+		return RL_TRAIN_AGREED_FAILURE;
+	}
+	if (rl_trainer_open_metrics(&t, err, errlen))
+		goto out;
 	if (progress)
 		describe(&t, progress);
-	if (cfg->grpo.val_at_start) {
+	if (t.resumed_step >= cfg->grpo.max_num_steps) {
+		if (progress)
+			fprintf(progress,
+			        "rlrun train: the checkpoint holds step %lld of %lld: nothing left "
+			        "to do\n",
+			        (long long)t.resumed_step, (long long)cfg->grpo.max_num_steps);
+		rc = 0;
+		goto out;
+	}
+	if (cfg->grpo.val_at_start && t.resumed_step == 0) {
 		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
 		struct rl_step_metrics m = {
 		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
@@ -133,7 +152,9 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
 	}
 	started = rl_now();
-	for (int64_t step = 1; step <= cfg->grpo.max_num_steps; step++) {
+	int64_t done = t.resumed_step, saved = t.resumed_step;
+	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
+	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
 		int got = rl_trainer_step(&t, step, &m, err, errlen);
 
@@ -150,14 +171,34 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
 		    validate(&t, step, &m, err, errlen))
 			goto out;
+		done = step;
+		if (t.ckpt) {
+			double t0 = rl_now();
+			bool due = step % cfg->checkpointing.save_period == 0 ||
+			           step == cfg->grpo.max_num_steps;
+
+			if (rl_trainer_save_poll(&t, false, err, errlen) ||
+			    (due && rl_trainer_save(&t, step, &m, err, errlen)))
+				goto out;
+			saved = due ? step : saved;
+			m.t.checkpointing = rl_now() - t0;
+		}
 		if (rl_trainer_is_main(&t) && rl_metrics_write(&t.log, &m, err, errlen))
 			goto out;
+		last = m;
 		spent = rl_now() - started;
 		if (progress)
 			rl_metrics_progress(progress, &m,
-			                    spent / (double)step *
+			                    spent / (double)(step - t.resumed_step) *
 			                        (double)(cfg->grpo.max_num_steps - step));
 	}
+	if (t.ckpt && saved != done) {
+		/* the data ran out before the last step: keep what was done */
+		if (rl_trainer_save(&t, done, &last, err, errlen))
+			goto out;
+	}
+	if (rl_trainer_save_poll(&t, true, err, errlen))
+		goto out;
 	rc = 0;
 out:
 	rl_trainer_free(&t);

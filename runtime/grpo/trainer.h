@@ -1,6 +1,7 @@
 /* Everything one GRPO run holds between steps, shared by the files of the
  * trainer (setup, the step, the policy passes); not a public API.
  * defines: struct rl_trainer, rl_mb_token_budget, rl_trainer_setup, rl_trainer_free,
+ * rl_trainer_open_metrics,
  * rl_trainer_step, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
  * rl_policy_train */
 #ifndef RL_GRPO_TRAINER_H
@@ -13,6 +14,7 @@
 #include "runtime/comm/dist.h"
 #include "runtime/config/config.h"
 #include "runtime/data/source.h"
+#include "runtime/grpo/checkpoint.h"
 #include "runtime/grpo/loss.h"
 #include "runtime/grpo/metrics.h"
 #include "runtime/grpo/rewards.h"
@@ -33,6 +35,7 @@ struct rl_trainer {
 	struct rl_comm *pp; /* NULL: one stage */
 	struct rl_zero zero;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
+	bool grad_dumped;
 
 	struct rl_model *model;
 	float *ref_weights; /* the frozen reference policy, swapped in to run it */
@@ -57,12 +60,21 @@ struct rl_trainer {
 	int logprob_chunk;
 	int32_t *stop_ids; /* EOS ids then policy.generation.stop_token_ids */
 	size_t n_stop_ids, n_eos_ids;
+
+	/* checkpoints (checkpoint.h); NULL when checkpointing.enabled is
+	 * false */
+	struct rl_ckpt_save *ckpt;
+	uint64_t reference_xxh3; /* of the whole model as loaded: the reference policy */
+	int64_t resumed_step;    /* the checkpoint's step the run resumed from; 0: fresh */
 };
 
 /* dist: the run's ranks, or NULL for one process; only the first rank
  * writes the metrics and the progress lines. */
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
                      FILE *progress, char *err, size_t errlen);
+/* After a resume (or none): the first rank's metrics.jsonl, continued
+ * after the resumed step, or started afresh with an earlier run's kept. */
+int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen);
 /* The rank that writes the metrics and speaks on the terminal. */
 bool rl_trainer_is_main(const struct rl_trainer *t);
 void rl_trainer_free(struct rl_trainer *t);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/model/durable.h"
@@ -92,4 +93,29 @@ out:
 		unlink(tmp);
 	close(in);
 	return rc;
+}
+
+int rl_make_dirs(const char *dir, const char *key, char *err, size_t errlen)
+{
+	char *p = strdup(dir);
+
+	if (!p) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return -1;
+	}
+	for (char *c = p + 1;; c++) {
+		if (*c != '/' && *c != '\0')
+			continue;
+		char was = *c;
+		*c = '\0';
+		if (mkdir(p, 0777) && errno != EEXIST) {
+			snprintf(err, errlen, "%s: cannot create %s: %s", key, p, strerror(errno));
+			free(p);
+			return -1;
+		}
+		if (!(*c = was))
+			break;
+	}
+	free(p);
+	return 0;
 }

@@ -209,3 +209,40 @@ failed:
 	snprintf(err, errlen, "the %s backend failed during the distributed update", ops->name);
 	return -1;
 }
+
+void rl_zero_slice(const struct rl_zero *z, int b, int64_t *from, int64_t *len, int64_t *at)
+{
+	int64_t slice = bucket_len(z, b) / rl_comm_size(z->group);
+
+	*from = bucket_start(z, b) + rl_comm_rank(z->group) * slice;
+	*len = z->n - *from < slice ? z->n - *from : slice;
+	if (*len < 0)
+		*len = 0;
+	*at = shard_offset(z, b);
+}
+
+int rl_zero_restore(struct rl_zero *z, const struct rl_model *m, const float *exp_avg,
+                    const float *exp_avg_sq, int64_t step, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = z->ops;
+
+	for (int b = 0; b < z->n_buckets; b++) {
+		int64_t from, len, at;
+
+		rl_zero_slice(z, b, &from, &len, &at);
+		if (len == 0)
+			continue;
+		size_t bytes = (size_t)len * sizeof(float);
+		/* host to backend: the cpu backend's copy is memcpy, a device
+		 * backend's is a host-to-device copy */
+		if (ops->copy(z->master + at, m->flat + from, bytes, NULL) ||
+		    ops->from_host(z->m + at, exp_avg + from, bytes, NULL) ||
+		    ops->from_host(z->v + at, exp_avg_sq + from, bytes, NULL)) {
+			snprintf(err, errlen, "the %s backend cannot restore the optimizer state",
+			         ops->name);
+			return -1;
+		}
+	}
+	z->step = step;
+	return 0;
+}

@@ -4,7 +4,7 @@
  * its slice of every bucket only, updates that slice, and the new weights
  * are all-gathered back into every rank's model.
  * defines: struct rl_zero, rl_zero_init, rl_zero_free, rl_zero_reduce_grads,
- * rl_zero_gather_grads, rl_zero_update */
+ * rl_zero_gather_grads, rl_zero_update, rl_zero_slice, rl_zero_restore */
 #ifndef RL_PARALLEL_ZERO_H
 #define RL_PARALLEL_ZERO_H
 
@@ -59,5 +59,15 @@ int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errle
  * rank. */
 int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,
                    size_t errlen);
+
+/* This rank's slice of bucket b: the model's flat floats [*from, *from +
+ * *len) (len 0: the slice is all padding), at shard index *at. */
+void rl_zero_slice(const struct rl_zero *z, int b, int64_t *from, int64_t *len, int64_t *at);
+
+/* After a checkpoint was loaded into m: the master weights from m, the
+ * moments from exp_avg and exp_avg_sq (n floats each, this rank's whole
+ * cut of the model, host memory) and the update count. */
+int rl_zero_restore(struct rl_zero *z, const struct rl_model *m, const float *exp_avg,
+                    const float *exp_avg_sq, int64_t step, char *err, size_t errlen);
 
 #endif

@@ -11,10 +11,8 @@ expect_grep "$WORK/out" 'config \[CONFIG\]' "help lists config"
 expect_status 2 "rlrun without a command is a usage error" -- "$RLRUN"
 expect_status 2 "unknown command" -- "$RLRUN" frobnicate
 
-for cmd in ckpt; do
-	expect_status 1 "rlrun $cmd is not pretended" -- "$RLRUN" $cmd "$tiny"
-	expect_grep "$WORK/err" "not implemented yet" "rlrun $cmd says so"
-done
+expect_status 2 "rlrun ckpt without a subcommand is a usage error" -- "$RLRUN" ckpt "$tiny"
+expect_grep "$WORK/err" "usage: rlrun ckpt list" "  and shows the usage"
 
 expect_status 0 "config with an override" -- "$RLRUN" config "$tiny" grpo.num_prompts_per_step=3
 cp "$WORK/out" "$WORK/resolved.yaml"

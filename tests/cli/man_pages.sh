@@ -6,7 +6,8 @@ if [ -z "${GROFF:-}" ] && ! command -v groff >/dev/null 2>&1; then
 	echo "SKIP: groff not installed (apt-get install groff-base)"
 	exit 77
 fi
-for page in "$top_srcdir/man/rlrun.1" "$top_srcdir/man/spank_rl.8" "$top_builddir/man/rl-config.5"; do
+for page in "$top_srcdir/man/rlrun.1" "$top_srcdir/man/spank_rl.8" "$top_srcdir/man/checkpoint.5" \
+	"$top_builddir/man/rl-config.5"; do
 	if [ ! -f "$page" ]; then not_ok "$page missing"; continue; fi
 	groff -ww -man -z "$page" >"$WORK/warn" 2>&1
 	if [ -s "$WORK/warn" ]; then not_ok "groff warns on $(basename "$page"):"; sed 's/^/  | /' "$WORK/warn"; else

@@ -96,8 +96,6 @@ expect_status 1 "a malformed JSONL line" -- "$RLRUN" train data.dataset_name=jso
 expect_grep "$WORK/err" "bad.jsonl:2" "names the file and line"
 
 # what this release cannot do is refused by name
-expect_status 1 "checkpointing is refused until it exists" -- "$RLRUN" train checkpointing.enabled=true
-expect_grep "$WORK/err" "checkpointing.enabled: checkpoints are not implemented yet" "with the key"
 expect_status 1 "bf16 training is refused on the cpu backend" -- "$RLRUN" train policy.precision=bfloat16
 expect_grep "$WORK/err" "policy.precision" "with the key"
 expect_status 2 "an unknown reward" -- "$RLRUN" train data.env_name=nope

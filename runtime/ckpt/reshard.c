@@ -1,0 +1,163 @@
+/* A piece is walked as the rows of its block that its run touches; each
+ * such row segment is contiguous in the global tensor, so its overlap with
+ * the wanted block is one memcpy. One-dimensional tensors are one row. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/ckpt/reshard.h"
+
+static int by_kind_tensor(const struct rl_ckpt_piece *a, enum rl_ckpt_kind kind, const char *tensor)
+{
+	if (a->kind != kind)
+		return a->kind < kind ? -1 : 1;
+	return strcmp(a->tensor, tensor);
+}
+
+static int cmp_pieces(const void *x, const void *y)
+{
+	const struct rl_ckpt_piece *a = *(const struct rl_ckpt_piece *const *)x;
+	const struct rl_ckpt_piece *b = *(const struct rl_ckpt_piece *const *)y;
+	int c = by_kind_tensor(a, b->kind, b->tensor);
+
+	if (c)
+		return c;
+	for (int d = 0; d < a->ndim && d < b->ndim; d++)
+		if (a->block_offset[d] != b->block_offset[d])
+			return a->block_offset[d] < b->block_offset[d] ? -1 : 1;
+	return a->flat_start < b->flat_start ? -1 : a->flat_start > b->flat_start;
+}
+
+int rl_ckpt_index_build(struct rl_ckpt_index *ix, const struct rl_ckpt_shard *shards, int n_shards,
+                        char *err, size_t errlen)
+{
+	int n = 0;
+
+	memset(ix, 0, sizeof *ix);
+	for (int i = 0; i < n_shards; i++)
+		n += shards[i].n_pieces;
+	ix->pieces = calloc((size_t)n + 1, sizeof *ix->pieces);
+	if (!ix->pieces) {
+		snprintf(err, errlen, "out of memory indexing %d checkpoint pieces", n);
+		return -1;
+	}
+	for (int i = 0; i < n_shards; i++)
+		for (int k = 0; k < shards[i].n_pieces; k++)
+			ix->pieces[ix->n++] = &shards[i].pieces[k];
+	qsort(ix->pieces, (size_t)ix->n, sizeof *ix->pieces, cmp_pieces);
+	return 0;
+}
+
+void rl_ckpt_index_free(struct rl_ckpt_index *ix)
+{
+	free(ix->pieces);
+	memset(ix, 0, sizeof *ix);
+}
+
+/* Rows and columns of a block, a one-dimensional one as a single row. */
+struct grid {
+	int64_t row0, rows, col0, cols;
+};
+
+static struct grid grid_of(int ndim, const int64_t *offset, const int64_t *shape)
+{
+	if (ndim == 1)
+		return (struct grid){0, 1, offset[0], shape[0]};
+	return (struct grid){offset[0], shape[0], offset[1], shape[1]};
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Copies what piece p holds of the wanted block into dst; returns the
+ * number of elements copied. */
+static int64_t copy_overlap(const struct rl_ckpt_piece *p, struct grid want, float *dst)
+{
+	struct grid src = grid_of(p->ndim, p->block_offset, p->block_shape);
+	int64_t first = p->flat_start, last = p->flat_start + p->flat_len - 1;
+	int64_t r_lo = max64(first / src.cols, want.row0 - src.row0);
+	int64_t r_hi = min64(last / src.cols, want.row0 + want.rows - 1 - src.row0);
+	int64_t copied = 0;
+
+	for (int64_t r = r_lo; r <= r_hi; r++) {
+		/* the run's columns of row r, in the global tensor */
+		int64_t c_lo = r == first / src.cols ? first % src.cols : 0;
+		int64_t c_hi = r == last / src.cols ? last % src.cols + 1 : src.cols;
+		int64_t g_lo = max64(src.col0 + c_lo, want.col0);
+		int64_t g_hi = min64(src.col0 + c_hi, want.col0 + want.cols);
+
+		if (g_lo >= g_hi)
+			continue;
+		const float *from = p->data + (r * src.cols + (g_lo - src.col0) - first);
+		float *to = dst + ((src.row0 + r - want.row0) * want.cols + (g_lo - want.col0));
+		memcpy(to, from, (size_t)(g_hi - g_lo) * sizeof *to);
+		copied += g_hi - g_lo;
+	}
+	return copied;
+}
+
+static void format_dims(char *buf, size_t len, int ndim, const int64_t *v)
+{
+	if (ndim == 1)
+		snprintf(buf, len, "[%" PRId64 "]", v[0]);
+	else
+		snprintf(buf, len, "[%" PRId64 ", %" PRId64 "]", v[0], v[1]);
+}
+
+int rl_ckpt_fill(const struct rl_ckpt_index *ix, enum rl_ckpt_kind kind,
+                 const struct rl_ckpt_block *want, float *dst, char *err, size_t errlen)
+{
+	struct grid g = grid_of(want->ndim, want->offset, want->shape);
+	int64_t need = g.rows * g.cols, got = 0;
+	int lo = 0, hi = ix->n;
+
+	/* the first piece of (kind, tensor) */
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (by_kind_tensor(ix->pieces[mid], kind, want->tensor) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int i = lo; i < ix->n && by_kind_tensor(ix->pieces[i], kind, want->tensor) == 0; i++) {
+		const struct rl_ckpt_piece *p = ix->pieces[i];
+		bool same = p->ndim == want->ndim;
+
+		for (int d = 0; same && d < p->ndim; d++)
+			same = p->global_shape[d] == want->global_shape[d];
+		if (!same) {
+			char a[64], b[64];
+
+			format_dims(a, sizeof a, p->ndim, p->global_shape);
+			format_dims(b, sizeof b, want->ndim, want->global_shape);
+			snprintf(err, errlen,
+			         "%s of %s is %s in the checkpoint but %s in the model",
+			         rl_ckpt_kind_name(kind), want->tensor, a, b);
+			return -1;
+		}
+		got += copy_overlap(p, g, dst);
+	}
+	if (got != need) {
+		snprintf(err, errlen,
+		         got < need ? "the checkpoint lacks %" PRId64 " of the %" PRId64
+		                      " values of %s of %s this rank needs"
+		                    : "the checkpoint holds %" PRId64
+		                      " values more than the %" PRId64
+		                      " of %s of %s this rank needs (pieces overlap)",
+		         got < need ? need - got : got - need, need, rl_ckpt_kind_name(kind),
+		         want->tensor);
+		return -1;
+	}
+	return 0;
+}
