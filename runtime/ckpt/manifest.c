@@ -106,7 +106,8 @@ static int parse_file(struct rl_ckpt_file *f, json_t *e)
 	/* the name must stay inside the step directory */
 	if (!name || !*name || strlen(name) >= sizeof f->name || strchr(name, '/') ||
 	    strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || !json_is_integer(bytes) ||
-	    json_integer_value(bytes) < 0 || !hex || strlen(hex) != 16)
+	    json_integer_value(bytes) < 0 || !hex || strlen(hex) != 16 ||
+	    strspn(hex, "0123456789abcdefABCDEF") != 16)
 		return -1;
 	errno = 0;
 	f->sum.xxh3 = strtoull(hex, &end, 16);

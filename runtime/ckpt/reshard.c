@@ -79,9 +79,27 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
+/* One bit per element of the wanted block: which ones a piece has filled,
+ * so that a gap is never hidden by an overlap of the same size. */
+struct filled {
+	uint64_t *bits;
+	int64_t overlaps;
+};
+
+static void mark(struct filled *f, int64_t at, int64_t n)
+{
+	for (int64_t i = at; i < at + n; i++) {
+		uint64_t bit = UINT64_C(1) << (i & 63);
+
+		f->overlaps += (f->bits[i >> 6] & bit) != 0;
+		f->bits[i >> 6] |= bit;
+	}
+}
+
 /* Copies what piece p holds of the wanted block into dst; returns the
  * number of elements copied. */
-static int64_t copy_overlap(const struct rl_ckpt_piece *p, struct grid want, float *dst)
+static int64_t copy_overlap(const struct rl_ckpt_piece *p, struct grid want, float *dst,
+                            struct filled *f)
 {
 	struct grid src = grid_of(p->ndim, p->block_offset, p->block_shape);
 	int64_t first = p->flat_start, last = p->flat_start + p->flat_len - 1;
@@ -99,8 +117,9 @@ static int64_t copy_overlap(const struct rl_ckpt_piece *p, struct grid want, flo
 		if (g_lo >= g_hi)
 			continue;
 		const float *from = p->data + (r * src.cols + (g_lo - src.col0) - first);
-		float *to = dst + ((src.row0 + r - want.row0) * want.cols + (g_lo - want.col0));
-		memcpy(to, from, (size_t)(g_hi - g_lo) * sizeof *to);
+		int64_t at = (src.row0 + r - want.row0) * want.cols + (g_lo - want.col0);
+		memcpy(dst + at, from, (size_t)(g_hi - g_lo) * sizeof *dst);
+		mark(f, at, g_hi - g_lo);
 		copied += g_hi - g_lo;
 	}
 	return copied;
@@ -120,6 +139,12 @@ int rl_ckpt_fill(const struct rl_ckpt_index *ix, enum rl_ckpt_kind kind,
 	struct grid g = grid_of(want->ndim, want->offset, want->shape);
 	int64_t need = g.rows * g.cols, got = 0;
 	int lo = 0, hi = ix->n;
+	struct filled f = {calloc((size_t)(need + 63) / 64 + 1, sizeof *f.bits), 0};
+
+	if (!f.bits) {
+		snprintf(err, errlen, "out of memory reading %s", want->tensor);
+		return -1;
+	}
 
 	/* the first piece of (kind, tensor) */
 	while (lo < hi) {
@@ -144,19 +169,24 @@ int rl_ckpt_fill(const struct rl_ckpt_index *ix, enum rl_ckpt_kind kind,
 			snprintf(err, errlen,
 			         "%s of %s is %s in the checkpoint but %s in the model",
 			         rl_ckpt_kind_name(kind), want->tensor, a, b);
+			free(f.bits);
 			return -1;
 		}
-		got += copy_overlap(p, g, dst);
+		got += copy_overlap(p, g, dst, &f);
+	}
+	free(f.bits);
+	if (f.overlaps) {
+		snprintf(err, errlen,
+		         "the checkpoint holds %" PRId64
+		         " values of %s of %s twice (pieces overlap)",
+		         f.overlaps, rl_ckpt_kind_name(kind), want->tensor);
+		return -1;
 	}
 	if (got != need) {
 		snprintf(err, errlen,
-		         got < need ? "the checkpoint lacks %" PRId64 " of the %" PRId64
-		                      " values of %s of %s this rank needs"
-		                    : "the checkpoint holds %" PRId64
-		                      " values more than the %" PRId64
-		                      " of %s of %s this rank needs (pieces overlap)",
-		         got < need ? need - got : got - need, need, rl_ckpt_kind_name(kind),
-		         want->tensor);
+		         "the checkpoint lacks %" PRId64 " of the %" PRId64
+		         " values of %s of %s this rank needs",
+		         need - got + f.overlaps, need, rl_ckpt_kind_name(kind), want->tensor);
 		return -1;
 	}
 	return 0;

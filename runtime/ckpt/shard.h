@@ -26,6 +26,9 @@ enum rl_ckpt_kind {
 };
 
 #define RL_CKPT_MAX_NAME 96
+/* The largest dimension a piece may have: two of them multiply without
+ * overflow, whatever a damaged file says. */
+#define RL_CKPT_MAX_DIM (INT64_C(1) << 31)
 
 struct rl_ckpt_piece {
 	char tensor[RL_CKPT_MAX_NAME]; /* the Hugging Face tensor name */

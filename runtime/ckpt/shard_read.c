@@ -99,8 +99,14 @@ static int parse_entry(struct rl_ckpt_shard *s, struct rl_ckpt_piece *p, const c
 		return -1;
 	}
 	int64_t numel = 1;
-	for (int d = 0; d < ndim; d++)
+	for (int d = 0; d < ndim; d++) {
+		if (shape[d] < 0 || shape[d] > RL_CKPT_MAX_DIM) {
+			snprintf(err, errlen, "%s: tensor %s has a dimension of %" PRId64, s->path,
+			         key, shape[d]);
+			return -1;
+		}
 		numel *= shape[d];
+	}
 	if (!json_is_array(off) || json_array_size(off) != 2 ||
 	    !json_is_integer(json_array_get(off, 0)) || !json_is_integer(json_array_get(off, 1))) {
 		snprintf(err, errlen, "%s: tensor %s has no valid data_offsets", s->path, key);
@@ -123,6 +129,14 @@ static int parse_entry(struct rl_ckpt_shard *s, struct rl_ckpt_piece *p, const c
 		snprintf(err, errlen, "%s: %s", s->path, why);
 		return -1;
 	}
+	bool whole = p->flat_len == rl_ckpt_block_numel(p);
+	bool shape_ok = whole ? ndim == p->ndim : ndim == 1;
+	for (int d = 0; shape_ok && whole && d < ndim; d++)
+		shape_ok = shape[d] == p->block_shape[d];
+	if (!shape_ok) {
+		snprintf(err, errlen, "%s: tensor %s: its shape is not its block's", s->path, key);
+		return -1;
+	}
 	rl_ckpt_piece_key(p, expect, sizeof expect);
 	if (strcmp(expect, key) != 0) {
 		snprintf(err, errlen, "%s: tensor %s is described as %s", s->path, key, expect);
@@ -141,6 +155,12 @@ static int parse_header(struct rl_ckpt_shard *s, char *err, size_t errlen)
 
 	for (int i = 0; i < 8; i++)
 		hlen |= (uint64_t)bytes[i] << (8 * i);
+	if (hlen % 4) {
+		/* every float must be aligned in the mapping */
+		snprintf(err, errlen, "%s: a header of %" PRIu64 " bytes leaves the data unaligned",
+		         s->path, hlen);
+		return -1;
+	}
 	if (hlen > s->size - 8) {
 		snprintf(err, errlen, "%s: the header claims %" PRIu64 " bytes of a %zu-byte file",
 		         s->path, hlen, s->size);

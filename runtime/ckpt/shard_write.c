@@ -52,7 +52,8 @@ int rl_ckpt_piece_check(const struct rl_ckpt_piece *p, char *err, size_t errlen)
 		return -1;
 	}
 	for (int d = 0; d < p->ndim; d++)
-		if (p->global_shape[d] <= 0 || p->block_shape[d] <= 0 || p->block_offset[d] < 0 ||
+		if (p->global_shape[d] <= 0 || p->global_shape[d] > RL_CKPT_MAX_DIM ||
+		    p->block_shape[d] <= 0 || p->block_offset[d] < 0 ||
 		    p->block_offset[d] > p->global_shape[d] - p->block_shape[d]) {
 			snprintf(err, errlen,
 			         "%s of %s: block [%" PRId64 ", +%" PRId64 ") of dimension %d "
@@ -133,6 +134,14 @@ static char *header(const struct rl_ckpt_piece *pieces, int n, size_t *len, char
 			return NULL;
 		}
 		rl_ckpt_piece_key(p, key, sizeof key);
+		if (json_object_get(root, key)) {
+			snprintf(err, errlen, "%s is in the shard twice", key);
+			free(where);
+			json_decref(e);
+			json_decref(off);
+			json_decref(root);
+			return NULL;
+		}
 		json_object_set_new(e, "dtype", json_string("F32"));
 		json_object_set_new(e, "shape",
 		                    whole ? dims(p->ndim, p->block_shape) : dims(1, &p->flat_len));

@@ -110,7 +110,7 @@ int rl_ckpt_scan(const char *root, struct rl_ckpt_listing *l, char *err, size_t 
 			 * loaded, and left for the user to look at */
 			if (access(manifest, F_OK) == 0)
 				failed = push_step(l, step);
-		} else if (step_of(e->d_name, TMP_PREFIX) >= 0 ||
+		} else if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
 		           strncmp(e->d_name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0 ||
 		           strcmp(e->d_name, RL_CKPT_LATEST ".tmp") == 0) {
 			failed = push_leftover(l, e->d_name);
@@ -223,8 +223,20 @@ int rl_ckpt_commit(const char *root, int64_t step, char *err, size_t errlen)
 		return -1;
 	/* the manifest's write made tmp_step_N's entries durable; the
 	 * rename is made durable by syncing ROOT */
-	if (lstat(final, &st) == 0 && rl_ckpt_remove(root, strrchr(final, '/') + 1, err, errlen))
-		return -1;
+	if (lstat(final, &st) == 0) {
+		/* a run that saves a step again: swap the two in one atomic
+		 * move, so that step_N is whole at every moment, then remove
+		 * the old one under the tmp name */
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) ||
+		    rl_sync_parent(final)) {
+			snprintf(err, errlen, "cannot exchange %s and %s: %s", tmp, final,
+			         strerror(errno));
+			return -1;
+		}
+		if (write_latest(root, step, err, errlen))
+			return -1;
+		return rl_ckpt_remove(root, strrchr(tmp, '/') + 1, err, errlen);
+	}
 	if (rename(tmp, final) || rl_sync_parent(final)) {
 		snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
 		return -1;

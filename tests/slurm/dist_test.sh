@@ -3,7 +3,9 @@
 # every layout this release trains (data, tensor, pipeline and context
 # parallelism, with and without sequence parallelism) gives the single-rank gradient of the first
 # update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank metrics
-# of ten GRPO steps (within 1e-4, timers aside); the layouts it does not
+# of ten GRPO steps (within 1e-4, timers aside); a checkpoint written by
+# tp2-dp2 resumes bit-identically in its own layout and to the same
+# gradient in tp1-dp4 and pp2-dp2; the layouts it does not
 # train yet are refused by name; and a rank killed mid-step makes every
 # other rank name it and exit within the collective timeout.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
@@ -58,6 +60,53 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 		ok "$name: ten steps' metrics = single rank's ($(tail -1 "$WORK/cmp"))"
 	else
 		not_ok "$name: metrics differ:"
+		sed 's/^/  | /' "$WORK/cmp" | head -20
+	fi
+done
+
+# ---- checkpoints: written by one layout, resumed by others ----
+# tp2-dp2 saves step 2 and step 4. Its step_2, resumed by tp2-dp2 again,
+# must redo steps 3 and 4 exactly (metrics as written, step_4's shards byte
+# for byte); resumed by tp1-dp4 and pp2-dp2 (other cuts of every tensor,
+# other distributed-optimizer slices), the first update's gradient must be
+# the same-layout resume's and the metrics of steps 3-4 the original's.
+ckpt="checkpointing.enabled=true checkpointing.save_period=2 grpo.max_num_steps=4"
+# shellcheck disable=SC2086
+train ck-tp2-dp2 4 $tp=2 $ckpt checkpointing.checkpoint_dir="$work/ck-tp2-dp2.ck"
+sed -n 3,4p "$work/ck-tp2-dp2/metrics.jsonl" >"$work/ck-steps-3-4.jsonl"
+for layout in "tp2-dp2 $tp=2" "tp1-dp4" "pp2-dp2 $pp=2"; do
+	set -- $layout
+	name=re-$1
+	shift
+	mkdir -p "$work/$name.ck" && cp -r "$work/ck-tp2-dp2.ck/step_2" "$work/$name.ck/"
+	# shellcheck disable=SC2086
+	train "$name" 4 "$@" $ckpt checkpointing.checkpoint_dir="$work/$name.ck"
+	expect_grep "$WORK/out" "resuming from .*$name.ck/step_2 .*tensor 2, pipeline 1, context 1, data 2" \
+		"  $name resumes from tp2-dp2's step_2"
+	if [ "$name" = re-tp2-dp2 ]; then
+		strip() { sed -E 's/,"tokens_per_sec".*//' "$1"; }
+		[ "$(strip "$work/$name/metrics.jsonl")" = "$(strip "$work/ck-steps-3-4.jsonl")" ] &&
+			ok "  $name: steps 3-4 as the run never stopped wrote them, timers aside" ||
+			not_ok "  $name: steps 3-4 differ from the original run's"
+		same=yes
+		for f in "$work/ck-tp2-dp2.ck/step_4"/rank-*.safetensors; do
+			cmp -s "$f" "$work/$name.ck/step_4/${f##*/}" || same=no
+		done
+		[ $same = yes ] && ok "  $name: step_4's four shards equal the original's, byte for byte" ||
+			not_ok "  $name: step_4's shards differ from the original's"
+		continue
+	fi
+	if "$compare" grads "$work/$name.grads" "$work/re-tp2-dp2.grads" 1e-5 >"$WORK/cmp" 2>&1; then
+		ok "  $name: first resumed update's gradient = tp2-dp2's ($(tail -1 "$WORK/cmp"))"
+	else
+		not_ok "  $name: gradient differs:"
+		sed 's/^/  | /' "$WORK/cmp" | head -20
+	fi
+	if "$compare" metrics "$work/$name/metrics.jsonl" "$work/ck-steps-3-4.jsonl" 1e-4 \
+		>"$WORK/cmp" 2>&1; then
+		ok "  $name: steps 3-4 = the original run's ($(tail -1 "$WORK/cmp"))"
+	else
+		not_ok "  $name: metrics differ:"
 		sed 's/^/  | /' "$WORK/cmp" | head -20
 	fi
 done
