@@ -13,7 +13,6 @@
 
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/reshard.h"
-#include "runtime/ckpt/retain.h"
 #include "runtime/ckpt/run_state.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/cli_config.h"
@@ -31,46 +30,26 @@ static const char usage[] =
 struct opened {
 	struct rl_ckpt_manifest man;
 	struct rl_ckpt_run_state state;
-	struct rl_ckpt_shard *shards;
-	int n_shards;
-	struct rl_ckpt_index ix;
+	struct rl_ckpt_shard_set set;
 	uint64_t bytes;
 };
 
 static void opened_close(struct opened *o)
 {
-	rl_ckpt_index_free(&o->ix);
-	for (int i = 0; i < o->n_shards; i++)
-		rl_ckpt_shard_close(&o->shards[i]);
-	free(o->shards);
+	rl_ckpt_shard_set_close(&o->set);
 	json_decref(o->state.metrics);
 	rl_ckpt_manifest_free(&o->man);
 	memset(o, 0, sizeof *o);
 }
 
-static bool is_shard(const char *name)
-{
-	static const char ext[] = ".safetensors";
-	size_t n = strlen(name);
-
-	return n >= sizeof ext && strcmp(name + n - (sizeof ext - 1), ext) == 0;
-}
-
 /* Every file against the manifest, then the run state and the shards. */
 static int open_verified(struct opened *o, const char *dir, char *err, size_t errlen)
 {
-	char path[4300];
-	size_t len;
 	bool has_state = false;
 
 	memset(o, 0, sizeof *o);
 	if (rl_ckpt_manifest_read(dir, &o->man, err, errlen))
 		return -1;
-	o->shards = calloc((size_t)o->man.n_files, sizeof *o->shards);
-	if (!o->shards) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	for (int i = 0; i < o->man.n_files; i++) {
 		const struct rl_ckpt_file *f = &o->man.files[i];
 
@@ -78,23 +57,13 @@ static int open_verified(struct opened *o, const char *dir, char *err, size_t er
 			return -1;
 		o->bytes += f->sum.bytes;
 		has_state |= strcmp(f->name, RL_CKPT_RUN_STATE) == 0;
-		snprintf(path, sizeof path, "%s/%s", dir, f->name);
-		if (is_shard(f->name) &&
-		    rl_ckpt_shard_open(&o->shards[o->n_shards++], path, err, errlen))
-			return -1;
 	}
-	if (!has_state || o->n_shards == 0) {
+	if (!has_state) {
 		snprintf(err, errlen, "%s/%s lists no %s", dir, RL_CKPT_MANIFEST,
-		         has_state ? "shard file" : RL_CKPT_RUN_STATE);
+		         RL_CKPT_RUN_STATE);
 		return -1;
 	}
-	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_RUN_STATE);
-	char *text = rl_ckpt_read_text(path, &len, err, errlen);
-	if (!text)
-		return -1;
-	int rc = rl_ckpt_run_state_parse(&o->state, text, len, path, err, errlen);
-	free(text);
-	if (rc)
+	if (rl_ckpt_run_state_read(&o->state, dir, err, errlen))
 		return -1;
 	if (o->state.step != o->man.step) {
 		snprintf(err, errlen,
@@ -102,7 +71,13 @@ static int open_verified(struct opened *o, const char *dir, char *err, size_t er
 		         o->man.step, o->state.step);
 		return -1;
 	}
-	return rl_ckpt_index_build(&o->ix, o->shards, o->n_shards, err, errlen);
+	if (rl_ckpt_shard_set_open(&o->set, dir, &o->man, err, errlen))
+		return -1;
+	if (o->set.n == 0) {
+		snprintf(err, errlen, "%s/%s lists no shard file", dir, RL_CKPT_MANIFEST);
+		return -1;
+	}
+	return 0;
 }
 
 static int64_t global_numel(const struct rl_ckpt_piece *p)
@@ -117,15 +92,15 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 {
 	int counts[RL_CKPT_N_KINDS] = {0};
 
-	for (int i = 0; i < o->ix.n;) {
-		const struct rl_ckpt_piece *first = o->ix.pieces[i];
+	for (int i = 0; i < o->set.ix.n;) {
+		const struct rl_ckpt_piece *first = o->set.ix.pieces[i];
 		int64_t sum = 0;
 		int k = i;
 
-		for (; k < o->ix.n && o->ix.pieces[k]->kind == first->kind &&
-		       strcmp(o->ix.pieces[k]->tensor, first->tensor) == 0;
+		for (; k < o->set.ix.n && o->set.ix.pieces[k]->kind == first->kind &&
+		       strcmp(o->set.ix.pieces[k]->tensor, first->tensor) == 0;
 		     k++) {
-			const struct rl_ckpt_piece *p = o->ix.pieces[k];
+			const struct rl_ckpt_piece *p = o->set.ix.pieces[k];
 
 			if (p->ndim != first->ndim || global_numel(p) != global_numel(first) ||
 			    p->global_shape[0] != first->global_shape[0]) {
@@ -220,16 +195,13 @@ static int cmd_list(const char *root)
 				mb += (double)man.files[k].sum.bytes / 1e6;
 			rl_ckpt_manifest_free(&man);
 		}
-		snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_RUN_STATE);
-		text = rl_ckpt_read_text(path, &len, err, sizeof err);
-		if (text && rl_ckpt_run_state_parse(&s, text, len, path, err, sizeof err) == 0) {
+		if (rl_ckpt_run_state_read(&s, dir, err, sizeof err) == 0) {
 			snprintf(layout, sizeof layout, "%d ranks: tp%d pp%d cp%d dp%d",
 			         s.world_size, s.tensor, s.pipeline, s.context, s.data);
 			metric_text(s.metrics, "reward_mean", reward, sizeof reward);
 			metric_text(s.metrics, "val_reward", val, sizeof val);
 			json_decref(s.metrics);
 		}
-		free(text);
 		printf("%-12s %10.1f  %-22s %10s %10s  %s\n", name, mb, layout, reward, val,
 		       strcmp(name, latest) == 0 ? "latest" : "");
 	}
@@ -306,7 +278,7 @@ static int export_hf(const char *dir, const char *out, const char *model_overrid
 
 		for (int d = 0; d < p->ndim; d++)
 			b.global_shape[d] = b.shape[d] = p->shape[d];
-		if (rl_ckpt_fill(&o.ix, RL_CKPT_WEIGHT, &b, p->data, err, errlen))
+		if (rl_ckpt_fill(&o.set.ix, RL_CKPT_WEIGHT, &b, p->data, err, errlen))
 			goto out;
 	}
 	/* transformers' default shard size */

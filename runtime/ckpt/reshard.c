@@ -57,6 +57,45 @@ void rl_ckpt_index_free(struct rl_ckpt_index *ix)
 	memset(ix, 0, sizeof *ix);
 }
 
+static bool is_shard(const char *name)
+{
+	static const char ext[] = ".safetensors";
+	size_t n = strlen(name);
+
+	return n >= sizeof ext && strcmp(name + n - (sizeof ext - 1), ext) == 0;
+}
+
+int rl_ckpt_shard_set_open(struct rl_ckpt_shard_set *set, const char *dir,
+                           const struct rl_ckpt_manifest *man, char *err, size_t errlen)
+{
+	memset(set, 0, sizeof *set);
+	set->shards = calloc((size_t)man->n_files + 1, sizeof *set->shards);
+	if (!set->shards) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < man->n_files; i++) {
+		char path[4300];
+
+		if (!is_shard(man->files[i].name))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, man->files[i].name);
+		if (rl_ckpt_shard_open(&set->shards[set->n], path, err, errlen))
+			return -1;
+		set->n++;
+	}
+	return rl_ckpt_index_build(&set->ix, set->shards, set->n, err, errlen);
+}
+
+void rl_ckpt_shard_set_close(struct rl_ckpt_shard_set *set)
+{
+	rl_ckpt_index_free(&set->ix);
+	for (int i = 0; i < set->n; i++)
+		rl_ckpt_shard_close(&set->shards[i]);
+	free(set->shards);
+	memset(set, 0, sizeof *set);
+}
+
 /* Rows and columns of a block, a one-dimensional one as a single row. */
 struct grid {
 	int64_t row0, rows, col0, cols;

@@ -2,10 +2,12 @@
  * rank asks for the block of a global tensor it holds and gets it
  * assembled from whichever pieces overlap it, in whatever files.
  * defines: struct rl_ckpt_index, rl_ckpt_index_build, rl_ckpt_index_free,
+ * struct rl_ckpt_shard_set, rl_ckpt_shard_set_open, rl_ckpt_shard_set_close,
  * struct rl_ckpt_block, rl_ckpt_fill */
 #ifndef RL_CKPT_RESHARD_H
 #define RL_CKPT_RESHARD_H
 
+#include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/shard.h"
 
 /* Every piece of some shard files, sorted by kind and tensor; points into
@@ -18,6 +20,20 @@ struct rl_ckpt_index {
 int rl_ckpt_index_build(struct rl_ckpt_index *ix, const struct rl_ckpt_shard *shards, int n_shards,
                         char *err, size_t errlen);
 void rl_ckpt_index_free(struct rl_ckpt_index *ix);
+
+/* Every shard file a manifest lists (the names ending .safetensors),
+ * mapped, and their index. */
+struct rl_ckpt_shard_set {
+	struct rl_ckpt_shard *shards;
+	int n;
+	struct rl_ckpt_index ix;
+};
+
+/* Opens the shards of DIR's manifest man; the set is freed by
+ * rl_ckpt_shard_set_close whether this succeeds or not. */
+int rl_ckpt_shard_set_open(struct rl_ckpt_shard_set *set, const char *dir,
+                           const struct rl_ckpt_manifest *man, char *err, size_t errlen);
+void rl_ckpt_shard_set_close(struct rl_ckpt_shard_set *set);
 
 /* A block of a global tensor that a rank holds. */
 struct rl_ckpt_block {

@@ -1,5 +1,4 @@
 #define _GNU_SOURCE
-#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -57,66 +56,22 @@ void rl_ckpt_choose_removals(const struct rl_ckpt_rank *c, int n, int keep_top_k
 	free(r);
 }
 
-char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t cap = 0, n = 0;
-
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	for (;;) {
-		if (n + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			char *more = cap <= (64u << 20) ? realloc(buf, cap) : NULL;
-			if (!more) {
-				snprintf(err, errlen, "%s: too large or out of memory", path);
-				goto fail;
-			}
-			buf = more;
-		}
-		size_t got = fread(buf + n, 1, cap - n - 1, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(f)) {
-		snprintf(err, errlen, "%s: read error", path);
-		goto fail;
-	}
-	fclose(f);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-fail:
-	fclose(f);
-	free(buf);
-	return NULL;
-}
-
 /* The metric of ROOT/step_N's run state; false when it has none. */
 static bool metric_of(const char *root, int64_t step, const char *name, double *v)
 {
-	char path[4200], err[256];
-	size_t len;
+	char dir[4200], err[256];
 	struct rl_ckpt_run_state s;
 	bool found = false;
 
-	snprintf(path, sizeof path, "%s/step_%" PRId64 "/%s", root, step, RL_CKPT_RUN_STATE);
-	char *text = rl_ckpt_read_text(path, &len, err, sizeof err);
-	if (!text)
+	snprintf(dir, sizeof dir, "%s/step_%" PRId64, root, step);
+	if (rl_ckpt_run_state_read(&s, dir, err, sizeof err))
 		return false;
-	if (rl_ckpt_run_state_parse(&s, text, len, path, err, sizeof err) == 0) {
-		json_t *m = json_object_get(s.metrics, name);
-		if (json_is_number(m)) {
-			*v = json_number_value(m);
-			found = true;
-		}
-		json_decref(s.metrics);
+	json_t *m = json_object_get(s.metrics, name);
+	if (json_is_number(m)) {
+		*v = json_number_value(m);
+		found = true;
 	}
-	free(text);
+	json_decref(s.metrics);
 	return found;
 }
 

@@ -1,6 +1,5 @@
 /* checkpointing.keep_top_k: which committed checkpoints stay.
- * defines: struct rl_ckpt_rank, rl_ckpt_choose_removals, rl_ckpt_retain,
- * rl_ckpt_read_text */
+ * defines: struct rl_ckpt_rank, rl_ckpt_choose_removals, rl_ckpt_retain */
 #ifndef RL_CKPT_RETAIN_H
 #define RL_CKPT_RETAIN_H
 
@@ -25,8 +24,5 @@ void rl_ckpt_choose_removals(const struct rl_ckpt_rank *c, int n, int keep_top_k
  * metric from its run state. metric_name NULL: by step. */
 int rl_ckpt_retain(const char *root, int keep_top_k, const char *metric_name, bool higher_is_better,
                    char *err, size_t errlen);
-
-/* A whole small file (at most 64 MiB), NUL-terminated; *len without it. */
-char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen);
 
 #endif

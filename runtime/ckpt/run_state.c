@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -154,4 +155,58 @@ int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_
 	json_incref(s->metrics);
 	json_decref(o);
 	return 0;
+}
+
+char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			char *more = cap <= (64u << 20) ? realloc(buf, cap) : NULL;
+			if (!more) {
+				snprintf(err, errlen, "%s: too large or out of memory", path);
+				goto fail;
+			}
+			buf = more;
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		goto fail;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+fail:
+	fclose(f);
+	free(buf);
+	return NULL;
+}
+
+int rl_ckpt_run_state_read(struct rl_ckpt_run_state *s, const char *dir, char *err, size_t errlen)
+{
+	char path[4300];
+	size_t len;
+
+	memset(s, 0, sizeof *s);
+	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_RUN_STATE);
+	char *text = rl_ckpt_read_text(path, &len, err, errlen);
+	if (!text)
+		return -1;
+	int rc = rl_ckpt_run_state_parse(s, text, len, path, err, errlen);
+	free(text);
+	return rc;
 }

@@ -4,7 +4,8 @@
  * of the step, the data order's of the epoch, a synthetic task's of the
  * problem number), see rlrun(1).
  * defines: struct rl_ckpt_run_state, rl_ckpt_model_signature,
- * rl_ckpt_run_state_json, rl_ckpt_run_state_parse */
+ * rl_ckpt_run_state_json, rl_ckpt_run_state_parse, rl_ckpt_run_state_read,
+ * rl_ckpt_read_text */
 #ifndef RL_CKPT_RUN_STATE_H
 #define RL_CKPT_RUN_STATE_H
 
@@ -48,5 +49,11 @@ char *rl_ckpt_run_state_json(const struct rl_ckpt_run_state *s);
  * then a new reference the caller releases with json_decref. */
 int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_t len,
                             const char *path, char *err, size_t errlen);
+
+/* DIR/run_state.json read and parsed, as rl_ckpt_run_state_parse. */
+int rl_ckpt_run_state_read(struct rl_ckpt_run_state *s, const char *dir, char *err, size_t errlen);
+
+/* A whole small file (at most 64 MiB), NUL-terminated; *len without it. */
+char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen);
 
 #endif

@@ -15,7 +15,6 @@
 
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/reshard.h"
-#include "runtime/ckpt/retain.h"
 #include "runtime/ckpt/run_state.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/grpo/checkpoint.h"
@@ -94,16 +93,9 @@ static bool same_metrics_step(const struct rl_ckpt_run_state *s)
 static int check_state(struct rl_trainer *t, const char *dir, int64_t step,
                        struct rl_ckpt_run_state *s, char *err, size_t errlen)
 {
-	char path[4300], sig[512];
-	size_t len;
+	char sig[512];
 
-	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_RUN_STATE);
-	char *text = rl_ckpt_read_text(path, &len, err, errlen);
-	if (!text)
-		return -1;
-	int rc = rl_ckpt_run_state_parse(s, text, len, path, err, errlen);
-	free(text);
-	if (rc)
+	if (rl_ckpt_run_state_read(s, dir, err, errlen))
 		return -1;
 	rl_ckpt_model_signature(&t->model->cfg, sig, sizeof sig);
 	if (strcmp(sig, s->model_signature) != 0) {
@@ -142,50 +134,9 @@ static int check_state(struct rl_trainer *t, const char *dir, int64_t step,
 	return 0;
 }
 
-struct shards {
-	struct rl_ckpt_shard *s;
-	int n;
-	struct rl_ckpt_index ix;
-};
-
-static void shards_close(struct shards *sh)
-{
-	rl_ckpt_index_free(&sh->ix);
-	for (int i = 0; i < sh->n; i++)
-		rl_ckpt_shard_close(&sh->s[i]);
-	free(sh->s);
-	memset(sh, 0, sizeof *sh);
-}
-
-static int shards_open(struct shards *sh, const char *dir, const struct rl_ckpt_manifest *man,
-                       char *err, size_t errlen)
-{
-	static const char ext[] = ".safetensors";
-
-	memset(sh, 0, sizeof *sh);
-	sh->s = calloc((size_t)man->n_files, sizeof *sh->s);
-	if (!sh->s) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (int i = 0; i < man->n_files; i++) {
-		const char *name = man->files[i].name;
-		size_t len = strlen(name);
-		char path[4300];
-
-		if (len < sizeof ext || strcmp(name + len - (sizeof ext - 1), ext) != 0)
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, name);
-		if (rl_ckpt_shard_open(&sh->s[sh->n], path, err, errlen))
-			return -1;
-		sh->n++;
-	}
-	return rl_ckpt_index_build(&sh->ix, sh->s, sh->n, err, errlen);
-}
-
 /* Every parameter's weights, and the moments of this rank's cut into the
  * optimizer. */
-static int load_tensors(struct rl_trainer *t, const struct shards *sh,
+static int load_tensors(struct rl_trainer *t, const struct rl_ckpt_shard_set *sh,
                         const struct rl_ckpt_run_state *s, char *err, size_t errlen)
 {
 	struct rl_model *m = t->model;
@@ -277,12 +228,12 @@ static void set_aside(struct rl_trainer *t, const char *root, int64_t step)
 static bool load(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
                  struct rl_ckpt_run_state *s, char *err, size_t errlen)
 {
-	struct shards sh = {0};
+	struct rl_ckpt_shard_set sh = {0};
 	bool ok = check_state(t, dir, man->step, s, err, errlen) == 0 &&
-	          shards_open(&sh, dir, man, err, errlen) == 0 &&
+	          rl_ckpt_shard_set_open(&sh, dir, man, err, errlen) == 0 &&
 	          load_tensors(t, &sh, s, err, errlen) == 0;
 
-	shards_close(&sh);
+	rl_ckpt_shard_set_close(&sh);
 	return all_ok(t, ok, "checkpoint load");
 }
 
