@@ -34,6 +34,18 @@ train() { # NAME NTASKS [KEY=VALUE...]
 		"env.digits.command=awk -f $reward" logger.log_dir="$work/$name" "$@"
 }
 
+# rl_compare KIND FILE REFERENCE TOLERANCE, reported as WHAT
+same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
+	what=$1
+	shift
+	if "$compare" "$@" >"$WORK/cmp" 2>&1; then
+		ok "$what ($(tail -1 "$WORK/cmp"))"
+	else
+		not_ok "$what: no, they differ:"
+		sed 's/^/  | /' "$WORK/cmp" | head -20
+	fi
+}
+
 train single 1
 [ -s "$work/single.grads" ] && [ -s "$work/single/metrics.jsonl" ] ||
 	not_ok "the single-rank run left no gradient or no metrics"
@@ -49,19 +61,10 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 	set -- $layout
 	name=$1
 	train "$@"
-	if "$compare" grads "$work/$name.grads" "$work/single.grads" 1e-5 >"$WORK/cmp" 2>&1; then
-		ok "$name: first update's gradient = single rank's ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$name: gradient differs:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
-	if "$compare" metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4 \
-		>"$WORK/cmp" 2>&1; then
-		ok "$name: ten steps' metrics = single rank's ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$name: metrics differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
+	same_as "$name: first update's gradient = single rank's" \
+		grads "$work/$name.grads" "$work/single.grads" 1e-5
+	same_as "$name: ten steps' metrics = single rank's" \
+		metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4
 done
 
 # ---- checkpoints: written by one layout, resumed by others ----
@@ -96,19 +99,10 @@ for layout in "tp2-dp2 $tp=2" "tp1-dp4" "pp2-dp2 $pp=2"; do
 			not_ok "  $name: step_4's shards differ from the original's"
 		continue
 	fi
-	if "$compare" grads "$work/$name.grads" "$work/re-tp2-dp2.grads" 1e-5 >"$WORK/cmp" 2>&1; then
-		ok "  $name: first resumed update's gradient = tp2-dp2's ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "  $name: gradient differs:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
-	if "$compare" metrics "$work/$name/metrics.jsonl" "$work/ck-steps-3-4.jsonl" 1e-4 \
-		>"$WORK/cmp" 2>&1; then
-		ok "  $name: steps 3-4 = the original run's ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "  $name: metrics differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
+	same_as "  $name: first resumed update's gradient = tp2-dp2's" \
+		grads "$work/$name.grads" "$work/re-tp2-dp2.grads" 1e-5
+	same_as "  $name: steps 3-4 = the original run's" \
+		metrics "$work/$name/metrics.jsonl" "$work/ck-steps-3-4.jsonl" 1e-4
 done
 
 # ---- what this release does not train yet says so ----
