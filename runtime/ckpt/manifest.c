@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -176,45 +178,37 @@ out:
 	return rc;
 }
 
+/* Hashed from a mapping, not read into a buffer: one copy fewer, which a
+ * resume (this, then the tensors copied out) feels (make bench). */
 int rl_ckpt_file_verify(const char *dir, const struct rl_ckpt_file *f, char *err, size_t errlen)
 {
 	char path[4200];
-	static const size_t chunk = 4 << 20;
-	XXH3_state_t *h = XXH3_createState();
-	char *buf = malloc(chunk);
-	uint64_t seen = 0;
+	struct stat st;
+	void *map = MAP_FAILED;
 	int fd = -1, rc = -1;
-	ssize_t r;
 
-	if (!h || !buf) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
 	if (join(path, sizeof path, dir, f->name, err, errlen))
 		goto out;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	XXH3_64bits_reset(h);
-	while ((r = read(fd, buf, chunk)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
-			goto out;
-		}
-		XXH3_64bits_update(h, buf, (size_t)r);
-		seen += (uint64_t)r;
-	}
-	if (seen != f->sum.bytes) {
+	if ((uint64_t)st.st_size != f->sum.bytes) {
 		snprintf(err, errlen, "%s: %" PRIu64 " bytes, the manifest says %" PRIu64, path,
-		         seen, f->sum.bytes);
+		         (uint64_t)st.st_size, f->sum.bytes);
 		goto out;
 	}
-	uint64_t got = XXH3_64bits_digest(h);
+	uint64_t got = XXH3_64bits(NULL, 0);
+	if (st.st_size > 0) {
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno));
+			goto out;
+		}
+		madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
+		got = XXH3_64bits(map, (size_t)st.st_size);
+	}
 	if (got != f->sum.xxh3) {
 		snprintf(err, errlen, "%s: xxh3 %016" PRIx64 ", the manifest says %016" PRIx64,
 		         path, got, f->sum.xxh3);
@@ -222,9 +216,9 @@ int rl_ckpt_file_verify(const char *dir, const struct rl_ckpt_file *f, char *err
 	}
 	rc = 0;
 out:
+	if (map != MAP_FAILED)
+		munmap(map, (size_t)st.st_size);
 	if (fd >= 0)
 		close(fd);
-	XXH3_freeState(h);
-	free(buf);
 	return rc;
 }

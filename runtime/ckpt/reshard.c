@@ -125,13 +125,27 @@ struct filled {
 	int64_t overlaps;
 };
 
+/* bits lo..hi-1 of one word */
+static uint64_t bit_range(int64_t lo, int64_t hi)
+{
+	uint64_t upto_hi = hi == 64 ? ~UINT64_C(0) : (UINT64_C(1) << hi) - 1;
+
+	return upto_hi & ~((UINT64_C(1) << lo) - 1);
+}
+
+/* a word at a time: a resume marks every element of every tensor */
 static void mark(struct filled *f, int64_t at, int64_t n)
 {
-	for (int64_t i = at; i < at + n; i++) {
-		uint64_t bit = UINT64_C(1) << (i & 63);
+	int64_t end = at + n;
 
-		f->overlaps += (f->bits[i >> 6] & bit) != 0;
-		f->bits[i >> 6] |= bit;
+	while (at < end) {
+		int64_t word = at >> 6, lo = at & 63;
+		int64_t hi = end - (word << 6) < 64 ? end - (word << 6) : 64;
+		uint64_t bits = bit_range(lo, hi);
+
+		f->overlaps += __builtin_popcountll(f->bits[word] & bits);
+		f->bits[word] |= bits;
+		at = (word << 6) + hi;
 	}
 }
 
