@@ -60,11 +60,15 @@ int rl_cmd_train(int argc, char **argv)
 	 * write to its pipe; the reward code reports it instead */
 	signal(SIGPIPE, SIG_IGN);
 	int trained = rl_train(&cfg, d, stdout, err, sizeof err);
-	rc = trained ? RL_EXIT_FAIL : RL_EXIT_OK;
+	rc = trained == 0                  ? RL_EXIT_OK
+	     : trained == RL_TRAIN_STOPPED ? RL_EXIT_STOPPED
+	                                   : RL_EXIT_FAIL;
 	if (trained == RL_TRAIN_AGREED_FAILURE) {
-		if (err[0])
+		if (err[0] && d)
 			fprintf(stderr, "rlrun train: rank %d: %s\n", d->rank, err);
-	} else if (rc != RL_EXIT_OK) {
+		else if (err[0])
+			fprintf(stderr, "rlrun train: %s\n", err);
+	} else if (rc == RL_EXIT_FAIL) {
 		char msg[2300];
 
 		if (!d) {

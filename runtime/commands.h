@@ -1,11 +1,12 @@
 /* The rlrun subcommands. Each returns the process exit status:
- * 0 success, 1 failure or not implemented, 2 usage error or invalid config. */
+ * 0 success, 1 failure or not implemented, 2 usage error or invalid config,
+ * 4 (train) stopped early with a checkpoint, to be resumed. */
 #ifndef RL_COMMANDS_H
 #define RL_COMMANDS_H
 
 #include <stddef.h>
 
-enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2 };
+enum { RL_EXIT_OK = 0, RL_EXIT_FAIL = 1, RL_EXIT_USAGE = 2, RL_EXIT_STOPPED = 4 };
 
 int rl_cmd_config(int argc, char **argv);
 int rl_cmd_forward(int argc, char **argv);

@@ -133,8 +133,8 @@ const struct rl_key rl_schema[] = {
      .doc = "resume from the newest complete checkpoint: if any, never, or fail without one"},
     {"checkpointing.signal", RL_T_ENUM, OFF(checkpointing.signal), "SIGUSR1",
      .choices = "SIGUSR1|SIGUSR2|SIGHUP|SIGALRM|SIGURG|SIGXCPU",
-     .doc = "signal (besides SIGTERM) that is to trigger checkpoint and requeue; not acted on "
-            "yet in this release"},
+     .doc = "signal that, like SIGTERM, makes the run save a checkpoint and requeue its "
+            "Slurm job at the next step boundary (checkpoint(5))"},
     {"checkpointing.async_save", RL_T_BOOL, OFF(checkpointing.async_save), "true",
      .doc = "write checkpoints in the background after a host copy"},
     NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",

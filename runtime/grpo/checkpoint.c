@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/retain.h"
@@ -19,6 +20,9 @@
 #include "runtime/ckpt/store.h"
 #include "runtime/grpo/checkpoint.h"
 #include "runtime/grpo/trainer.h"
+
+/* per rank, after a write: ok, shard bytes, shard xxh3, microseconds */
+enum { SUMS = 4 };
 
 void rl_trainer_param_block(const struct rl_trainer *t, int i, struct rl_ckpt_block *b)
 {
@@ -234,6 +238,21 @@ static char *run_state_text(const struct rl_trainer *t, int64_t step,
 	return text;
 }
 
+/* RL_CKPT_WRITE_DELAY (rlrun(1)): the tests' way to land a signal or a
+ * kill inside a write, between this rank's shard and the commit. */
+static void write_delay(void)
+{
+	const char *v = getenv("RL_CKPT_WRITE_DELAY");
+	double seconds = v ? strtod(v, NULL) : 0;
+
+	if (seconds > 0 && seconds < 3600) {
+		struct timespec ts = {(time_t)seconds,
+		                      (long)((seconds - (double)(time_t)seconds) * 1e9)};
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
 /* The thread's part: every file this rank contributes, made durable. */
 static int write_files(struct rl_ckpt_save *s, const char *root, int rank)
 {
@@ -245,6 +264,7 @@ static int write_files(struct rl_ckpt_save *s, const char *root, int rank)
 	snprintf(name, sizeof name, "%s/rank-%05d.safetensors", s->dir, rank);
 	if (rl_ckpt_shard_write(name, s->pieces, s->n_pieces, &s->shard_sum, s->err, sizeof s->err))
 		return -1;
+	write_delay();
 	if (rank == 0 &&
 	    (rl_ckpt_write_file(s->dir, RL_CKPT_RUN_STATE, s->run_state, strlen(s->run_state),
 	                        &s->run_state_sum, s->err, sizeof s->err) ||
@@ -265,13 +285,14 @@ static void *writer(void *arg)
 	struct writer_args *a = arg;
 
 	a->s->rc = write_files(a->s, a->root, a->rank);
+	a->s->finished = rl_now();
 	atomic_store(&a->s->written, 1);
 	free(a);
 	return NULL;
 }
 
 /* The first rank's manifest and commit, after every rank's files are
- * durable; all[3 r ..] is rank r's (ok, bytes, xxh3). */
+ * durable; all[SUMS r ..] is rank r's (ok, bytes, xxh3, microseconds). */
 static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *all, char *err,
                   size_t errlen)
 {
@@ -281,7 +302,7 @@ static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *a
 	int rc = -1;
 
 	for (int r = 0; r < n; r++)
-		if (!all[3 * r]) {
+		if (!all[SUMS * r]) {
 			snprintf(err, errlen,
 			         "checkpoint step_%" PRId64 " is not committed: rank %d could not "
 			         "write its shard (its message says why)",
@@ -295,8 +316,8 @@ static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *a
 	}
 	for (int r = 0; r < n; r++) {
 		snprintf(man.files[r].name, sizeof man.files[r].name, "rank-%05d.safetensors", r);
-		man.files[r].sum.bytes = (uint64_t)all[3 * r + 1];
-		man.files[r].sum.xxh3 = (uint64_t)all[3 * r + 2];
+		man.files[r].sum.bytes = (uint64_t)all[SUMS * r + 1];
+		man.files[r].sum.xxh3 = (uint64_t)all[SUMS * r + 2];
 	}
 	snprintf(man.files[n].name, sizeof man.files[n].name, "%s", RL_CKPT_RUN_STATE);
 	man.files[n].sum = s->run_state_sum;
@@ -336,20 +357,26 @@ int rl_trainer_save_poll(struct rl_trainer *t, bool wait, char *err, size_t errl
 	s->thread_started = false;
 	s->in_flight = false;
 
-	int64_t mine[3] = {s->rc == 0, (int64_t)s->shard_sum.bytes, (int64_t)s->shard_sum.xxh3};
-	int64_t *all = calloc((size_t)n * 3, sizeof *all);
+	int64_t mine[SUMS] = {s->rc == 0, (int64_t)s->shard_sum.bytes, (int64_t)s->shard_sum.xxh3,
+	                      (int64_t)((s->finished - s->started) * 1e6)};
+	int64_t *all = calloc((size_t)n * SUMS, sizeof *all);
 	int ok = 0;
 	if (!all) {
 		snprintf(err, errlen, "out of memory");
 		return -1; /* every rank's calloc of a few bytes fails together or not at all */
 	}
 	if (t->dist)
-		rl_comm_all_gather(t->dist->g[RL_G_WORLD], mine, all, 3, RL_COMM_I64,
+		rl_comm_all_gather(t->dist->g[RL_G_WORLD], mine, all, SUMS, RL_COMM_I64,
 		                   "checkpoint file sums");
 	else
 		memcpy(all, mine, sizeof mine);
-	if (world_rank(t) == 0)
+	if (world_rank(t) == 0) {
 		ok = commit(t, s, all, err, errlen) == 0;
+		s->last_seconds = 0;
+		for (int r = 0; r < n; r++)
+			if ((double)all[SUMS * r + 3] / 1e6 > s->last_seconds)
+				s->last_seconds = (double)all[SUMS * r + 3] / 1e6;
+	}
 	free(all);
 	if (t->dist)
 		rl_comm_broadcast(t->dist->g[RL_G_WORLD], &ok, 1, RL_COMM_I32, 0,
@@ -365,6 +392,7 @@ int rl_trainer_save_poll(struct rl_trainer *t, bool wait, char *err, size_t errl
 			         s->step);
 		return -1;
 	}
+	s->committed = s->step;
 	if (t->progress)
 		fprintf(t->progress, "rlrun train: checkpoint %s/step_%" PRId64 " committed\n",
 		        t->cfg->checkpointing.checkpoint_dir, s->step);
@@ -378,6 +406,7 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 
 	if (rl_trainer_save_poll(t, true, err, errlen))
 		return -1;
+	s->started = rl_now();
 	s->step = step;
 	s->rc = 0;
 	s->err[0] = '\0';

@@ -34,6 +34,12 @@ struct rl_ckpt_save {
 	int rc;
 	char err[1024];
 	struct rl_ckpt_file_sum shard_sum, run_state_sum, config_sum;
+	double started, finished; /* rl_now(): the host copy began, the files were durable */
+	/* after a commit: its step, and the longest any rank took from the
+	 * start of its host copy to durable files (the first rank knows it,
+	 * 0 elsewhere): what a save in the grace time would cost */
+	int64_t committed;
+	double last_seconds;
 };
 
 /* The block of the global tensor that parameter i of the model is on this

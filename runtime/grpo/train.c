@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/grpo/stop.h"
+#include "runtime/grpo/stop_signal.h"
 #include "runtime/grpo/train.h"
 #include "runtime/grpo/trainer.h"
 
@@ -103,10 +105,11 @@ static bool setup_failed_somewhere(struct rl_dist *dist, bool failed, char *err)
 	return first < dist->size;
 }
 
-int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
-             size_t errlen)
+static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+                 size_t errlen)
 {
 	struct rl_trainer t;
+	struct rl_stop stop;
 	double started, spent = 0;
 	int rc = -1;
 	bool failed = rl_trainer_setup(&t, cfg, dist, progress, err, errlen) != 0;
@@ -131,6 +134,10 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 		goto out;
 	if (progress)
 		describe(&t, progress);
+	if (t.ckpt) {
+		t.ckpt->committed = t.resumed_step;
+		rl_stop_open(&stop, &t);
+	}
 	if (t.resumed_step >= cfg->grpo.max_num_steps) {
 		if (progress)
 			fprintf(progress,
@@ -156,6 +163,14 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
+		int reason = t.ckpt ? rl_stop_due(&stop, &t, done) : 0;
+
+		if (reason) {
+			rc = rl_stop_run(&stop, &t, reason, done, saved, &last, err, errlen);
+			rc = rc ? rc : RL_TRAIN_STOPPED;
+			goto out;
+		}
+		double step_started = rl_now();
 		int got = rl_trainer_step(&t, step, &m, err, errlen);
 
 		if (got < 0)
@@ -186,6 +201,8 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 		if (rl_trainer_is_main(&t) && rl_metrics_write(&t.log, &m, err, errlen))
 			goto out;
 		last = m;
+		if (t.ckpt && rl_now() - step_started > stop.longest_step)
+			stop.longest_step = rl_now() - step_started;
 		spent = rl_now() - started;
 		if (progress)
 			rl_metrics_progress(progress, &m,
@@ -202,5 +219,19 @@ int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, 
 	rc = 0;
 out:
 	rl_trainer_free(&t);
+	return rc;
+}
+
+int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+             size_t errlen)
+{
+	/* from before the setup: a preemption while the model loads must not
+	 * kill the run before it can requeue itself */
+	if (cfg->checkpointing.enabled &&
+	    rl_stop_signal_arm(cfg->checkpointing.signal, err, errlen))
+		return -1;
+	int rc = train(cfg, dist, progress, err, errlen);
+	rl_stop_signal_disarm();
+	rl_slurm_job_done();
 	return rc;
 }

@@ -18,10 +18,15 @@ int rl_train_check(const struct rl_config *cfg, char *err, size_t errlen);
  * that failed and is empty on the others. */
 #define RL_TRAIN_AGREED_FAILURE (-2)
 
+/* rl_train's return when the run stopped early on a signal or ahead of the
+ * job's end time, as every rank agreed, with its checkpoint durable and
+ * the Slurm job requeued (when it is one). */
+#define RL_TRAIN_STOPPED 1
+
 /* Runs cfg to grpo.max_num_steps (or until the data's epochs run out),
  * writing logger.log_dir/metrics.jsonl and one progress line per step on
  * progress. dist: the run's ranks (NULL: this process alone); only the
- * first rank writes. Returns 0, RL_TRAIN_AGREED_FAILURE, or -1 with the
+ * first rank writes. Returns 0, RL_TRAIN_STOPPED, RL_TRAIN_AGREED_FAILURE, or -1 with the
  * reason in err (with several ranks, the others may be waiting for this
  * one). */
 int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,

@@ -2,7 +2,7 @@
 # Checkpoints of one process: periodic saves and keep_top_k; a run killed
 # mid-way resumes from its newest checkpoint and ends with the same
 # weights (byte for byte) and metrics (timers aside) as a run never
-# stopped; a damaged checkpoint is never loaded (an older one is); what a
+# stopped, and so does a run stopped by checkpointing.signal; a damaged checkpoint is never loaded (an older one is); what a
 # crash leaves is removed; a checkpoint of other weights or another model
 # is refused; rlrun ckpt list, verify and export.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
@@ -66,6 +66,36 @@ cmp full.ck/step_6/rank-00000.safetensors killed.ck/step_6/rank-00000.safetensor
 	not_ok "  step_6 differs"
 expect_status 0 "started once more after the last step" -- train killed
 expect_grep "$WORK/out" "nothing left to do" "  has nothing left to do"
+
+# ---- stopped by checkpointing.signal during step 3, resumed ----
+# (outside Slurm: a make check inside a job must not requeue that job)
+(
+	# shellcheck disable=SC2086
+	env -u SLURM_JOB_ID "$RLRUN" train $small checkpointing.checkpoint_dir=signal.ck \
+		logger.log_dir=signal checkpointing.signal=SIGUSR2 >signal.log 2>&1 &
+	pid=$!
+	i=0
+	while ! grep -q "^step 2/6" signal.log && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -USR2 $pid
+	wait $pid
+	echo "exit $?" >>signal.log
+)
+expect_grep signal.log "^exit 4$" "SIGUSR2 (checkpointing.signal) stops the run with exit status 4"
+stop=$(sed -n 's/^rlrun train: SIGUSR2: stopping after step \([0-9]*\) of 6$/\1/p' signal.log)
+[ -n "$stop" ] && ok "  after finishing its step ($stop)" || not_ok "  no stop line in signal.log"
+expect_grep signal.log "checkpoint signal.ck/step_$stop committed" "  with a checkpoint of step $stop"
+expect_grep signal.log "not a Slurm job, nothing to requeue: the same command resumes from step_$stop" \
+	"  and says how to resume"
+expect_status 0 "the stopped run, started again" -- train signal
+expect_grep "$WORK/out" "resuming from signal.ck/step_$stop " "  resumes from step_$stop"
+[ "$(strip_timers full/metrics.jsonl)" = "$(strip_timers signal/metrics.jsonl)" ] &&
+	ok "  its metrics.jsonl equals the uninterrupted run's, timers aside" ||
+	not_ok "  metrics differ: $(diff full/metrics.jsonl signal/metrics.jsonl | head -4)"
+cmp full.ck/step_6/rank-00000.safetensors signal.ck/step_6/rank-00000.safetensors &&
+	ok "  its step_6 equals the uninterrupted run's, byte for byte" || not_ok "  step_6 differs"
 
 # ---- a damaged newest checkpoint is never loaded ----
 cp -r full.ck damaged.ck

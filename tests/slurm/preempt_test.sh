@@ -1,0 +1,325 @@
+#!/bin/sh
+# Preemption on a real Slurm (PreemptType=preempt/partition_prio,
+# PreemptMode=REQUEUE): a GRPO job in the low partition is preempted by a
+# job in the high one; it saves a checkpoint within the grace time,
+# requeues itself, resumes when the test lifts the requeue's BeginTime, and
+# ends with the same weights (its final shards, byte for byte) and the same
+# metrics (timers aside) as a run never stopped. Three ways: at a random
+# step; landing inside a checkpoint write; and with a grace time too short
+# for a save, where the newest checkpoint is kept and the log says how many
+# steps will be redone. Then the job's end time stops a run ahead of the
+# limit (anchored at the job's start, not rlrun's), and a rank killed inside
+# a save leaves the previous checkpoint loadable and the partial one
+# ignored.
+# ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
+# shellcheck disable=SC2015
+. "$(dirname "$0")/lib.sh"
+
+host=$(uname -n)
+host=${host%%.*}
+# the node has 8 CPUs: a high job of 8 tasks needs the low job's 2
+cat >"$WORK/preempt.conf" <<EOF
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=low Nodes=$host PriorityTier=1 PreemptMode=REQUEUE GraceTime=60 State=UP
+PartitionName=short Nodes=$host PriorityTier=1 PreemptMode=REQUEUE GraceTime=8 State=UP
+PartitionName=high Nodes=$host PriorityTier=10 PreemptMode=OFF State=UP
+EOF
+CLUSTER_CONF_EXTRA=$WORK/preempt.conf
+export CLUSTER_CONF_EXTRA
+slurm_start
+
+config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
+work=$(cd "$WORK" && pwd -P)
+compare=$top_builddir/tests/tools/rl_compare
+reward=$(cd "$top_srcdir/tests/slurm" && pwd -P)/digit_reward.awk
+steps=40
+# small steps (a quarter of a second on two ranks), a checkpoint every 5,
+# two ranks cutting every tensor (tp2)
+small="grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=8
+policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16
+policy.parallel.tensor=2 data.env_name=digits checkpointing.enabled=true
+checkpointing.save_period=5"
+
+# the srun of a run that trains into $work/NAME and $work/NAME.ck
+train_cmd() { # NAME STEPS [KEY=VALUE...]
+	name=$1 n=$2
+	shift 2
+	# shellcheck disable=SC2086
+	echo "srun --mpi=pmi2 -n 2 --rl-config='$config' '$RLRUN'" $small \
+		"grpo.max_num_steps=$n 'env.digits.command=awk -f $reward'" \
+		"logger.log_dir='$work/$name' checkpointing.checkpoint_dir='$work/$name.ck'" "$@"
+}
+
+# $work/NAME.sh, a batch script of the run, saying when each start begins
+# and how its srun ended. Its environment: JOB_ENV (ENV=VALUE...), and
+# JOB_SLEEP seconds to wait before the srun.
+job_script() { # NAME STEPS [KEY=VALUE...]
+	{
+		echo '#!/bin/sh'
+		for e in ${JOB_ENV:-}; do echo "export $e"; done
+		echo 'echo "job start, restart ${SLURM_RESTART_COUNT:-0}"'
+		[ -z "${JOB_SLEEP:-}" ] || echo "sleep $JOB_SLEEP"
+		train_cmd "$@"
+		echo 'echo "srun exit $?"'
+	} >"$work/$1.sh"
+}
+
+submit() { # NAME PARTITION [SBATCH OPTIONS...]: prints the job id
+	name=$1 part=$2
+	shift 2
+	sbatch --parsable -p "$part" -n 2 --requeue --open-mode=append -o "$work/$name.out" "$@" \
+		"$work/$name.sh"
+}
+
+field() { # JOBID FIELD: from scontrol show job, empty once the job is gone
+	scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# until COMMAND succeeds, up to SECONDS; 1 when it never does
+wait_until() { # SECONDS COMMAND...
+	n=$(($1 * 10))
+	shift
+	until "$@"; do
+		n=$((n - 1))
+		[ "$n" -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+
+steps_done() { # NAME: lines in its metrics.jsonl
+	[ -s "$work/$1/metrics.jsonl" ] && wc -l <"$work/$1/metrics.jsonl" || echo 0
+}
+at_least_steps() { [ "$(steps_done "$1")" -ge "$2" ]; }
+# the job's START-th start has run its srun to the end (a requeue kills
+# the batch script of the start before: it prints no exit)
+start_ended() { # NAME START
+	[ "$(grep -c '^job start' "$work/$1.out" 2>/dev/null)" -ge "$2" ] &&
+		grep -E '^(job start|srun exit)' "$work/$1.out" | tail -1 | grep -q '^srun exit'
+}
+last_exit() { grep '^srun exit' "$work/$1.out" | tail -1 | cut -d' ' -f3; }
+requeued() { [ "$(field "$1" JobState)" = PENDING ] && [ "$(field "$1" Reason)" = BeginTime ]; }
+tmp_write() { ls -d "$work/$1.ck"/tmp_step_* >/dev/null 2>&1; }
+committed() { [ -f "$work/$1.ck/step_$2/manifest.json" ]; }
+
+# the pids of the job's rlrun processes
+ranks_of() { # JOBID
+	for p in /proc/[0-9]*; do
+		# slurmstepd starts tasks through /proc/self/exe: comm says "exe"
+		[ "$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null | head -1)" = "$RLRUN" ] || continue
+		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" && echo "${p#/proc/}"
+	done
+}
+# no process of PIDS is stopped (state T) any more
+thawed() { # PIDS...
+	for p in "$@"; do
+		[ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -c1)" != T ] || return 1
+	done
+}
+
+# The high job takes the whole node: the scheduler preempts the low one
+# within seconds. Meanwhile the ranks are held still (SIGSTOP), so the
+# signal lands where the test wants it: in the step they were stopped in.
+# Slurm sends SIGCONT before the preemption's SIGTERM: that the ranks run
+# again is how the test sees the preemption come.
+preempt_frozen() { # JOBID
+	pids=$(ranks_of "$1")
+	[ -n "$pids" ] || not_ok "job $1 has no rlrun processes to hold"
+	# shellcheck disable=SC2086
+	kill -STOP $pids
+	sbatch --parsable -p high -n 8 -o /dev/null --wrap 'sleep 1' >/dev/null ||
+		not_ok "the high-priority job was not accepted"
+	# shellcheck disable=SC2086
+	wait_until 60 thawed $pids || {
+		not_ok "job $1 was not preempted within 60 s"
+		kill -CONT $pids 2>/dev/null
+	}
+}
+
+# after the requeue: lift BeginTime, then wait for the second start to end
+resume_and_finish() { # NAME JOBID
+	if ! wait_until 60 requeued "$2"; then
+		not_ok "$1: job $2 is not requeued (state $(field "$2" JobState), reason $(field "$2" Reason))"
+		sed 's/^/  | /' "$work/$1.out" | tail -20
+		return 1
+	fi
+	ok "$1: job $2 requeued itself (pending, reason BeginTime, restarts $(field "$2" Restarts))"
+	scontrol update JobId="$2" StartTime=now
+	wait_until 120 start_ended "$1" 2 || {
+		not_ok "$1: the requeued job did not finish"
+		sed 's/^/  | /' "$work/$1.out" | tail -20
+		return 1
+	}
+}
+
+# rl_compare KIND FILE REFERENCE TOLERANCE, reported as WHAT
+same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
+	what=$1
+	shift
+	if "$compare" "$@" >"$WORK/cmp" 2>&1; then
+		ok "$what ($(tail -1 "$WORK/cmp"))"
+	else
+		not_ok "$what: no, they differ:"
+		sed 's/^/  | /' "$WORK/cmp" | head -20
+	fi
+}
+
+weights_sum() { # NAME: one checksum over the final checkpoint's shards
+	cat "$work/$1.ck/step_$steps"/rank-*.safetensors 2>/dev/null | sha256sum | cut -c1-16
+}
+
+# same weights and metrics as the run never stopped
+same_end() { # NAME
+	[ "$(last_exit "$1")" = 0 ] && ok "$1: the second start ran to the end" ||
+		not_ok "$1: the second start's srun exited $(last_exit "$1")"
+	expect_grep "$work/$1.out" "resuming from $work/$1.ck/step_[0-9]+ .*SLURM_RESTART_COUNT=1" \
+		"$1: the second start resumed from a checkpoint, restart count 1"
+	a=$(weights_sum "$1") b=$(weights_sum ref)
+	[ -n "$a" ] && [ "$a" = "$b" ] &&
+		ok "$1: final weights = the uninterrupted run's (shards' sha256 $a)" ||
+		not_ok "$1: final weights differ (sha256 ${a:-none} vs $b)"
+	same_as "$1: metrics = the uninterrupted run's, timers aside" \
+		metrics "$work/$1/metrics.jsonl" "$work/ref/metrics.jsonl" 0
+}
+
+# ---- the run never stopped ----
+job_script ref $steps
+id=$(submit ref low) && wait_until 120 start_ended ref 1 && [ "$(last_exit ref)" = 0 ] &&
+	ok "the uninterrupted run: $steps steps" || {
+	not_ok "the uninterrupted run did not finish"
+	sed 's/^/  | /' "$work/ref.out" | tail -20
+}
+
+# the stop's lines, for the log
+show() { # NAME
+	grep -E "stopping after|still being written|committed|not saving|redone|requeued|resuming" \
+		"$work/$1.out" | sed 's/^/# /'
+}
+
+# ---- preempted at a random step ----
+k=$(($(od -An -N2 -tu2 /dev/urandom) % 30 + 2))
+echo "# the job is preempted once step $k is done"
+job_script random $steps
+id=$(submit random low)
+if wait_until 60 at_least_steps random "$k"; then
+	preempt_frozen "$id"
+	if resume_and_finish random "$id"; then
+		show random
+		expect_grep "$work/random.out" "SIGTERM: stopping after step [0-9]+ of $steps \(job $id ends in [0-9]+ s\)" \
+			"random: SIGTERM seen, with the grace time left"
+		expect_grep "$work/random.out" "requeued job $id: it resumes from step_[0-9]+" \
+			"random: a checkpoint, then the requeue"
+		same_end random
+	fi
+else
+	not_ok "random: step $k never came"
+fi
+
+# ---- preempted while a checkpoint is being written ----
+# each write waits 8 s between this rank's shard and the commit; the ranks
+# are held still as soon as step_20's write has begun
+JOB_ENV=RL_CKPT_WRITE_DELAY=8 job_script inwrite $steps checkpointing.save_period=20
+id=$(submit inwrite low)
+if wait_until 60 tmp_write inwrite; then
+	preempt_frozen "$id"
+	if resume_and_finish inwrite "$id"; then
+		show inwrite
+		expect_grep "$work/inwrite.out" "checkpoint step_20 is still being written" \
+			"inwrite: the stop came while step_20 was being written"
+		# step_20 first, then the stop's own checkpoint
+		saves=$(sed -n '/stopping after/,/requeued/p' "$work/inwrite.out" |
+			sed -n 's/.*\/step_\([0-9]*\) committed/\1/p' | tr '\n' ' ')
+		stop=$(sed -n 's/.*stopping after step \([0-9]*\) .*/\1/p' "$work/inwrite.out")
+		want="20 $stop "
+		[ "$stop" != 20 ] || want="20 " # stopped at step 20's own boundary
+		[ "$saves" = "$want" ] &&
+			ok "inwrite: step_20 committed, then step_$stop, then the requeue" ||
+			not_ok "inwrite: committed after the stop: ${saves:-none} (stopped after $stop)"
+		same_end inwrite
+	fi
+else
+	not_ok "inwrite: no checkpoint write was seen in progress"
+fi
+
+# ---- a grace time too short for a save ----
+# The partition gives 8 s. A write takes 5 s here, and the last one's
+# time, with a margin, says a save would not end in time: step_20 (being
+# written when the signal comes) is the newest, and the steps after it are
+# redone.
+at_22_after_10() { committed short 10 && at_least_steps short 22; }
+JOB_ENV=RL_CKPT_WRITE_DELAY=5 job_script short $steps checkpointing.save_period=10
+id=$(submit short short)
+if wait_until 60 at_22_after_10; then
+	preempt_frozen "$id"
+	if resume_and_finish short "$id"; then
+		show short
+		expect_grep "$work/short.out" "not saving step 2[2-9]: the last checkpoint took [0-9.]+ s and [0-8] s are left" \
+			"short: no save begun that would not end"
+		expect_grep "$work/short.out" "[2-9] step\(s\) will be redone, from step_20" \
+			"short: the log says how many steps will be redone"
+		expect_grep "$work/short.out" "resuming from $work/short.ck/step_20 " \
+			"short: the second start resumes from step_20"
+		same_end short
+	fi
+else
+	not_ok "short: step 22 never came after step_10's commit"
+fi
+
+# ---- the job's end time ----
+# One minute of time limit, 20 s of it gone before rlrun starts: the run
+# must stop from Slurm's end time, counted from the job's start. Counted
+# from its own start, it would run into Slurm's kill (TIMEOUT, no requeue).
+JOB_SLEEP=20 job_script walltime 100000 checkpointing.save_period=50
+id=$(submit walltime low --time=1)
+if wait_until 100 requeued "$id"; then
+	show walltime
+	ok "walltime: job $id requeued itself before its time limit (restarts $(field "$id" Restarts))"
+	expect_grep "$work/walltime.out" "job $id ends in [0-9]+ s, too soon for another step .*: stopping after step [0-9]+ of 100000" \
+		"walltime: it stopped for the job's end time"
+	stop=$(sed -n 's/.*too soon.*stopping after step \([0-9]*\) .*/\1/p' "$work/walltime.out")
+	committed walltime "${stop:-none}" && ok "walltime: step_$stop is committed" ||
+		not_ok "walltime: no checkpoint of the step it stopped after"
+else
+	not_ok "walltime: job $id was not requeued (state $(field "$id" JobState))"
+	sed 's/^/  | /' "$work/walltime.out" | tail -20
+fi
+scancel "$id" 2>/dev/null
+
+# ---- a rank killed inside a save ----
+# step_5 is committed; step_10's shards are written and the commit waits:
+# a rank killed now leaves tmp_step_10, which the next start ignores and
+# removes, resuming from step_5 to the same end.
+# UCX's cross-memory-attach transport can kill the other rank with a fatal
+# error instead of letting it report the loss (dist_test.sh says more).
+shards_10() { committed killed 5 && [ -f "$work/killed.ck/tmp_step_10/rank-00001.safetensors" ]; }
+cmd=$(train_cmd killed $steps cluster.collective_timeout=5)
+env RL_CKPT_WRITE_DELAY=4 UCX_TLS=^cma timeout 120 sh -c "$cmd" >"$work/killed.out" 2>&1 &
+srun_pid=$!
+if wait_until 60 shards_10; then
+	# the job is the newest one running
+	victim=$(ranks_of "$(squeue -h -t R -o %i | sort -n | tail -1)" | tail -1)
+	[ -n "$victim" ] && kill -KILL "$victim"
+	wait "$srun_pid"
+	status=$?
+	[ "$status" != 0 ] && ok "killed: a rank killed inside step_10's save fails the step ($status)" ||
+		not_ok "killed: the step exited 0"
+	expect_status 0 "killed: rlrun ckpt list still works" -- "$RLRUN" ckpt list "$work/killed.ck"
+	expect_grep "$WORK/out" "^step_5 .* latest" "killed: it lists step_5 as the latest"
+	expect_grep "$WORK/out" "^tmp_step_10 +left by a crash: never loaded" \
+		"killed: and the partial tmp_step_10 as a crash's leftover"
+	timeout 120 sh -c "$cmd" >>"$work/killed.out" 2>&1 && ok "killed: the next start ran to the end" ||
+		not_ok "killed: the next start failed"
+	expect_grep "$work/killed.out" "resuming from $work/killed.ck/step_5 " \
+		"killed: it resumed from step_5"
+	[ -d "$work/killed.ck/tmp_step_10" ] && not_ok "killed: tmp_step_10 is still there" ||
+		ok "killed: the partial tmp_step_10 was removed"
+	a=$(weights_sum killed) b=$(weights_sum ref)
+	[ -n "$a" ] && [ "$a" = "$b" ] && ok "killed: final weights = the uninterrupted run's" ||
+		not_ok "killed: final weights differ (sha256 ${a:-none} vs $b)"
+	same_as "killed: metrics = the uninterrupted run's, timers aside" \
+		metrics "$work/killed/metrics.jsonl" "$work/ref/metrics.jsonl" 0
+else
+	not_ok "killed: step_10's shards never appeared"
+	kill "$srun_pid" 2>/dev/null
+fi
+finish
