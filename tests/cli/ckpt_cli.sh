@@ -14,6 +14,14 @@ small="grpo.max_num_steps=6 grpo.num_prompts_per_step=16 grpo.num_generations_pe
 policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16
 checkpointing.enabled=true checkpointing.save_period=2 checkpointing.keep_top_k=2"
 strip_timers() { sed -E 's/,"tokens_per_sec".*//' "$1"; }
+# until FILE has a line matching PATTERN, for up to a minute
+wait_line() { # FILE PATTERN
+	i=0
+	while ! grep -q "$2" "$1" && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
 
 # shellcheck disable=SC2086
 train() { # NAME [KEY=VALUE...]: checkpoints in NAME.ck, metrics in NAME/
@@ -42,11 +50,7 @@ expect_grep "$WORK/out" "every checksum matches; 20 tensors" "  checks every ten
 	"$RLRUN" train $small checkpointing.checkpoint_dir=killed.ck logger.log_dir=killed \
 		>killed.log 2>&1 &
 	pid=$!
-	i=0
-	while ! grep -q "^step 5/6" killed.log && [ $i -lt 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_line killed.log "^step 5/6"
 	kill -9 $pid
 	wait $pid
 )
@@ -74,11 +78,7 @@ expect_grep "$WORK/out" "nothing left to do" "  has nothing left to do"
 	env -u SLURM_JOB_ID "$RLRUN" train $small checkpointing.checkpoint_dir=signal.ck \
 		logger.log_dir=signal checkpointing.signal=SIGUSR2 >signal.log 2>&1 &
 	pid=$!
-	i=0
-	while ! grep -q "^step 2/6" signal.log && [ $i -lt 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	wait_line signal.log "^step 2/6"
 	kill -USR2 $pid
 	wait $pid
 	echo "exit $?" >>signal.log

@@ -15,7 +15,6 @@ slurm_start
 
 config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
 work=$(cd "$WORK" && pwd -P)
-compare=$top_builddir/tests/tools/rl_compare
 # The reward is the first response character as a digit (over 10): unlike
 # the sums the tiny model cannot do yet, it differs within a group from the
 # first step on, so the first update's gradient is not all zero (which any
@@ -32,18 +31,6 @@ train() { # NAME NTASKS [KEY=VALUE...]
 	RL_GRAD_DUMP=$work/$name.grads expect_status 0 "$name: srun --mpi=pmi2 -n $n rlrun $*" -- \
 		srun --mpi=pmi2 -n "$n" --rl-config="$config" "$RLRUN" $small data.env_name=digits \
 		"env.digits.command=awk -f $reward" logger.log_dir="$work/$name" "$@"
-}
-
-# rl_compare KIND FILE REFERENCE TOLERANCE, reported as WHAT
-same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
-	what=$1
-	shift
-	if "$compare" "$@" >"$WORK/cmp" 2>&1; then
-		ok "$what ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$what: no, they differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
 }
 
 train single 1

@@ -31,7 +31,6 @@ slurm_start
 
 config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
 work=$(cd "$WORK" && pwd -P)
-compare=$top_builddir/tests/tools/rl_compare
 reward=$(cd "$top_srcdir/tests/slurm" && pwd -P)/digit_reward.awk
 steps=40
 # small steps (a quarter of a second on two ranks), a checkpoint every 5,
@@ -150,18 +149,6 @@ resume_and_finish() { # NAME JOBID
 		sed 's/^/  | /' "$work/$1.out" | tail -20
 		return 1
 	}
-}
-
-# rl_compare KIND FILE REFERENCE TOLERANCE, reported as WHAT
-same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
-	what=$1
-	shift
-	if "$compare" "$@" >"$WORK/cmp" 2>&1; then
-		ok "$what ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$what: no, they differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
 }
 
 weights_sum() { # NAME: one checksum over the final checkpoint's shards
