@@ -27,6 +27,7 @@
 #include "runtime/ckpt/reshard.h"
 #include "runtime/ckpt/shard.h"
 #include "tests/bench/random_llama.h"
+#include "tests/bench/clock.h"
 
 enum { TENSORS = 16, COLS = 4096, REPS = 5 };
 
@@ -38,13 +39,6 @@ static const char model_json[] =
     " \"max_position_embeddings\": 1024, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,\n"
     " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"bos_token_id\": 0,\n"
     " \"eos_token_id\": 1, \"torch_dtype\": \"float32\"}\n";
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void die(const char *what, const char *err)
 {
@@ -68,11 +62,11 @@ static void evict(const char *path)
 static double run_timed(const char *cmd)
 {
 	fflush(stdout);
-	double t0 = now();
+	double t0 = bench_now();
 
 	if (system(cmd) != 0)
 		die("command failed", cmd);
-	return now() - t0;
+	return bench_now() - t0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -131,11 +125,11 @@ static void load(struct shard_bench *b, const char *dir, const struct rl_ckpt_ma
 	struct rl_ckpt_shard_set set;
 	char err[1024];
 	size_t per = (size_t)(b->rows * COLS);
-	double t0 = now();
+	double t0 = bench_now();
 
 	if (rl_ckpt_file_verify(dir, &man->files[0], err, sizeof err))
 		die("verify", err);
-	*verify = now() - t0;
+	*verify = bench_now() - t0;
 	if (rl_ckpt_shard_set_open(&set, dir, man, err, sizeof err))
 		die("open", err);
 	for (int t = 0; t < TENSORS; t++) {
@@ -173,11 +167,11 @@ static void throughput(const char *dir, size_t mb)
 		for (int turn = 0; turn < 2; turn++) {
 			if ((turn + r) % 2 == 0) {
 				unlink(shard);
-				t0 = now();
+				t0 = bench_now();
 				if (rl_ckpt_shard_write(shard, b.pieces, TENSORS, &file.sum, err,
 				                        sizeof err))
 					die("write", err);
-				save[r] = now() - t0;
+				save[r] = bench_now() - t0;
 			} else {
 				unlink(dd_file); /* as the shard: a new file, no blocks to free */
 				snprintf(cmd, sizeof cmd,
@@ -193,9 +187,9 @@ static void throughput(const char *dir, size_t mb)
 		evict(dd_file);
 		for (int turn = 0; turn < 2; turn++) {
 			if ((turn + r) % 2 == 0) {
-				t0 = now();
+				t0 = bench_now();
 				load(&b, shard_dir, &man, &verifies[r]);
-				loads[r] = now() - t0;
+				loads[r] = bench_now() - t0;
 				if (memcmp(b.data, b.back, b.bytes) != 0)
 					die("load",
 					    "the tensors read back differ from those written");

@@ -21,6 +21,7 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/omp_policy.h"
 #include "tests/bench/random_llama.h"
+#include "tests/bench/clock.h"
 
 enum { N_SEQS = 4, SEQ_LEN = 256, N_PROMPTS = 4, PROMPT_LEN = 32, NEW_TOKENS = 64 };
 
@@ -32,24 +33,17 @@ static const char config_json[] =
     " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"bos_token_id\": 0,\n"
     " \"eos_token_id\": 1, \"torch_dtype\": \"float32\"}\n";
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Seconds per call of a step, repeated for at least two seconds after one
  * warm-up call. */
 #define TIME_IT(secs, stmt)                                                                        \
 	do {                                                                                       \
 		stmt;                                                                              \
 		int reps_ = 0;                                                                     \
-		double t0_ = now(), t_;                                                            \
+		double t0_ = bench_now(), t_;                                                      \
 		do {                                                                               \
 			stmt;                                                                      \
 			reps_++;                                                                   \
-		} while ((t_ = now() - t0_) < 2.0);                                                \
+		} while ((t_ = bench_now() - t0_) < 2.0);                                          \
 		(secs) = t_ / reps_;                                                               \
 	} while (0)
 

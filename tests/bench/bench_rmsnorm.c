@@ -13,26 +13,20 @@
 #include <time.h>
 
 #include "kernels/rmsnorm.h"
+#include "tests/bench/clock.h"
 #ifdef RL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Repeats fn until at least 0.2 s have passed; seconds per call. */
 #define TIME_IT(secs, stmt)                                                                        \
 	do {                                                                                       \
 		int reps_ = 0;                                                                     \
-		double t0_ = now(), t_;                                                            \
+		double t0_ = bench_now(), t_;                                                      \
 		do {                                                                               \
 			stmt;                                                                      \
 			reps_++;                                                                   \
-		} while ((t_ = now() - t0_) < 0.2);                                                \
+		} while ((t_ = bench_now() - t0_) < 0.2);                                          \
 		(secs) = t_ / reps_;                                                               \
 	} while (0)
 
