@@ -17,6 +17,7 @@
 #include "runtime/ckpt/reshard.h"
 #include "runtime/ckpt/run_state.h"
 #include "runtime/ckpt/store.h"
+#include "runtime/ckpt/verify.h"
 #include "runtime/grpo/checkpoint.h"
 #include "runtime/grpo/trainer.h"
 
@@ -68,18 +69,6 @@ static int64_t *list_steps(struct rl_trainer *t, int *n, char *err, size_t errle
 		rl_comm_broadcast(t->dist->g[RL_G_WORLD], steps, (size_t)count, RL_COMM_I64, 0,
 		                  "checkpoint list");
 	return steps;
-}
-
-/* This rank's share of the files, and the manifest's own sense. */
-static bool verify_share(struct rl_trainer *t, const char *dir, struct rl_ckpt_manifest *man,
-                         char *why, size_t whylen)
-{
-	if (rl_ckpt_manifest_read(dir, man, why, whylen))
-		return false;
-	for (int i = rank_of(t); i < man->n_files; i += size_of(t))
-		if (rl_ckpt_file_verify(dir, &man->files[i], why, whylen))
-			return false;
-	return true;
 }
 
 static bool same_metrics_step(const struct rl_ckpt_run_state *s)
@@ -134,53 +123,73 @@ static int check_state(struct rl_trainer *t, const char *dir, int64_t step,
 	return 0;
 }
 
-/* Every parameter's weights, and the moments of this rank's cut into the
- * optimizer. */
-static int load_tensors(struct rl_trainer *t, const struct rl_ckpt_shard_set *sh,
-                        const struct rl_ckpt_run_state *s, char *err, size_t errlen)
+/* Every parameter's weights and moments of this rank's cut, as read from
+ * the checkpoint: host memory the model and optimizer do not see until
+ * the checkpoint is known good. */
+struct staged {
+	float *w, *mom1, *mom2;
+};
+
+static void staged_free(struct staged *st)
+{
+	free(st->w);
+	free(st->mom1);
+	free(st->mom2);
+	memset(st, 0, sizeof *st);
+}
+
+static int stage_tensors(struct rl_trainer *t, const struct rl_ckpt_shard_set *sh,
+                         struct staged *st, char *err, size_t errlen)
 {
 	struct rl_model *m = t->model;
-	const struct rl_ops *ops = m->ops;
 	size_t n = (size_t)m->n_elems;
-	float *w = malloc(n * sizeof *w), *mom1 = malloc(n * sizeof *mom1);
-	float *mom2 = malloc(n * sizeof *mom2);
-	int rc = -1;
 
-	if (!w || !mom1 || !mom2) {
+	st->w = malloc(n * sizeof *st->w);
+	st->mom1 = malloc(n * sizeof *st->mom1);
+	st->mom2 = malloc(n * sizeof *st->mom2);
+	if (!st->w || !st->mom1 || !st->mom2) {
 		snprintf(err, errlen, "out of memory for %zu MB of checkpoint", 3 * n * 4 >> 20);
-		goto out;
+		return -1;
 	}
 	for (int i = 0; i < m->n_params; i++) {
 		const struct rl_param *p = &m->params[i];
 		struct rl_ckpt_block b;
 
 		rl_trainer_param_block(t, i, &b);
-		if (rl_ckpt_fill(&sh->ix, RL_CKPT_WEIGHT, &b, w + p->offset, err, errlen) ||
-		    rl_ckpt_fill(&sh->ix, RL_CKPT_EXP_AVG, &b, mom1 + p->offset, err, errlen) ||
-		    rl_ckpt_fill(&sh->ix, RL_CKPT_EXP_AVG_SQ, &b, mom2 + p->offset, err, errlen))
-			goto out;
+		if (rl_ckpt_fill(&sh->ix, RL_CKPT_WEIGHT, &b, st->w + p->offset, err, errlen) ||
+		    rl_ckpt_fill(&sh->ix, RL_CKPT_EXP_AVG, &b, st->mom1 + p->offset, err, errlen) ||
+		    rl_ckpt_fill(&sh->ix, RL_CKPT_EXP_AVG_SQ, &b, st->mom2 + p->offset, err,
+		                 errlen))
+			return -1;
 	}
-	if (ops->from_host(m->flat, w, n * sizeof *w, NULL)) {
+	return 0;
+}
+
+/* The staged tensors into the model and the optimizer. */
+static int apply_staged(struct rl_trainer *t, const struct staged *st,
+                        const struct rl_ckpt_run_state *s, char *err, size_t errlen)
+{
+	struct rl_model *m = t->model;
+	const struct rl_ops *ops = m->ops;
+	size_t n = (size_t)m->n_elems;
+
+	if (ops->from_host(m->flat, st->w, n * sizeof *st->w, NULL)) {
 		snprintf(err, errlen, "the %s backend cannot take the weights", ops->name);
-		goto out;
+		return -1;
 	}
 	if (t->dist) {
-		if (rl_zero_restore(&t->zero, m, mom1, mom2, s->optimizer_steps, err, errlen))
-			goto out;
-	} else if (ops->from_host(t->opt.m, mom1, n * sizeof *mom1, NULL) ||
-	           ops->from_host(t->opt.v, mom2, n * sizeof *mom2, NULL)) {
+		if (rl_zero_restore(&t->zero, m, st->mom1, st->mom2, s->optimizer_steps, err,
+		                    errlen))
+			return -1;
+	} else if (ops->from_host(t->opt.m, st->mom1, n * sizeof *st->mom1, NULL) ||
+	           ops->from_host(t->opt.v, st->mom2, n * sizeof *st->mom2, NULL)) {
 		snprintf(err, errlen, "the %s backend cannot take the optimizer state", ops->name);
-		goto out;
+		return -1;
 	} else {
 		t->opt.step = s->optimizer_steps;
 	}
 	t->optimizer_steps = s->optimizer_steps;
-	rc = 0;
-out:
-	free(w);
-	free(mom1);
-	free(mom2);
-	return rc;
+	return 0;
 }
 
 static void say_resumed(struct rl_trainer *t, const char *dir, const struct rl_ckpt_run_state *s)
@@ -224,17 +233,26 @@ static void set_aside(struct rl_trainer *t, const char *root, int64_t step)
 		        from, strerror(errno));
 }
 
-/* Loads DIR (verified) into this rank; every rank's outcome agreed. */
-static bool load(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
-                 struct rl_ckpt_run_state *s, char *err, size_t errlen)
+/* Reads DIR into st while this rank's share of its files is checked
+ * against the manifest in a thread: *verified says whether they matched
+ * (why says why not). Returns whether the reading went well (err). */
+static bool stage(struct rl_trainer *t, const char *dir, struct rl_ckpt_manifest *man,
+                  struct rl_ckpt_run_state *s, struct staged *st, bool *verified, char *why,
+                  size_t whylen, char *err, size_t errlen)
 {
 	struct rl_ckpt_shard_set sh = {0};
+	struct rl_ckpt_verify v;
+
+	*verified = false;
+	if (rl_ckpt_manifest_read(dir, man, why, whylen))
+		return false;
+	rl_ckpt_verify_start(&v, dir, man, rank_of(t), size_of(t));
 	bool ok = check_state(t, dir, man->step, s, err, errlen) == 0 &&
 	          rl_ckpt_shard_set_open(&sh, dir, man, err, errlen) == 0 &&
-	          load_tensors(t, &sh, s, err, errlen) == 0;
-
+	          stage_tensors(t, &sh, st, err, errlen) == 0;
+	*verified = rl_ckpt_verify_join(&v, why, whylen) == 0;
 	rl_ckpt_shard_set_close(&sh);
-	return all_ok(t, ok, "checkpoint load");
+	return ok;
 }
 
 int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size_t errlen)
@@ -265,18 +283,18 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 		char dir[4200], why[1024] = "";
 
 		rl_ckpt_path(dir, sizeof dir, c->checkpoint_dir, steps[i], false, why, sizeof why);
-		bool mine = verify_share(t, dir, &man, why, sizeof why);
+		struct rl_ckpt_run_state s = {0};
+		struct staged st = {0};
+		bool mine;
+		err[0] = '\0';
+		bool read = stage(t, dir, &man, &s, &st, &mine, why, sizeof why, err, errlen);
 		if (!all_ok(t, mine, "checkpoint verification")) {
 			if (!mine)
 				fprintf(stderr, "rlrun train: rank %d: %s is not loadable: %s\n",
 				        rank_of(t), dir, why);
 			set_aside(t, c->checkpoint_dir, steps[i]);
-			rl_ckpt_manifest_free(&man);
-			continue;
-		}
-		struct rl_ckpt_run_state s = {0};
-		err[0] = '\0';
-		if (load(t, dir, &man, &s, err, errlen)) {
+		} else if (all_ok(t, read && apply_staged(t, &st, &s, err, errlen) == 0,
+		                  "checkpoint load")) {
 			loaded = true;
 			*done_steps = s.step;
 			say_resumed(t, dir, &s);
@@ -288,6 +306,7 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 				snprintf(err, errlen, "%s could not be loaded on another rank",
 				         dir);
 		}
+		staged_free(&st);
 		json_decref(s.metrics);
 		rl_ckpt_manifest_free(&man);
 	}
