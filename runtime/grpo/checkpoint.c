@@ -19,6 +19,7 @@
 #include "runtime/ckpt/run_state.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/grpo/checkpoint.h"
+#include "runtime/grpo/slurm_job.h"
 #include "runtime/grpo/trainer.h"
 
 /* per rank, after a write: ok, shard bytes, shard xxh3, microseconds */
@@ -42,16 +43,6 @@ void rl_trainer_param_block(const struct rl_trainer *t, int i, struct rl_ckpt_bl
 		rl_split_range(p->full_shape[p->split_dim], m->shard.tp.size, m->shard.tp.rank,
 		               &b->offset[p->split_dim], &len);
 	}
-}
-
-static int world_rank(const struct rl_trainer *t)
-{
-	return t->dist ? t->dist->rank : 0;
-}
-
-static int world_size(const struct rl_trainer *t)
-{
-	return t->dist ? t->dist->size : 1;
 }
 
 static int axis_size(const struct rl_trainer *t, enum rl_axis a)
@@ -200,29 +191,25 @@ static char *config_text(const struct rl_config *cfg)
 	return text;
 }
 
-static int64_t env_int(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v ? strtoll(v, NULL, 10) : 0;
-}
-
 static char *run_state_text(const struct rl_trainer *t, int64_t step,
                             const struct rl_step_metrics *m)
 {
+	struct rl_slurm_job job;
+
+	rl_slurm_job_from_env(&job);
 	struct rl_ckpt_run_state s = {
 	    .step = step,
 	    .optimizer_steps = t->optimizer_steps,
 	    .consumed_samples = step * t->samples_per_step,
 	    .seed = (uint64_t)t->cfg->grpo.seed,
 	    .reference_xxh3 = t->reference_xxh3,
-	    .world_size = world_size(t),
+	    .world_size = rl_trainer_world_size(t),
 	    .tensor = axis_size(t, RL_AXIS_TP),
 	    .pipeline = axis_size(t, RL_AXIS_PP),
 	    .context = axis_size(t, RL_AXIS_CP),
 	    .data = axis_size(t, RL_AXIS_DP),
-	    .slurm_job_id = env_int("SLURM_JOB_ID"),
-	    .restart_count = (int)env_int("SLURM_RESTART_COUNT"),
+	    .slurm_job_id = job.id,
+	    .restart_count = job.restart_count,
 	    .metrics = rl_metrics_json(m),
 	};
 	struct rl_data_position pos;
@@ -297,7 +284,7 @@ static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *a
                   size_t errlen)
 {
 	const struct rl_cfg_checkpointing *c = &t->cfg->checkpointing;
-	int n = world_size(t);
+	int n = rl_trainer_world_size(t);
 	struct rl_ckpt_manifest man = {.step = s->step, .world_size = n};
 	int rc = -1;
 
@@ -342,7 +329,7 @@ out:
 int rl_trainer_save_poll(struct rl_trainer *t, bool wait, char *err, size_t errlen)
 {
 	struct rl_ckpt_save *s = t->ckpt;
-	int n = world_size(t);
+	int n = rl_trainer_world_size(t);
 
 	if (!s || !s->in_flight)
 		return 0;
@@ -370,7 +357,7 @@ int rl_trainer_save_poll(struct rl_trainer *t, bool wait, char *err, size_t errl
 		                   "checkpoint file sums");
 	else
 		memcpy(all, mine, sizeof mine);
-	if (world_rank(t) == 0) {
+	if (rl_trainer_rank(t) == 0) {
 		ok = commit(t, s, all, err, errlen) == 0;
 		s->last_seconds = 0;
 		for (int r = 0; r < n; r++)
@@ -386,7 +373,7 @@ int rl_trainer_save_poll(struct rl_trainer *t, bool wait, char *err, size_t errl
 		return -1;
 	}
 	if (!ok) {
-		if (world_rank(t) != 0)
+		if (rl_trainer_rank(t) != 0)
 			snprintf(err, errlen,
 			         "checkpoint step_%" PRId64 " was not committed (rank 0 says why)",
 			         s->step);
@@ -420,7 +407,7 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 	}
 	if (copy_to_host(t, s, err, errlen))
 		return -1;
-	if (world_rank(t) == 0) {
+	if (rl_trainer_rank(t) == 0) {
 		s->run_state = run_state_text(t, step, m);
 		s->config = config_text(t->cfg);
 		if (!s->run_state || !s->config) {
@@ -431,7 +418,8 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 	s->in_flight = true;
 	struct writer_args *a = malloc(sizeof *a);
 	if (a) {
-		*a = (struct writer_args){s, t->cfg->checkpointing.checkpoint_dir, world_rank(t)};
+		*a = (struct writer_args){s, t->cfg->checkpointing.checkpoint_dir,
+		                          rl_trainer_rank(t)};
 		if (t->cfg->checkpointing.async_save &&
 		    pthread_create(&s->thread, NULL, writer, a) == 0)
 			s->thread_started = true;

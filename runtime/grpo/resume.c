@@ -21,16 +21,6 @@
 #include "runtime/grpo/checkpoint.h"
 #include "runtime/grpo/trainer.h"
 
-static int rank_of(const struct rl_trainer *t)
-{
-	return t->dist ? t->dist->rank : 0;
-}
-
-static int size_of(const struct rl_trainer *t)
-{
-	return t->dist ? t->dist->size : 1;
-}
-
 /* true on every rank when it is true on every rank */
 static bool all_ok(struct rl_trainer *t, bool ok, const char *what)
 {
@@ -48,7 +38,7 @@ static int64_t *list_steps(struct rl_trainer *t, int *n, char *err, size_t errle
 	struct rl_ckpt_listing l = {0};
 	int count = -1;
 
-	if (rank_of(t) == 0 &&
+	if (rl_trainer_rank(t) == 0 &&
 	    rl_ckpt_scan(t->cfg->checkpointing.checkpoint_dir, &l, err, errlen) == 0)
 		count = l.n;
 	if (t->dist)
@@ -62,7 +52,7 @@ static int64_t *list_steps(struct rl_trainer *t, int *n, char *err, size_t errle
 	int64_t *steps = calloc((size_t)count, sizeof *steps);
 	if (!steps)
 		abort(); /* a few bytes; the others would wait in the broadcast */
-	if (rank_of(t) == 0)
+	if (rl_trainer_rank(t) == 0)
 		memcpy(steps, l.steps, (size_t)count * sizeof *steps);
 	rl_ckpt_listing_free(&l);
 	if (t->dist)
@@ -218,7 +208,8 @@ static void set_aside(struct rl_trainer *t, const char *root, int64_t step)
 {
 	char from[4200], to[4300], why[256];
 
-	if (rank_of(t) != 0 || rl_ckpt_path(from, sizeof from, root, step, false, why, sizeof why))
+	if (rl_trainer_rank(t) != 0 ||
+	    rl_ckpt_path(from, sizeof from, root, step, false, why, sizeof why))
 		return;
 	snprintf(to, sizeof to, "%s/rejected_step_%" PRId64, root, step);
 	if (rename(from, to) == 0)
@@ -246,7 +237,7 @@ static bool stage(struct rl_trainer *t, const char *dir, struct rl_ckpt_manifest
 	*verified = false;
 	if (rl_ckpt_manifest_read(dir, man, why, whylen))
 		return false;
-	rl_ckpt_verify_start(&v, dir, man, rank_of(t), size_of(t));
+	rl_ckpt_verify_start(&v, dir, man, rl_trainer_rank(t), rl_trainer_world_size(t));
 	bool ok = check_state(t, dir, man->step, s, err, errlen) == 0 &&
 	          rl_ckpt_shard_set_open(&sh, dir, man, err, errlen) == 0 &&
 	          stage_tensors(t, &sh, st, err, errlen) == 0;
@@ -265,7 +256,7 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 
 	*done_steps = 0;
 	if (n < 0) {
-		if (rank_of(t) != 0)
+		if (rl_trainer_rank(t) != 0)
 			snprintf(err, errlen, "rank 0 cannot list %s", c->checkpoint_dir);
 		return -1;
 	}
@@ -291,7 +282,7 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 		if (!all_ok(t, mine, "checkpoint verification")) {
 			if (!mine)
 				fprintf(stderr, "rlrun train: rank %d: %s is not loadable: %s\n",
-				        rank_of(t), dir, why);
+				        rl_trainer_rank(t), dir, why);
 			set_aside(t, c->checkpoint_dir, steps[i]);
 		} else if (all_ok(t, read && apply_staged(t, &st, &s, err, errlen) == 0,
 		                  "checkpoint load")) {
@@ -326,12 +317,12 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 		        n, c->checkpoint_dir);
 	/* what a crash left behind goes before anything new is written */
 	int cleaned = 0;
-	if (rank_of(t) == 0)
+	if (rl_trainer_rank(t) == 0)
 		cleaned = rl_ckpt_clean_leftovers(c->checkpoint_dir, err, errlen) == 0;
 	if (t->dist)
 		rl_comm_broadcast(t->dist->g[RL_G_WORLD], &cleaned, 1, RL_COMM_I32, 0,
 		                  "checkpoint leftovers");
-	if (!cleaned && rank_of(t) != 0)
+	if (!cleaned && rl_trainer_rank(t) != 0)
 		snprintf(err, errlen, "rank 0 cannot clean %s", c->checkpoint_dir);
 	return cleaned ? 0 : -1;
 }

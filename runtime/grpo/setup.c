@@ -184,9 +184,19 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	                           total, err, errlen);
 }
 
+int rl_trainer_rank(const struct rl_trainer *t)
+{
+	return t->dist ? t->dist->rank : 0;
+}
+
+int rl_trainer_world_size(const struct rl_trainer *t)
+{
+	return t->dist ? t->dist->size : 1;
+}
+
 bool rl_trainer_is_main(const struct rl_trainer *t)
 {
-	return !t->dist || t->dist->rank == 0;
+	return rl_trainer_rank(t) == 0;
 }
 
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,

@@ -47,14 +47,19 @@ static bool init_slurm(char *why, size_t whylen)
 	return true;
 }
 
-void rl_slurm_job_query(struct rl_slurm_job *j)
+void rl_slurm_job_from_env(struct rl_slurm_job *j)
 {
-	job_info_msg_t *msg = NULL;
-
 	j->id = env_u32("SLURM_JOB_ID");
 	j->restart_count = (int)env_u32("SLURM_RESTART_COUNT");
 	j->known = false;
 	j->why[0] = '\0';
+}
+
+void rl_slurm_job_query(struct rl_slurm_job *j)
+{
+	job_info_msg_t *msg = NULL;
+
+	rl_slurm_job_from_env(j);
 	if (!j->id) {
 		snprintf(j->why, sizeof j->why, "not a Slurm job (no SLURM_JOB_ID)");
 		return;

@@ -1,7 +1,7 @@
 /* The Slurm job a run belongs to, as its controller sees it: when it must
  * end, whether it can be requeued, and the requeue itself (libslurm).
- * defines: struct rl_slurm_job, rl_slurm_job_query, rl_slurm_job_requeue,
- * rl_slurm_job_done */
+ * defines: struct rl_slurm_job, rl_slurm_job_from_env, rl_slurm_job_query,
+ * rl_slurm_job_requeue, rl_slurm_job_done */
 #ifndef RL_GRPO_SLURM_JOB_H
 #define RL_GRPO_SLURM_JOB_H
 
@@ -21,7 +21,11 @@ struct rl_slurm_job {
 	char why[256];     /* why !known, for a warning */
 };
 
-/* Reads SLURM_JOB_ID and SLURM_RESTART_COUNT, then asks the controller
+/* Only what the environment says: SLURM_JOB_ID and SLURM_RESTART_COUNT
+ * (0 when unset); the rest unknown. Asks no one. */
+void rl_slurm_job_from_env(struct rl_slurm_job *j);
+
+/* rl_slurm_job_from_env, then asks the controller
  * (when the job has an id) for the rest. Never fails: what it cannot learn
  * stays unknown, with the reason in why. Call again to see a changed end
  * time (a preemption moves it to the end of the grace time). */

@@ -22,11 +22,6 @@
  * exit of every rank before Slurm kills them. */
 #define SLACK_SECONDS 10.0
 
-static bool first_rank(const struct rl_trainer *t)
-{
-	return !t->dist || t->dist->rank == 0;
-}
-
 static void signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sigabbrev_np(sig);
@@ -71,7 +66,7 @@ void rl_stop_open(struct rl_stop *s, struct rl_trainer *t)
 	char end[64] = "";
 
 	memset(s, 0, sizeof *s);
-	if (!first_rank(t))
+	if (!rl_trainer_is_main(t))
 		return;
 	query(s);
 	if (!t->progress)
@@ -110,7 +105,7 @@ int rl_stop_due(struct rl_stop *s, struct rl_trainer *t, int64_t done)
 {
 	int reason = rl_stop_signal_caught();
 
-	if (first_rank(t) && !reason && s->job.id) {
+	if (rl_trainer_is_main(t) && !reason && s->job.id) {
 		if (rl_now() - s->job_queried >= REQUERY_SECONDS)
 			query(s);
 		/* only after a step of this process: a time limit too short
@@ -174,7 +169,7 @@ static bool choose_save(struct rl_stop *s, struct rl_trainer *t, int reason, int
 int rl_stop_run(struct rl_stop *s, struct rl_trainer *t, int reason, int64_t done, int64_t saved,
                 const struct rl_step_metrics *m, char *err, size_t errlen)
 {
-	int save = first_rank(t) ? choose_save(s, t, reason, done, saved) : 0;
+	int save = rl_trainer_is_main(t) ? choose_save(s, t, reason, done, saved) : 0;
 
 	if (t->dist)
 		rl_comm_broadcast(t->dist->g[RL_G_WORLD], &save, 1, RL_COMM_I32, 0, "stop: save");
@@ -188,7 +183,7 @@ int rl_stop_run(struct rl_stop *s, struct rl_trainer *t, int reason, int64_t don
 		return -1;
 
 	int requeued = 1;
-	if (first_rank(t)) {
+	if (rl_trainer_is_main(t)) {
 		int64_t newest = t->ckpt->committed;
 		FILE *out = t->progress;
 		char from[64];
@@ -223,7 +218,7 @@ int rl_stop_run(struct rl_stop *s, struct rl_trainer *t, int reason, int64_t don
 	if (t->dist)
 		rl_comm_broadcast(t->dist->g[RL_G_WORLD], &requeued, 1, RL_COMM_I32, 0,
 		                  "stop: requeue");
-	if (!requeued && !first_rank(t))
+	if (!requeued && !rl_trainer_is_main(t))
 		err[0] = '\0';
 	return requeued ? 0 : RL_TRAIN_AGREED_FAILURE;
 }

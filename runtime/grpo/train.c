@@ -201,8 +201,9 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		if (rl_trainer_is_main(&t) && rl_metrics_write(&t.log, &m, err, errlen))
 			goto out;
 		last = m;
-		if (t.ckpt && rl_now() - step_started > stop.longest_step)
-			stop.longest_step = rl_now() - step_started;
+		double step_seconds = rl_now() - step_started;
+		if (t.ckpt && step_seconds > stop.longest_step)
+			stop.longest_step = step_seconds;
 		spent = rl_now() - started;
 		if (progress)
 			rl_metrics_progress(progress, &m,

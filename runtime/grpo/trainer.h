@@ -1,7 +1,7 @@
 /* Everything one GRPO run holds between steps, shared by the files of the
  * trainer (setup, the step, the policy passes); not a public API.
  * defines: struct rl_trainer, rl_mb_token_budget, rl_trainer_setup, rl_trainer_free,
- * rl_trainer_open_metrics,
+ * rl_trainer_open_metrics, rl_trainer_rank, rl_trainer_world_size, rl_trainer_is_main,
  * rl_trainer_step, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
  * rl_policy_train */
 #ifndef RL_GRPO_TRAINER_H
@@ -75,7 +75,11 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 /* After a resume (or none): the first rank's metrics.jsonl, continued
  * after the resumed step, or started afresh with an earlier run's kept. */
 int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen);
-/* The rank that writes the metrics and speaks on the terminal. */
+/* This process's rank among the run's, and their number (0 and 1 in one
+ * process). */
+int rl_trainer_rank(const struct rl_trainer *t);
+int rl_trainer_world_size(const struct rl_trainer *t);
+/* The rank that writes the metrics and speaks on the terminal: rank 0. */
 bool rl_trainer_is_main(const struct rl_trainer *t);
 void rl_trainer_free(struct rl_trainer *t);
 
