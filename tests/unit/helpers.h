@@ -1,5 +1,5 @@
 /* Test helpers: write a config into a fresh temporary directory, load it
- * with the real loader, and look at the diagnostics. */
+ * with the real loader, and look at the diagnostics; read a file whole. */
 #ifndef RL_TEST_HELPERS_H
 #define RL_TEST_HELPERS_H
 
@@ -36,6 +36,24 @@ static inline void remove_tree(const char *dir)
 	cr_assert_geq(asprintf(&cmd, "rm -rf '%s'", dir), 0);
 	cr_assert_eq(system(cmd), 0);
 	free(cmd);
+}
+
+/* The whole file, with *len its size, followed by a NUL (for text). */
+static inline void *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "cannot open %s", path);
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	cr_assert_geq(n, 0);
+	rewind(f);
+	char *buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return buf;
 }
 
 /* The diagnostics as printed, one string, for substring checks. */

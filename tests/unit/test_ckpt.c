@@ -47,22 +47,6 @@ static bool exists(const char *dir, const char *name)
 	return yes;
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "cannot open %s", path);
-	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-	long n = ftell(f);
-	cr_assert_geq(n, 0);
-	rewind(f);
-	unsigned char *buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 /* ---- global tensors and the pieces a writer layout makes of them ---- */
 
 struct tensor_def {
@@ -709,8 +693,7 @@ static char *read_all(const char *dir, const char *name)
 {
 	char *path = path_in(dir, name);
 	size_t len;
-	char *text = (char *)slurp(path, &len);
-	text[len] = '\0';
+	char *text = slurp(path, &len);
 	free(path);
 	return text;
 }

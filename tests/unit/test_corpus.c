@@ -5,23 +5,6 @@
 
 #include <dirent.h>
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	char *buf = NULL;
-	size_t cap = 0;
-	FILE *mem = open_memstream(&buf, &cap);
-	char chunk[4096];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		fwrite(chunk, 1, n, mem);
-	fclose(f);
-	fclose(mem);
-	*len = cap;
-	return buf;
-}
-
 static char *print_config(const struct rl_config *c)
 {
 	char *out = NULL;

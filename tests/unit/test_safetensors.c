@@ -17,6 +17,7 @@
 
 #include "runtime/model/safetensors.h"
 #include "tests/unit/gradcheck.h"
+#include "tests/unit/helpers.h"
 
 static char err[1024];
 
@@ -29,42 +30,11 @@ static char *fixture(const char *name)
 	return p;
 }
 
-static char *tmp_dir(void)
-{
-	char *t = strdup("/tmp/rl-st-XXXXXX");
-	cr_assert_not_null(mkdtemp(t));
-	return t;
-}
-
 static char *join(const char *dir, const char *name)
 {
 	char *p = NULL;
 	cr_assert_geq(asprintf(&p, "%s/%s", dir, name), 0);
 	return p;
-}
-
-static void remove_tree(const char *dir)
-{
-	char *cmd = NULL;
-	cr_assert_geq(asprintf(&cmd, "rm -rf '%s'", dir), 0);
-	cr_assert_eq(system(cmd), 0);
-	free(cmd);
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "cannot open %s", path);
-	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-	long n = ftell(f);
-	cr_assert_geq(n, 0);
-	rewind(f);
-	unsigned char *b = malloc((size_t)n + 1);
-	cr_assert_not_null(b);
-	cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return b;
 }
 
 static void spill(const char *path, const void *p, size_t n)
