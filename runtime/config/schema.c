@@ -151,7 +151,7 @@ const struct rl_key rl_schema[] = {
     NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
                    "chat templates are not implemented yet"),
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
-     .doc = "op backend; auto: cuda where a GPU is visible, else cpu"},
+     .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
      SIZE_RANGE(1), .doc = "samples per optimizer update"},
     {"policy.train_micro_batch_size", RL_T_INT, OFF(policy.train_micro_batch_size), "4",

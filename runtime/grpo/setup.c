@@ -10,6 +10,7 @@
 #include "runtime/generate/sampler.h"
 #include "runtime/grpo/train.h"
 #include "runtime/grpo/trainer.h"
+#include "runtime/model/backend.h"
 #include "runtime/model/builtin.h"
 #include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
@@ -18,12 +19,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 {
 	const struct rl_cfg_parallel *par = &c->policy.parallel;
 
-	if (strcmp(c->policy.backend, "cuda") == 0) {
-		snprintf(err, errlen,
-		         "policy.backend: cuda cannot train yet (its op table has "
-		         "only RMSNorm); use policy.backend=cpu");
-		return -1;
-	}
 	if (strcmp(c->policy.precision, "float32") != 0) {
 		snprintf(err, errlen,
 		         "policy.precision: %s training is not implemented on the cpu backend yet; "
@@ -47,24 +42,57 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* The reference policy is the weights as loaded; a resume checks that
+ * they are still what the checkpoint's run started from. */
+static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_model *m = t->model;
+	size_t bytes = (size_t)m->n_elems * sizeof(float);
+	float *host;
+
+	if (m->ops == &rl_ops_cpu) {
+		t->reference_xxh3 = XXH3_64bits(m->flat, bytes);
+		return 0;
+	}
+	if (!(host = malloc(bytes ? bytes : 1))) {
+		snprintf(err, errlen, "out of memory for a host copy of the weights (%zu bytes)",
+		         bytes);
+		return -1;
+	}
+	if (m->ops->to_host(host, m->flat, bytes, NULL)) {
+		snprintf(err, errlen, "the %s backend cannot copy the weights to host memory",
+		         m->ops->name);
+		free(host);
+		return -1;
+	}
+	t->reference_xxh3 = XXH3_64bits(host, bytes);
+	free(host);
+	return 0;
+}
+
 static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
 	const char *tok_dir =
 	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
 
+	const struct rl_ops *ops;
+	char desc[300];
+
+	if (rl_backend_pick(c->policy.backend, t->dist ? t->dist->size : 1, &ops, desc, sizeof desc,
+	                    err, errlen))
+		return -1;
+	if (ops != &rl_ops_cpu && t->progress)
+		fprintf(t->progress, "rlrun train: backend %s\n", desc);
 	if (rl_builtin_is(c->policy.model_name)) {
-		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, &rl_ops_cpu,
+		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, ops,
 		                         &t->model, err, errlen))
 			return -1;
-	} else if (rl_model_load(&t->model, c->policy.model_name, &rl_ops_cpu, err, errlen)) {
+	} else if (rl_model_load(&t->model, c->policy.model_name, ops, err, errlen)) {
 		return -1;
 	}
-	/* the reference policy is these weights; a resume checks that they
-	 * are still what the checkpoint's run started from */
-	if (t->model->ops == &rl_ops_cpu)
-		t->reference_xxh3 =
-		    XXH3_64bits(t->model->flat, (size_t)t->model->n_elems * sizeof(float));
+	if (reference_hash(t, err, errlen))
+		return -1;
 	if (t->dist) {
 		/* every rank builds the whole model, then keeps its cut of it */
 		const struct rl_cfg_parallel *par = &c->policy.parallel;

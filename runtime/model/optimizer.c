@@ -34,11 +34,27 @@ void rl_optimizer_free(struct rl_optimizer *o)
 	o->m = o->v = NULL;
 }
 
+/* The op leaves the total in backend memory (on a GPU, where the partial
+ * sums are); one double comes back. */
+static int sum_squares(const struct rl_ops *ops, const float *x, int64_t n, double *out)
+{
+	double *total = ops->alloc(sizeof *total);
+	int rc = !total || ops->zero(total, sizeof *total, NULL) ||
+	                 ops->sum_squares(total, x, n, NULL) ||
+	                 ops->to_host(out, total, sizeof *out, NULL)
+	             ? -1
+	             : 0;
+
+	if (total)
+		ops->release(total);
+	return rc;
+}
+
 int rl_clip_grad_norm(struct rl_model *m, double max_norm, double *norm)
 {
 	double ss = 0.0;
 
-	if (m->ops->sum_squares(&ss, m->flat_grad, m->n_elems, NULL))
+	if (sum_squares(m->ops, m->flat_grad, m->n_elems, &ss))
 		return -1;
 	*norm = sqrt(ss);
 	if (max_norm <= 0)

@@ -1,0 +1,82 @@
+/* What every CUDA kernel file shares: the warp and block reductions, the
+ * alignment test of the vector paths and the launch-result convention of the
+ * op table (0, or -1 on a launch error). Device code only sees this header;
+ * the public contracts stay in kernels/<op>.h.
+ * defines: RL_WARP, rl_warp_sum, rl_warp_max, rl_block_sum, rl_aligned16,
+ * rl_ceil_div, rl_stream, rl_launched */
+#ifndef RL_KERNELS_CUDA_COMMON_CUH
+#define RL_KERNELS_CUDA_COMMON_CUH
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#define RL_WARP 32
+
+static __device__ __forceinline__ float rl_warp_sum(float v)
+{
+	for (int o = RL_WARP / 2; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ __forceinline__ double rl_warp_sum(double v)
+{
+	for (int o = RL_WARP / 2; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ __forceinline__ float rl_warp_max(float v)
+{
+	for (int o = RL_WARP / 2; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* The sum over a block of THREADS threads (a multiple of the warp size),
+ * given to every thread, so no broadcast is needed afterwards. The butterfly
+ * order is fixed, so the result is the same bits on every run. The scratch
+ * is reused after a barrier, so one block may call this more than once. */
+template <int THREADS, typename T> static __device__ T rl_block_sum(T v)
+{
+	static_assert(THREADS % RL_WARP == 0 && THREADS <= RL_WARP * RL_WARP,
+	              "whole warps, at most one warp of warp sums");
+	__shared__ T warp_sums[THREADS / RL_WARP];
+	int lane = threadIdx.x % RL_WARP;
+	int warp = threadIdx.x / RL_WARP;
+
+	v = rl_warp_sum(v);
+	__syncthreads(); /* an earlier call may still be reading warp_sums */
+	if (lane == 0)
+		warp_sums[warp] = v;
+	__syncthreads();
+	v = lane < THREADS / RL_WARP ? warp_sums[lane] : T(0);
+	return rl_warp_sum(v);
+}
+
+static inline bool rl_aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
+static inline __host__ __device__ int64_t rl_ceil_div(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* The op table's stream argument: NULL is the legacy default stream, which
+ * the NCCL backend also uses, so both see one order of work. */
+static inline cudaStream_t rl_stream(void *stream)
+{
+	return stream ? (cudaStream_t)stream : cudaStreamLegacy;
+}
+
+/* After a launch: 0, or -1 when the launch failed (bad configuration, no
+ * device). Asynchronous faults surface at the next synchronising call. */
+static inline int rl_launched(void)
+{
+	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+#endif

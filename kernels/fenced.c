@@ -1,0 +1,356 @@
+/* The fenced backend: the CPU ops behind device-memory rules, so that CI,
+ * which has no GPU, still proves that the runtime treats backend memory as
+ * the CUDA backend needs it treated.
+ *
+ * Its memory is ordinary host memory handed out under a tagged address:
+ * bit 54 set makes the pointer non-canonical on x86-64 and outside the user
+ * half on arm64 (whose top-byte-ignore covers bits 56..63 only), so code
+ * that reads or writes backend memory directly faults at once, as it would
+ * with a device pointer. Offsets added to a tagged pointer keep the tag.
+ * Every op checks that each pointer the contract calls backend memory is
+ * tagged and each host pointer is not (the converse mistake, a host array
+ * handed to a kernel, is as fatal on a GPU), then removes the tags and runs
+ * the CPU op, so a run on this table must give the CPU table's numbers to
+ * the bit. A breach is printed with the op and argument and fails the op.
+ * defines: rl_ops_fenced, rl_fenced_untag */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/fenced.h"
+#include "kernels/ops.h"
+
+#define TAG ((uintptr_t)1 << 54)
+
+static void *tag(void *p)
+{
+	return p ? (void *)((uintptr_t)p | TAG) : NULL;
+}
+
+void *rl_fenced_untag(const void *p)
+{
+	return (void *)((uintptr_t)p & ~TAG);
+}
+
+static int breach(const char *op, const char *arg, const char *want)
+{
+	fprintf(stderr, "fenced backend: %s: %s is %s\n", op, arg, want);
+	return -1;
+}
+
+/* Backend memory: tagged, or NULL where the contract allows it. */
+static int dev(const char *op, const char *arg, const void *p, int nullable)
+{
+	if (!p)
+		return nullable ? 0 : breach(op, arg, "NULL");
+	if (!((uintptr_t)p & TAG))
+		return breach(op, arg, "host memory where the op needs backend memory");
+	return 0;
+}
+
+static int host(const char *op, const char *arg, const void *p)
+{
+	if (p && ((uintptr_t)p & TAG))
+		return breach(op, arg, "backend memory where the op needs host memory");
+	return 0;
+}
+
+#define U(p)           rl_fenced_untag(p)
+#define DEV(p)         dev(__func__, #p, p, 0)
+#define DEV_OR_NULL(p) dev(__func__, #p, p, 1)
+
+static void *fenced_alloc(size_t bytes)
+{
+	return tag(rl_ops_cpu.alloc(bytes));
+}
+
+static void fenced_release(void *p)
+{
+	if (p && !DEV(p))
+		rl_ops_cpu.release(U(p));
+}
+
+static int fenced_zero(void *p, size_t bytes, void *stream)
+{
+	if (!bytes)
+		return 0;
+	return DEV(p) ? -1 : rl_ops_cpu.zero(U(p), bytes, stream);
+}
+
+static int fenced_to_host(void *dst, const void *src, size_t bytes, void *stream)
+{
+	if (!bytes)
+		return 0;
+	if (host(__func__, "dst", dst) || DEV(src))
+		return -1;
+	return rl_ops_cpu.to_host(dst, U(src), bytes, stream);
+}
+
+static int fenced_from_host(void *dst, const void *src, size_t bytes, void *stream)
+{
+	if (!bytes)
+		return 0;
+	if (DEV(dst) || host(__func__, "src", src))
+		return -1;
+	return rl_ops_cpu.from_host(U(dst), src, bytes, stream);
+}
+
+static int fenced_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+	if (!bytes)
+		return 0;
+	if (DEV(dst) || DEV(src))
+		return -1;
+	return rl_ops_cpu.copy(U(dst), U(src), bytes, stream);
+}
+
+static int fenced_embedding_forward(float *out, const int32_t *ids, const float *table, int n,
+                                    int dim, int vocab, void *stream)
+{
+	if (DEV(out) || DEV(ids) || DEV(table))
+		return -1;
+	return rl_ops_cpu.embedding_forward(U(out), U(ids), U(table), n, dim, vocab, stream);
+}
+
+static int fenced_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int n,
+                                     int dim, void *stream)
+{
+	if (DEV(dtable) || DEV(dout) || DEV(ids))
+		return -1;
+	return rl_ops_cpu.embedding_backward(U(dtable), U(dout), U(ids), n, dim, stream);
+}
+
+static int fenced_rmsnorm_forward(float *y, float *rstd, const float *x, const float *weight,
+                                  int rows, int dim, float eps, void *stream)
+{
+	if (DEV(y) || DEV_OR_NULL(rstd) || DEV(x) || DEV(weight))
+		return -1;
+	return rl_ops_cpu.rmsnorm_forward(U(y), U(rstd), U(x), U(weight), rows, dim, eps, stream);
+}
+
+static int fenced_rmsnorm_backward(float *dx, float *dweight, const float *dy, const float *x,
+                                   const float *weight, const float *rstd, int rows, int dim,
+                                   void *stream)
+{
+	if (DEV(dx) || DEV_OR_NULL(dweight) || DEV(dy) || DEV(x) || DEV(weight) || DEV(rstd))
+		return -1;
+	return rl_ops_cpu.rmsnorm_backward(U(dx), U(dweight), U(dy), U(x), U(weight), U(rstd), rows,
+	                                   dim, stream);
+}
+
+static int fenced_rope_forward(float *x, const int32_t *pos, const float *inv_freq, int n,
+                               int n_heads, int head_dim, void *stream)
+{
+	if (DEV(x) || DEV(pos) || DEV(inv_freq))
+		return -1;
+	return rl_ops_cpu.rope_forward(U(x), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
+}
+
+static int fenced_rope_backward(float *dx, const int32_t *pos, const float *inv_freq, int n,
+                                int n_heads, int head_dim, void *stream)
+{
+	if (DEV(dx) || DEV(pos) || DEV(inv_freq))
+		return -1;
+	return rl_ops_cpu.rope_backward(U(dx), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
+}
+
+static int fenced_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const int32_t *cu_seqlens, int n_seqs,
+                                    const struct rl_attention_shape *shape, void *stream)
+{
+	if (DEV(out) || DEV(lse) || DEV(q) || DEV(k) || DEV(v) || DEV(cu_seqlens) ||
+	    host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.attention_forward(U(out), U(lse), U(q), U(k), U(v), U(cu_seqlens), n_seqs,
+	                                    shape, stream);
+}
+
+static int fenced_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                     const float *q, const float *k, const float *v,
+                                     const float *out, const float *lse, const int32_t *cu_seqlens,
+                                     int n_seqs, const struct rl_attention_shape *shape,
+                                     void *stream)
+{
+	if (DEV(dq) || DEV(dk) || DEV(dv) || DEV(dout) || DEV(q) || DEV(k) || DEV(v) || DEV(out) ||
+	    DEV(lse) || DEV(cu_seqlens) || host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.attention_backward(U(dq), U(dk), U(dv), U(dout), U(q), U(k), U(v), U(out),
+	                                     U(lse), U(cu_seqlens), n_seqs, shape, stream);
+}
+
+static int fenced_attention_cached(float *out, const float *q, const float *k_cache,
+                                   const float *v_cache, int n_new, int len,
+                                   const struct rl_attention_shape *shape, void *stream)
+{
+	if (DEV(out) || DEV(q) || DEV(k_cache) || DEV(v_cache) || host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.attention_cached(U(out), U(q), U(k_cache), U(v_cache), n_new, len, shape,
+	                                   stream);
+}
+
+/* The descriptor itself is host memory; the arrays it points to are the
+ * backend's. */
+static int untag_chunks(const char *op, const struct rl_attention_chunks *c,
+                        struct rl_attention_chunks *plain)
+{
+	if (host(op, "chunks", c) || (c->n > 0 && (dev(op, "chunks->q_start", c->q_start, 0) ||
+	                                           dev(op, "chunks->k_start", c->k_start, 0) ||
+	                                           dev(op, "chunks->offset", c->offset, 0) ||
+	                                           dev(op, "chunks->len", c->len, 0))))
+		return -1;
+	*plain = (struct rl_attention_chunks){.n = c->n,
+	                                      .q_start = U(c->q_start),
+	                                      .k_start = U(c->k_start),
+	                                      .offset = U(c->offset),
+	                                      .len = U(c->len)};
+	return 0;
+}
+
+static int fenced_attention_chunks_forward(float *out, float *lse, const float *q, const float *k,
+                                           const float *v, const struct rl_attention_chunks *chunks,
+                                           const struct rl_attention_shape *shape, void *stream)
+{
+	struct rl_attention_chunks plain;
+
+	if (DEV(out) || DEV(lse) || DEV(q) || DEV(k) || DEV(v) || host(__func__, "shape", shape) ||
+	    untag_chunks(__func__, chunks, &plain))
+		return -1;
+	return rl_ops_cpu.attention_chunks_forward(U(out), U(lse), U(q), U(k), U(v), &plain, shape,
+	                                           stream);
+}
+
+static int fenced_attention_chunks_backward(float *dq, float *dk, float *dv, const float *dout,
+                                            const float *q, const float *k, const float *v,
+                                            const float *out, const float *lse,
+                                            const struct rl_attention_chunks *chunks,
+                                            const struct rl_attention_shape *shape, void *stream)
+{
+	struct rl_attention_chunks plain;
+
+	if (DEV(dq) || DEV(dk) || DEV(dv) || DEV(dout) || DEV(q) || DEV(k) || DEV(v) || DEV(out) ||
+	    DEV(lse) || host(__func__, "shape", shape) || untag_chunks(__func__, chunks, &plain))
+		return -1;
+	return rl_ops_cpu.attention_chunks_backward(U(dq), U(dk), U(dv), U(dout), U(q), U(k), U(v),
+	                                            U(out), U(lse), &plain, shape, stream);
+}
+
+static int fenced_swiglu_forward(float *h, const float *gate, const float *up, int64_t n,
+                                 void *stream)
+{
+	if (DEV(h) || DEV(gate) || DEV(up))
+		return -1;
+	return rl_ops_cpu.swiglu_forward(U(h), U(gate), U(up), n, stream);
+}
+
+static int fenced_swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+                                  const float *up, int64_t n, void *stream)
+{
+	if (DEV(dgate) || DEV(dup) || DEV(dh) || DEV(gate) || DEV(up))
+		return -1;
+	return rl_ops_cpu.swiglu_backward(U(dgate), U(dup), U(dh), U(gate), U(up), n, stream);
+}
+
+static int fenced_linear_forward(float *y, const float *x, const float *w, const float *bias, int n,
+                                 int in_dim, int out_dim, void *stream)
+{
+	if (DEV(y) || DEV(x) || DEV(w) || DEV_OR_NULL(bias))
+		return -1;
+	return rl_ops_cpu.linear_forward(U(y), U(x), U(w), U(bias), n, in_dim, out_dim, stream);
+}
+
+static int fenced_linear_backward(float *dx, float *dw, float *dbias, const float *dy,
+                                  const float *x, const float *w, int n, int in_dim, int out_dim,
+                                  void *stream)
+{
+	if (DEV_OR_NULL(dx) || DEV_OR_NULL(dw) || DEV_OR_NULL(dbias) || DEV(dy) || DEV(x) || DEV(w))
+		return -1;
+	return rl_ops_cpu.linear_backward(U(dx), U(dw), U(dbias), U(dy), U(x), U(w), n, in_dim,
+	                                  out_dim, stream);
+}
+
+static int fenced_lm_logprobs_forward(float *logprob, float *lse, const float *h, const float *w,
+                                      const int32_t *targets,
+                                      const struct rl_lm_logprobs_shape *shape, float *work,
+                                      void *stream)
+{
+	if (DEV(logprob) || DEV(lse) || DEV(h) || DEV(w) || DEV(targets) || DEV(work) ||
+	    host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.lm_logprobs_forward(U(logprob), U(lse), U(h), U(w), U(targets), shape,
+	                                      U(work), stream);
+}
+
+static int fenced_lm_logprobs_backward(float *dh, float *dw, const float *dlogprob, const float *h,
+                                       const float *w, const int32_t *targets, const float *lse,
+                                       const struct rl_lm_logprobs_shape *shape, float *work,
+                                       void *stream)
+{
+	if (DEV_OR_NULL(dh) || DEV_OR_NULL(dw) || DEV(dlogprob) || DEV(h) || DEV(w) ||
+	    DEV(targets) || DEV(lse) || DEV(work) || host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.lm_logprobs_backward(U(dh), U(dw), U(dlogprob), U(h), U(w), U(targets),
+	                                       U(lse), shape, U(work), stream);
+}
+
+static int fenced_adamw_step(float *param, const float *grad, float *m, float *v, int64_t n,
+                             const struct rl_adamw_hparams *hp, int64_t step, void *stream)
+{
+	if (DEV(param) || DEV(grad) || DEV(m) || DEV(v) || host(__func__, "hp", hp))
+		return -1;
+	return rl_ops_cpu.adamw_step(U(param), U(grad), U(m), U(v), n, hp, step, stream);
+}
+
+static int fenced_add(float *y, const float *x, int64_t n, void *stream)
+{
+	if (DEV(y) || DEV(x))
+		return -1;
+	return rl_ops_cpu.add(U(y), U(x), n, stream);
+}
+
+static int fenced_scale(float *x, int64_t n, float s, void *stream)
+{
+	if (DEV(x))
+		return -1;
+	return rl_ops_cpu.scale(U(x), n, s, stream);
+}
+
+/* out is backend memory too, as the CUDA op has it: the total stays on the
+ * device until the caller copies it back. */
+static int fenced_sum_squares(double *out, const float *x, int64_t n, void *stream)
+{
+	if (DEV(out) || DEV(x))
+		return -1;
+	return rl_ops_cpu.sum_squares(U(out), U(x), n, stream);
+}
+
+const struct rl_ops rl_ops_fenced = {
+    .name = "fenced",
+    .alloc = fenced_alloc,
+    .release = fenced_release,
+    .zero = fenced_zero,
+    .to_host = fenced_to_host,
+    .from_host = fenced_from_host,
+    .copy = fenced_copy,
+    .embedding_forward = fenced_embedding_forward,
+    .embedding_backward = fenced_embedding_backward,
+    .rmsnorm_forward = fenced_rmsnorm_forward,
+    .rmsnorm_backward = fenced_rmsnorm_backward,
+    .rope_forward = fenced_rope_forward,
+    .rope_backward = fenced_rope_backward,
+    .attention_forward = fenced_attention_forward,
+    .attention_backward = fenced_attention_backward,
+    .attention_cached = fenced_attention_cached,
+    .attention_chunks_forward = fenced_attention_chunks_forward,
+    .attention_chunks_backward = fenced_attention_chunks_backward,
+    .swiglu_forward = fenced_swiglu_forward,
+    .swiglu_backward = fenced_swiglu_backward,
+    .linear_forward = fenced_linear_forward,
+    .linear_backward = fenced_linear_backward,
+    .lm_logprobs_forward = fenced_lm_logprobs_forward,
+    .lm_logprobs_backward = fenced_lm_logprobs_backward,
+    .adamw_step = fenced_adamw_step,
+    .add = fenced_add,
+    .scale = fenced_scale,
+    .sum_squares = fenced_sum_squares,
+};

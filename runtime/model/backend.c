@@ -1,0 +1,104 @@
+/* Resolving policy.backend. The CUDA table must be complete before a run
+ * may use it: a missing op would otherwise surface steps later as a NULL
+ * call. Several ranks on GPUs need the NCCL groups wired into the model's
+ * collectives, which this release does not do yet, so such a run is refused
+ * by name instead of sending device pointers to MPI. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fenced.h"
+#include "runtime/model/backend.h"
+#ifdef RL_HAVE_CUDA
+#include "kernels/device.h"
+#endif
+
+/* The fenced table's memory must not reach MPI, and the model's
+ * collectives do not yet tell host buffers from device ones. */
+static int host_table(int world, const struct rl_ops **ops, char *err, size_t errlen)
+{
+	const char *fenced = getenv("RL_OPS_FENCED");
+
+	*ops = &rl_ops_cpu;
+	if (!fenced || strcmp(fenced, "1") != 0)
+		return 0;
+	if (world > 1) {
+		snprintf(err, errlen, "RL_OPS_FENCED=1 runs one rank only, not %d", world);
+		return -1;
+	}
+	*ops = &rl_ops_fenced;
+	return 0;
+}
+
+#ifdef RL_HAVE_CUDA
+/* 1: the CUDA table is usable here (desc set), 0: it is not (why in err),
+ * -1: it should be and failed (err). */
+static int open_cuda(int world, char *desc, size_t desclen, char *err, size_t errlen)
+{
+	const char *missing = rl_ops_missing(&rl_ops_cuda);
+
+	if (missing) {
+		snprintf(err, errlen, "the cuda backend has no %s op yet", missing);
+		return 0;
+	}
+	if (rl_cuda_device_count(err, errlen) == 0)
+		return 0;
+	if (world > 1) {
+		snprintf(
+		    err, errlen,
+		    "a run of %d ranks on GPUs needs the NCCL path of the model's collectives, "
+		    "which is not implemented yet; run one rank per GPU job or use "
+		    "policy.backend=cpu",
+		    world);
+		return 0;
+	}
+	/* CUDA_VISIBLE_DEVICES (the plugin's, or the user's) leaves the rank's
+	 * GPU as ordinal 0 */
+	char dev[200];
+	if (rl_cuda_device_open(0, dev, sizeof dev, err, errlen))
+		return -1;
+	snprintf(desc, desclen, "cuda (%s)", dev);
+	return 1;
+}
+#endif
+
+int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char *desc,
+                    size_t desclen, char *err, size_t errlen)
+{
+	char why[300] = "this rlrun was built without CUDA (configure --with-cuda)";
+
+	if (strcmp(want, "cpu") == 0) {
+		if (host_table(world, ops, err, errlen))
+			return -1;
+		snprintf(desc, desclen, "%s", (*ops)->name);
+		return 0;
+	}
+	if (strcmp(want, "cuda") != 0 && strcmp(want, "auto") != 0) {
+		snprintf(err, errlen, "policy.backend: unknown backend '%s' (auto, cpu, cuda)",
+		         want);
+		return -1;
+	}
+#ifdef RL_HAVE_CUDA
+	int usable = open_cuda(world, desc, desclen, why, sizeof why);
+	if (usable < 0) {
+		snprintf(err, errlen, "policy.backend=%s: %s", want, why);
+		return -1;
+	}
+	if (usable) {
+		*ops = &rl_ops_cuda;
+		return 0;
+	}
+#endif
+	if (strcmp(want, "cuda") == 0) {
+		snprintf(err, errlen, "policy.backend=cuda: %s", why);
+		return -1;
+	}
+	if (host_table(world, ops, err, errlen))
+		return -1;
+	snprintf(desc, desclen, "%s (auto: %s)", (*ops)->name, why);
+	return 0;
+}

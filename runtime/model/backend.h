@@ -1,0 +1,21 @@
+/* Which op table a run computes with: policy.backend (auto | cpu | cuda)
+ * resolved against this build and this machine, once, before any model
+ * memory exists.
+ * defines: rl_backend_pick */
+#ifndef RL_MODEL_BACKEND_H
+#define RL_MODEL_BACKEND_H
+
+#include <stddef.h>
+
+#include "kernels/ops.h"
+
+/* want: "auto", "cpu" or "cuda". world: the ranks of the run. On success
+ * *ops is the table and desc says what was chosen ("cpu", "cuda: GPU 0:
+ * NVIDIA H100 ..."). cuda that this build or this machine cannot give is an
+ * error, never a quiet fall back to the CPU; auto falls back, and says so in
+ * desc. RL_OPS_FENCED=1 in the environment puts the fenced table
+ * (kernels/fenced.h) in place of the CPU one. 0, or -1 with err. */
+int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char *desc,
+                    size_t desclen, char *err, size_t errlen);
+
+#endif
