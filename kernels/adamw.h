@@ -1,6 +1,6 @@
 /* AdamW (decoupled weight decay) exactly as torch.optim.AdamW computes it,
  * in fp32 on fp32 master weights.
- * defines: struct rl_adamw_hparams, rl_adamw_step_cpu */
+ * defines: struct rl_adamw_hparams, rl_adamw_step_cpu, rl_adamw_step_cuda */
 #ifndef RL_KERNELS_ADAMW_H
 #define RL_KERNELS_ADAMW_H
 
@@ -26,6 +26,11 @@ typedef int (*rl_adamw_step_fn)(float *param, const float *grad, float *m, float
 
 int rl_adamw_step_cpu(float *param, const float *grad, float *m, float *v, int64_t n,
                       const struct rl_adamw_hparams *hp, int64_t step, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). Device pointers, hp on
+ * the host; the CPU op's roundings, see kernels/cuda/adamw.cu. */
+int rl_adamw_step_cuda(float *param, const float *grad, float *m, float *v, int64_t n,
+                       const struct rl_adamw_hparams *hp, int64_t step, void *stream);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@
  * (the log-sum-exp of the scaled scores, saved for the backward pass).
  * defines: rl_attention_forward_cpu, rl_attention_backward_cpu,
  * rl_attention_cached_cpu, rl_attention_chunks_forward_cpu,
- * rl_attention_chunks_backward_cpu */
+ * rl_attention_chunks_backward_cpu and their _cuda twins */
 #ifndef RL_KERNELS_ATTENTION_H
 #define RL_KERNELS_ATTENTION_H
 
@@ -84,6 +84,31 @@ int rl_attention_chunks_backward_cpu(float *dq, float *dk, float *dv, const floa
                                      const float *out, const float *lse,
                                      const struct rl_attention_chunks *chunks,
                                      const struct rl_attention_shape *shape, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). fp32 FlashAttention-
+ * style kernels (kernels/cuda/attention*.cu): head_dim at most 256 (-1
+ * beyond). cu_seqlens and the chunk arrays are device memory and are not
+ * checked (the host never reads them back): a malformed sequence or chunk
+ * is skipped instead of refused, and chunks sharing query rows race. The
+ * backward passes use no atomics: the same bits on every run. */
+int rl_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const int32_t *cu_seqlens, int n_seqs,
+                              const struct rl_attention_shape *shape, void *stream);
+int rl_attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               const float *k, const float *v, const float *out, const float *lse,
+                               const int32_t *cu_seqlens, int n_seqs,
+                               const struct rl_attention_shape *shape, void *stream);
+int rl_attention_cached_cuda(float *out, const float *q, const float *k_cache, const float *v_cache,
+                             int n_new, int len, const struct rl_attention_shape *shape,
+                             void *stream);
+int rl_attention_chunks_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                     const float *v, const struct rl_attention_chunks *chunks,
+                                     const struct rl_attention_shape *shape, void *stream);
+int rl_attention_chunks_backward_cuda(float *dq, float *dk, float *dv, const float *dout,
+                                      const float *q, const float *k, const float *v,
+                                      const float *out, const float *lse,
+                                      const struct rl_attention_chunks *chunks,
+                                      const struct rl_attention_shape *shape, void *stream);
 
 #ifdef __cplusplus
 }

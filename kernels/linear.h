@@ -1,6 +1,7 @@
 /* Linear layer in PyTorch's convention: weight is [out_dim, in_dim], so
  * y = x W^T + b. The CPU op is a cblas_sgemm call; the CUDA one, cuBLASLt.
- * defines: rl_linear_forward_cpu, rl_linear_backward_cpu */
+ * defines: rl_linear_forward_fn, rl_linear_backward_fn, rl_linear_forward_cpu,
+ * rl_linear_backward_cpu, rl_linear_forward_cuda, rl_linear_backward_cuda */
 #ifndef RL_KERNELS_LINEAR_H
 #define RL_KERNELS_LINEAR_H
 
@@ -21,6 +22,14 @@ int rl_linear_forward_cpu(float *y, const float *x, const float *w, const float 
                           int in_dim, int out_dim, void *stream);
 int rl_linear_backward_cpu(float *dx, float *dw, float *dbias, const float *dy, const float *x,
                            const float *w, int n, int in_dim, int out_dim, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). fp32 products (no
+ * TF32); the bias gradient is summed in a fixed order, so it has the same
+ * bits on every run. */
+int rl_linear_forward_cuda(float *y, const float *x, const float *w, const float *bias, int n,
+                           int in_dim, int out_dim, void *stream);
+int rl_linear_backward_cuda(float *dx, float *dw, float *dbias, const float *dy, const float *x,
+                            const float *w, int n, int in_dim, int out_dim, void *stream);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  * O(n x chunk) and the [n, vocab] logits never exist. The cross-entropy loss
  * is -mean(logprob) and is left to the caller, as are GRPO's weightings.
  * defines: rl_lm_logprobs_forward_cpu, rl_lm_logprobs_backward_cpu,
+ * rl_lm_logprobs_forward_cuda, rl_lm_logprobs_backward_cuda,
  * rl_lm_logprobs_work_floats */
 #ifndef RL_KERNELS_LOGPROBS_H
 #define RL_KERNELS_LOGPROBS_H
@@ -15,10 +16,10 @@ extern "C" {
 #endif
 
 struct rl_lm_logprobs_shape {
-	int n;          /* tokens */
-	int dim;        /* hidden size */
-	int vocab;      /* rows of the LM head */
-	int chunk;      /* vocabulary entries per step, 1 .. vocab */
+	int n;             /* tokens */
+	int dim;           /* hidden size */
+	int vocab;         /* rows of the LM head */
+	int chunk;         /* vocabulary entries per step, 1 .. vocab */
 	float logit_scale; /* logits are multiplied by this (1/temperature) */
 };
 
@@ -33,8 +34,8 @@ static inline long rl_lm_logprobs_work_floats(const struct rl_lm_logprobs_shape 
  * A target of -1 means it is not in this W (a vocabulary split over
  * tensor-parallel ranks): logprob[t] is 0 and only lse[t] counts.
  * Returns -1 on bad arguments or a target outside [-1, vocab). */
-typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float *h,
-                                         const float *w, const int32_t *targets,
+typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float *h, const float *w,
+                                         const int32_t *targets,
                                          const struct rl_lm_logprobs_shape *shape, float *work,
                                          void *stream);
 /* Given dlogprob [n] (the loss's gradient with respect to each logprob),
@@ -45,8 +46,9 @@ typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float
  * term). */
 typedef int (*rl_lm_logprobs_backward_fn)(float *dh, float *dw, const float *dlogprob,
                                           const float *h, const float *w, const int32_t *targets,
-                                          const float *lse, const struct rl_lm_logprobs_shape *shape,
-                                          float *work, void *stream);
+                                          const float *lse,
+                                          const struct rl_lm_logprobs_shape *shape, float *work,
+                                          void *stream);
 
 int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
                                const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
@@ -55,6 +57,40 @@ int rl_lm_logprobs_backward_cpu(float *dh, float *dw, const float *dlogprob, con
                                 const float *w, const int32_t *targets, const float *lse,
                                 const struct rl_lm_logprobs_shape *shape, float *work,
                                 void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA).
+ * Pointers, work included, are device memory. The forward checks the
+ * targets on the device and reads the verdict back, so it synchronises
+ * with the stream once, before its first kernel: a bad target returns -1
+ * with nothing written, as on the CPU (and the forward cannot be captured
+ * in a CUDA graph). The backward does not synchronise; like the CPU op it
+ * does not check the targets, and one outside the vocabulary only drops
+ * its one-hot term.
+ * Numerics: the logits are fp32 GEMMs (TF32 off) through rl_cuda_gemm;
+ * between chunks the running maximum lives in lse and the running sum of
+ * exp in logprob (no extra memory: the sum is double within a chunk and
+ * rounded to float once per chunk); the target's logit is then its own dot
+ * product in double, not the GEMM's entry. expf stands for the CPU's
+ * polynomial exp (both within 2 ulps). logprob and lse differ from the CPU
+ * op's by the two GEMMs' rounding, about 1e-7 of scale * sum_k |h[t, k]|
+ * max|W| in a host emulation, and dh, dw by what that does to the softmax;
+ * test_cuda_logprobs.c has the bounds it holds them to.
+ * Determinism and batch invariance: every reduction has a fixed order and
+ * nothing uses atomics, so a call repeated with the same inputs gives the
+ * same bits, as long as cuBLASLt picks the same algorithm. The per-token
+ * kernels (the chunk's max and sum of exp, lse, the target's logit,
+ * dlogits) read only their token's row, so they do not depend on n; the
+ * GEMMs' algorithm is chosen per shape and may change with n, so a token's
+ * logits, and everything after them, are not guaranteed the same bits when
+ * the other rows of the batch change, and neither is dh. dw sums over the
+ * tokens and depends on all of them by definition. */
+int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const float *h, const float *w,
+                                const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                                float *work, void *stream);
+int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *dlogprob, const float *h,
+                                 const float *w, const int32_t *targets, const float *lse,
+                                 const struct rl_lm_logprobs_shape *shape, float *work,
+                                 void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /* RMSNorm: a plain C reference and a CUDA kernel behind one signature, so the
  * op table can hold either and the tests can compare them value for value.
  * defines: rl_rmsnorm_forward_fn, rl_rmsnorm_forward_cpu, rl_rmsnorm_forward_cuda,
- * rl_rmsnorm_backward_fn, rl_rmsnorm_backward_cpu */
+ * rl_rmsnorm_backward_fn, rl_rmsnorm_backward_cpu, rl_rmsnorm_backward_cuda */
 #ifndef RL_KERNELS_RMSNORM_H
 #define RL_KERNELS_RMSNORM_H
 
@@ -38,6 +38,11 @@ int rl_rmsnorm_backward_cpu(float *dx, float *dweight, const float *dy, const fl
 /* Only defined when built --with-cuda (RL_HAVE_CUDA). */
 int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *weight, int rows,
                             int dim, float eps, void *stream);
+/* Deterministic: dweight is summed over fixed row chunks into scratch, then
+ * the chunks in order. Returns -1 also when that scratch cannot be had. */
+int rl_rmsnorm_backward_cuda(float *dx, float *dweight, const float *dy, const float *x,
+                             const float *weight, const float *rstd, int rows, int dim,
+                             void *stream);
 
 #ifdef __cplusplus
 }

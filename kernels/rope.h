@@ -1,7 +1,7 @@
 /* Rotary position embedding in Hugging Face's "rotate half" layout: channel i
  * pairs with channel i + head_dim/2, both rotated by pos * inv_freq[i].
  * defines: struct rl_rope_scaling, rl_rope_inv_freq, rl_rope_forward_cpu,
- * rl_rope_backward_cpu */
+ * rl_rope_backward_cpu, rl_rope_forward_cuda, rl_rope_backward_cuda */
 #ifndef RL_KERNELS_ROPE_H
 #define RL_KERNELS_ROPE_H
 
@@ -40,6 +40,13 @@ int rl_rope_forward_cpu(float *x, const int32_t *pos, const float *inv_freq, int
                         int head_dim, void *stream);
 int rl_rope_backward_cpu(float *dx, const int32_t *pos, const float *inv_freq, int n, int n_heads,
                          int head_dim, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). pos and inv_freq are
+ * device memory too. */
+int rl_rope_forward_cuda(float *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
+                         int head_dim, void *stream);
+int rl_rope_backward_cuda(float *dx, const int32_t *pos, const float *inv_freq, int n, int n_heads,
+                          int head_dim, void *stream);
 
 #ifdef __cplusplus
 }

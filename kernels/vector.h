@@ -1,6 +1,7 @@
 /* Elementwise vector ops the model needs between the big ones: residual adds,
  * gradient scaling and the sum of squares behind global grad-norm clipping.
- * defines: rl_add_cpu, rl_scale_cpu, rl_sum_squares_cpu */
+ * defines: rl_add_cpu, rl_scale_cpu, rl_sum_squares_cpu, rl_add_cuda,
+ * rl_scale_cuda, rl_sum_squares_cuda */
 #ifndef RL_KERNELS_VECTOR_H
 #define RL_KERNELS_VECTOR_H
 
@@ -20,6 +21,14 @@ typedef int (*rl_sum_squares_fn)(double *out, const float *x, int64_t n, void *s
 int rl_add_cpu(float *y, const float *x, int64_t n, void *stream);
 int rl_scale_cpu(float *x, int64_t n, float s, void *stream);
 int rl_sum_squares_cpu(double *out, const float *x, int64_t n, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). Pointers are device
+ * memory, out included: the sum is added to the double there, on stream,
+ * without synchronising. The sum is the same bits on every run (a fixed
+ * order of additions, a function of n), though not the CPU's order. */
+int rl_add_cuda(float *y, const float *x, int64_t n, void *stream);
+int rl_scale_cuda(float *x, int64_t n, float s, void *stream);
+int rl_sum_squares_cuda(double *out, const float *x, int64_t n, void *stream);
 
 #ifdef __cplusplus
 }

@@ -3,36 +3,11 @@
  * each warp by shuffles, then across warps through shared memory. */
 #include <stdint.h>
 
-#include <cuda_runtime.h>
-
+#include "kernels/cuda/common.cuh"
 #include "kernels/rmsnorm.h"
 
 /* A multiple of the warp size: the cross-warp step assumes whole warps. */
 #define RL_RMSNORM_THREADS 256
-#define RL_WARP            32
-
-static __device__ float rl_warp_sum(float v)
-{
-	for (int o = RL_WARP / 2; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	return v;
-}
-
-/* Every thread gets the total, so no broadcast through shared memory is
- * needed afterwards. Called once per block: the scratch is not reused. */
-static __device__ float rl_block_sum(float v)
-{
-	__shared__ float warp_sums[RL_RMSNORM_THREADS / RL_WARP];
-	int lane = threadIdx.x % RL_WARP;
-	int warp = threadIdx.x / RL_WARP;
-
-	v = rl_warp_sum(v);
-	if (lane == 0)
-		warp_sums[warp] = v;
-	__syncthreads();
-	v = lane < RL_RMSNORM_THREADS / RL_WARP ? warp_sums[lane] : 0.0f;
-	return rl_warp_sum(v);
-}
 
 /* VEC: dim % 4 == 0 and x, y, weight 16-byte aligned, so every row starts
  * aligned and can be read as float4. */
@@ -60,7 +35,7 @@ static __global__ void __launch_bounds__(RL_RMSNORM_THREADS)
 		for (int i = threadIdx.x; i < dim; i += RL_RMSNORM_THREADS)
 			ss = fmaf(xr[i], xr[i], ss);
 	}
-	ss = rl_block_sum(ss);
+	ss = rl_block_sum<RL_RMSNORM_THREADS>(ss);
 
 	/* Not rsqrtf: once per row is cheap, and the correctly rounded form
 	 * keeps rstd within an ulp of the CPU reference. */
@@ -83,11 +58,6 @@ static __global__ void __launch_bounds__(RL_RMSNORM_THREADS)
 	}
 }
 
-static bool rl_aligned16(const void *p)
-{
-	return ((uintptr_t)p & 15) == 0;
-}
-
 extern "C" int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *weight,
                                        int rows, int dim, float eps, void *stream)
 {
@@ -96,7 +66,7 @@ extern "C" int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, co
 	if (rows == 0)
 		return 0;
 
-	cudaStream_t st = (cudaStream_t)stream;
+	cudaStream_t st = rl_stream(stream);
 	bool vec = dim % 4 == 0 && rl_aligned16(x) && rl_aligned16(y) && rl_aligned16(weight);
 
 	if (vec)
@@ -105,5 +75,5 @@ extern "C" int rl_rmsnorm_forward_cuda(float *y, float *rstd, const float *x, co
 	else
 		rl_rmsnorm_forward_kernel<false>
 		    <<<rows, RL_RMSNORM_THREADS, 0, st>>>(y, rstd, x, weight, dim, eps);
-	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+	return rl_launched();
 }

@@ -179,6 +179,21 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 	for (size_t i = 0; i < n; i++)
 		expect_close("y", i, y_gpu[i], y_cpu[i], 1e-5, 1e-6);
 
+	/* rstd == NULL (the KV-cache decode's use): y is written, over NaN,
+	 * with the same bits, and nothing is written through the NULL */
+	float *y2 = malloc(n * sizeof(float));
+
+	cr_assert_not_null(y2);
+	cuda_ok(cudaMemset(dy, 0xff, (n + 1) * sizeof(float)), "cudaMemset y");
+	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(dy + y_off, NULL, dx + x_off, dw + w_off, rows,
+	                                         dim, eps, stream),
+	             0, "rows %d dim %d: launch without rstd failed", rows, dim);
+	cuda_ok(cudaStreamSynchronize(stream), "kernel without rstd");
+	cuda_ok(cudaMemcpy(y2, dy + y_off, n * sizeof(float), cudaMemcpyDeviceToHost), "copy y2");
+	cr_expect_arr_eq(y_gpu, y2, n * sizeof(float),
+	                 "rows %d dim %d: y differs with rstd == NULL", rows, dim);
+	free(y2);
+
 	cudaFree(dx);
 	cudaFree(dy);
 	cudaFree(dw);

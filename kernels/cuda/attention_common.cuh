@@ -1,0 +1,284 @@
+/* What the CUDA attention kernels (attention_forward.cu, attention_backward*.cu)
+ * share. Private to kernels/cuda/attention*.cu.
+ *
+ * All three forwards and both backwards are one machine: a "source" of
+ * chunks (packed sequences from cu_seqlens, a chunk table, or the one chunk
+ * of a KV cache), a "work item" of one query tile of one chunk and one head
+ * (the key tiles of the dk/dv pass are items of their own), and a persistent
+ * grid whose blocks stride over the items. The tables live in device memory
+ * and the host never learns T or the longest sequence, so the number of
+ * items is read by the kernel itself from a tile map (per chunk an
+ * exclusive scan of its query tiles, built by a one-block kernel); a block
+ * finds its chunk by binary search.
+ *
+ * Lanes of a warp own head-dim columns lane + 32 c (c < DC, DC = head_dim
+ * rounded up to whole warps / 32) for the products with V (or K, Q, dO), and
+ * rows lane + 32 u of the other operand for the dot products. Tiles in
+ * shared memory have a row stride of 32 DC + 4 floats: an odd number of
+ * float4, so that lanes reading float4 from different rows hit different
+ * banks. Columns head_dim .. 32 DC - 1 are stored as zeros, so every dot
+ * product runs over 32 DC columns with a compile-time trip count.
+ * defines: RL_ATTN_*, struct rl_attn_src, struct rl_attn_chunk, struct rl_attn_bwd,
+ * rl_attn_get, rl_attn_n_tiles, rl_attn_find, rl_attn_next_chunk,
+ * rl_attn_load_row, rl_attn_dot4, rl_attn_*_rpw/bk/bq, rl_attn_dc, rl_attn_build_map,
+ * rl_attn_release_map, rl_attn_shape_ok, rl_attn_grid, rl_attn_dq_launch, rl_attn_dkdv_launch,
+ * rl_attn_decode */
+#ifndef RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
+#define RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/common.cuh"
+
+#define RL_ATTN_THREADS 256
+#define RL_ATTN_WARPS   (RL_ATTN_THREADS / RL_WARP)
+/* the widest head the register tiles hold: 8 columns per lane */
+#define RL_ATTN_MAX_DC  8
+#define RL_ATTN_MAX_DIM (RL_ATTN_MAX_DC * RL_WARP)
+/* devices whose launch configuration is cached */
+#define RL_ATTN_MAX_DEVICES 64
+
+/* Where the chunks come from: cu (packed sequences, chunk s is sequence s),
+ * else the chunk table, else one chunk at rows 0 with one_offset / one_len
+ * (the KV cache). n chunks. */
+struct rl_attn_src {
+	const int32_t *cu;
+	const int32_t *q_start, *k_start, *offset, *len;
+	int n;
+	int one_offset, one_len;
+};
+
+/* queries rows qs .. qs + len - 1 at positions off .. off + len - 1, keys
+ * from row ks */
+struct rl_attn_chunk {
+	int qs, ks, off, len;
+};
+
+/* Chunk c. A malformed one (a negative row, offset or length, or rows past
+ * INT_MAX) reads as empty: the CPU op refuses such tables, but a device
+ * table cannot be checked from the host without a synchronisation, so here
+ * it is at least never read out of its rows. */
+static __device__ __forceinline__ struct rl_attn_chunk rl_attn_get(const struct rl_attn_src &s,
+                                                                   int c)
+{
+	struct rl_attn_chunk ch;
+	long long len;
+
+	if (s.cu) {
+		ch.qs = ch.ks = s.cu[c];
+		ch.off = 0;
+		len = (long long)s.cu[c + 1] - s.cu[c];
+	} else if (s.q_start) {
+		ch.qs = s.q_start[c];
+		ch.ks = s.k_start[c];
+		ch.off = s.offset[c];
+		len = s.len[c];
+	} else {
+		ch.qs = ch.ks = 0;
+		ch.off = s.one_offset;
+		len = s.one_len;
+	}
+	if (ch.qs < 0 || ch.ks < 0 || ch.off < 0 || len < 0 || ch.qs + len > INT_MAX ||
+	    (long long)ch.ks + ch.off + len > INT_MAX)
+		len = 0;
+	ch.len = (int)len;
+	return ch;
+}
+
+/* Query tiles of all chunks: the tile map's total, or the host's count
+ * when there is one chunk and no map. */
+static __device__ __forceinline__ int rl_attn_n_tiles(const int *ts, const struct rl_attn_src &s,
+                                                      int one_tiles)
+{
+	return ts ? ts[s.n] : one_tiles;
+}
+
+/* Tile t (< the total) as (chunk *c, tile *lt of that chunk). Within a
+ * chunk the tiles are handed out from the last, which sees the most keys,
+ * so that the expensive items are started first. */
+static __device__ __forceinline__ void rl_attn_find(const int *ts, const struct rl_attn_src &s,
+                                                    int one_tiles, int t, int *c, int *lt)
+{
+	int lo = 0, hi = s.n, n_tiles = one_tiles;
+
+	if (ts) {
+		/* the last chunk with ts[chunk] <= t: empty chunks are skipped */
+		while (hi - lo > 1) {
+			const int mid = lo + (hi - lo) / 2;
+
+			if (ts[mid] <= t)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		n_tiles = ts[lo + 1] - ts[lo];
+		t -= ts[lo];
+	}
+	*c = lo;
+	*lt = n_tiles - 1 - t;
+}
+
+/* The first chunk c >= from whose key rows meet [a, b), or s.n. Called by
+ * whole warps with the same arguments (every warp finds the same chunk). */
+static __device__ int rl_attn_next_chunk(const struct rl_attn_src &s, int from, int a, int b)
+{
+	if (s.cu) {
+		/* packed sequences are sorted: the first one ending after a */
+		int lo = from, hi = s.n;
+
+		while (lo < hi) {
+			const int mid = lo + (hi - lo) / 2;
+
+			if (s.cu[mid + 1] > a)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		for (; lo < s.n; lo++) {
+			const struct rl_attn_chunk ch = rl_attn_get(s, lo);
+
+			if (ch.ks >= b)
+				return s.n;
+			if (ch.len > 0 && ch.ks + ch.len > a)
+				return lo;
+		}
+		return s.n;
+	}
+
+	const int lane = threadIdx.x % RL_WARP;
+
+	for (int base = from; base < s.n; base += RL_WARP) {
+		bool hit = false;
+
+		if (base + lane < s.n) {
+			const struct rl_attn_chunk ch = rl_attn_get(s, base + lane);
+
+			hit = ch.len > 0 && ch.ks < b && (long long)ch.ks + ch.off + ch.len > a;
+		}
+
+		const unsigned m = __ballot_sync(0xffffffffu, hit);
+
+		if (m)
+			return base + __ffs(m) - 1;
+	}
+	return s.n;
+}
+
+/* One row of a tile, by one warp: dst[0 .. 32 DC) = src[0 .. dim) and zeros
+ * after, or all zeros when !valid (src is then not read). */
+template <int DC>
+static __device__ __forceinline__ void rl_attn_load_row(float *dst, const float *src, bool valid,
+                                                        int dim)
+{
+	const int lane = threadIdx.x % RL_WARP;
+
+#pragma unroll
+	for (int c = 0; c < DC; c++) {
+		const int d = lane + c * RL_WARP;
+
+		dst[d] = valid && d < dim ? src[d] : 0.0f;
+	}
+}
+
+/* acc + a . b, the order fixed so that every kernel recomputes the same
+ * score bits */
+static __device__ __forceinline__ float rl_attn_dot4(float4 a, float4 b, float acc)
+{
+	acc = fmaf(a.x, b.x, acc);
+	acc = fmaf(a.y, b.y, acc);
+	acc = fmaf(a.z, b.z, acc);
+	return fmaf(a.w, b.w, acc);
+}
+
+/* Tile shapes by DC, chosen so that every kernel fits the 163 KiB of
+ * shared memory an A100 block can opt in to (the H100 has 227 KiB) and its
+ * register tiles stay near 64 floats a thread:
+ * forward: rpw query rows a warp, 64 keys a tile;
+ * dq: rpw query rows a warp, bk keys a tile;
+ * dk/dv: rpw key rows a warp, bq queries a tile. */
+static __host__ __device__ constexpr int rl_attn_fwd_rpw(int dc)
+{
+	return dc <= 4 ? 8 : 4;
+}
+
+static __host__ __device__ constexpr int rl_attn_dq_rpw(int dc)
+{
+	return dc <= 4 ? 8 : 4;
+}
+
+static __host__ __device__ constexpr int rl_attn_dq_bk(int dc)
+{
+	return dc <= 2 ? 64 : 32;
+}
+
+static __host__ __device__ constexpr int rl_attn_kv_rpw(int dc)
+{
+	return dc <= 4 ? 8 : 4;
+}
+
+static __host__ __device__ constexpr int rl_attn_kv_bq(int dc)
+{
+	return dc <= 2 ? 64 : 32;
+}
+
+/* columns per lane for head_dim d (1 .. RL_ATTN_MAX_DIM) */
+static inline int rl_attn_dc(int d)
+{
+	return (d + RL_WARP - 1) / RL_WARP;
+}
+
+/* The tile map of src for query tiles of bq rows, in device memory from
+ * the pool, ordered on st (rl_cuda_alloc_async): ts[0 .. n] the exclusive
+ * scan of the chunks' tile counts and ts[n + 1] one past the last key row
+ * any chunk reads. Built by a kernel on st; NULL when out of memory or the
+ * launch failed. Released after the kernels that read it are queued on st:
+ * the pool reuses it only after they ran. */
+int *rl_attn_build_map(const struct rl_attn_src *src, int bq, cudaStream_t st);
+void rl_attn_release_map(int *ts, cudaStream_t st);
+
+/* The shapes the kernels exist for: the CPU op's, head_dim at most
+ * RL_ATTN_MAX_DIM. */
+static inline bool rl_attn_shape_ok(const struct rl_attention_shape *sh)
+{
+	return sh && sh->n_heads > 0 && sh->n_kv_heads > 0 && sh->head_dim > 0 &&
+	       sh->head_dim <= RL_ATTN_MAX_DIM && sh->n_heads % sh->n_kv_heads == 0;
+}
+
+/* The persistent grid for kernel (RL_ATTN_THREADS threads, smem bytes of
+ * dynamic shared memory): the blocks that fit on the device at once. Opts
+ * the kernel in to smem beyond 48 KiB the first time on each device; cache
+ * is the kernel's own array of RL_ATTN_MAX_DEVICES zeros. -1 when the
+ * device cannot run it. */
+int rl_attn_grid(const void *kernel, size_t smem, int *cache, int *grid);
+
+/* Everything a backward pass reads and writes. */
+struct rl_attn_bwd {
+	float *dq, *dk, *dv;
+	const float *dout, *q, *k, *v, *out, *lse;
+	struct rl_attn_src src;
+	const int *ts; /* tile map for rl_attn_dq_rpw(dc) * RL_ATTN_WARPS rows */
+	int H, Hkv, D;
+	float scale;
+};
+
+/* dq += ... (attention_backward_dq.cu), dk, dv += ...
+ * (attention_backward_dkdv.cu); 0 or -1 on a launch error. */
+int rl_attn_dq_launch(const struct rl_attn_bwd *b, cudaStream_t st);
+int rl_attn_dkdv_launch(const struct rl_attn_bwd *b, cudaStream_t st);
+
+/* the most new queries times query heads per kv head that the decode path
+ * (attention_decode.cu) takes */
+#define RL_ATTN_DEC_ROWS 32
+
+/* The KV-cache attention split over the cache instead of the queries, for
+ * n_new * (n_heads / n_kv_heads) <= RL_ATTN_DEC_ROWS; arguments checked by
+ * the caller. 0, or -1 when out of memory or on a launch error. */
+int rl_attn_decode(float *out, const float *q, const float *k, const float *v, int n_new, int len,
+                   const struct rl_attention_shape *sh, cudaStream_t st);
+
+#endif

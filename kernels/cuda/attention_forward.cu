@@ -1,0 +1,337 @@
+/* Causal GQA attention forward in fp32, FlashAttention-style: one kernel for
+ * packed sequences, chunk tables and the KV cache (attention_common.cuh).
+ *
+ * An item is BQ query rows of one head: the Q tile sits in shared memory,
+ * K and V tiles of 64 rows stream through one buffer (K, scores, then V),
+ * and each query row keeps its running max, sum and output in registers
+ * (online softmax), so no score matrix is ever stored beyond one tile. Key
+ * tiles past the tile's last query are skipped; the diagonal one is
+ * masked. Warp w owns query rows w * RPW .. w * RPW + RPW - 1; lane l
+ * scores keys l and l + 32 and holds output columns l + 32 c.
+ *
+ * exp is expf (within 2 ulp), the backward's too; lse = max + logf(sum). */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention_common.cuh"
+
+#define RL_ATTN_FWD_BK 64
+
+template <int DC, int RPW> struct rl_attn_fwd_tile {
+	static constexpr int BQ = RL_ATTN_WARPS * RPW, BK = RL_ATTN_FWD_BK;
+	static constexpr int KPL = BK / RL_WARP, SS = RL_WARP * DC + 4;
+	/* Q, K or V, and every warp's probabilities */
+	static constexpr size_t SMEM = ((size_t)(BQ + BK) * SS + (size_t)BQ * BK) * sizeof(float);
+};
+
+/* ts: the tile map for BQ (NULL: one chunk of one_tiles tiles). lse may be
+ * NULL (the KV cache). */
+template <int DC, int RPW>
+static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
+    rl_attn_fwd_kernel(float *__restrict__ out, float *__restrict__ lse,
+                       const float *__restrict__ q, const float *__restrict__ k,
+                       const float *__restrict__ v, struct rl_attn_src src,
+                       const int *__restrict__ ts, int one_tiles, int H, int Hkv, int D,
+                       float scale)
+{
+	typedef rl_attn_fwd_tile<DC, RPW> T;
+	constexpr int BQ = T::BQ, BK = T::BK, KPL = T::KPL, SS = T::SS;
+	extern __shared__ float4 rl_attn_smem[];
+	float *sQ = (float *)rl_attn_smem, *sKV = sQ + BQ * SS, *sP = sKV + BK * SS;
+	const int w = threadIdx.x / RL_WARP, lane = threadIdx.x % RL_WARP, wr0 = w * RPW;
+	const int rep = H / Hkv;
+	const size_t ldq = (size_t)H * D, ldkv = (size_t)Hkv * D;
+	const long long n_items = (long long)rl_attn_n_tiles(ts, src, one_tiles) * H;
+	float *myP = sP + wr0 * BK;
+
+	for (long long it = blockIdx.x; it < n_items; it += gridDim.x) {
+		const int h = (int)(it % H);
+		int c, lt;
+
+		rl_attn_find(ts, src, one_tiles, (int)(it / H), &c, &lt);
+
+		const struct rl_attn_chunk ch = rl_attn_get(src, c);
+		const int i0 = lt * BQ, m = min(BQ, ch.len - i0);
+		/* the tile's last query sees keys 0 .. last */
+		const int last = ch.off + i0 + m - 1;
+		const float *qt = q + ((size_t)ch.qs + i0) * ldq + (size_t)h * D;
+		const size_t kvo = (size_t)ch.ks * ldkv + (size_t)(h / rep) * D;
+		/* rows past m are zeros and never written; a warp with none
+		 * left does no arithmetic */
+		const int wm = min(RPW, m - wr0);
+		/* the last position among the warp's valid rows */
+		const int wlast = ch.off + i0 + wr0 + wm - 1;
+
+		__syncthreads(); /* the previous item is done with the tiles */
+		for (int r = w; r < BQ; r += RL_ATTN_WARPS)
+			rl_attn_load_row<DC>(sQ + r * SS, qt + (size_t)r * ldq, r < m, D);
+
+		float mx[RPW], l[RPW], acc[RPW][DC];
+
+#pragma unroll
+		for (int r = 0; r < RPW; r++) {
+			mx[r] = -INFINITY;
+			l[r] = 0.0f;
+#pragma unroll
+			for (int c2 = 0; c2 < DC; c2++)
+				acc[r][c2] = 0.0f;
+		}
+
+		for (int k0 = 0; k0 <= last; k0 += BK) {
+			const int nk = min(BK, last - k0 + 1);
+			const bool active = wm > 0 && wlast >= k0;
+
+			__syncthreads(); /* the previous V tile is consumed */
+			for (int r = w; r < BK; r += RL_ATTN_WARPS)
+				rl_attn_load_row<DC>(sKV + r * SS,
+				                     k + kvo + (size_t)(k0 + r) * ldkv, r < nk, D);
+			__syncthreads();
+			if (active) {
+				float s[RPW][KPL];
+				const float4 *q4 = (const float4 *)(sQ + wr0 * SS);
+				const float4 *k4 = (const float4 *)(sKV + lane * SS);
+
+#pragma unroll
+				for (int r = 0; r < RPW; r++)
+#pragma unroll
+					for (int u = 0; u < KPL; u++)
+						s[r][u] = 0.0f;
+#pragma unroll 4
+				for (int d4 = 0; d4 < SS / 4 - 1; d4++) {
+					float4 kv[KPL];
+
+#pragma unroll
+					for (int u = 0; u < KPL; u++)
+						kv[u] = k4[u * RL_WARP * (SS / 4) + d4];
+#pragma unroll
+					for (int r = 0; r < RPW; r++) {
+						const float4 qv = q4[r * (SS / 4) + d4];
+
+#pragma unroll
+						for (int u = 0; u < KPL; u++)
+							s[r][u] = rl_attn_dot4(qv, kv[u], s[r][u]);
+					}
+				}
+#pragma unroll
+				for (int r = 0; r < RPW; r++) {
+					const int pos = ch.off + i0 + wr0 + r;
+					float tmax = -INFINITY;
+
+#pragma unroll
+					for (int u = 0; u < KPL; u++) {
+						const int kp = k0 + lane + u * RL_WARP;
+
+						s[r][u] = kp <= pos ? s[r][u] * scale : -INFINITY;
+						tmax = fmaxf(tmax, s[r][u]);
+					}
+					/* Finite: key 0 of the first tile is seen by every
+					 * row, so only later tiles can be all masked. */
+					const float mnew = fmaxf(mx[r], rl_warp_max(tmax));
+					const float alpha = expf(mx[r] - mnew);
+
+					mx[r] = mnew;
+					l[r] *= alpha;
+#pragma unroll
+					for (int c2 = 0; c2 < DC; c2++)
+						acc[r][c2] *= alpha;
+#pragma unroll
+					for (int u = 0; u < KPL; u++) {
+						const float p = expf(s[r][u] - mnew);
+
+						l[r] += p;
+						myP[r * BK + lane + u * RL_WARP] = p;
+					}
+				}
+			}
+			__syncthreads(); /* every warp is done with K */
+			for (int r = w; r < BK; r += RL_ATTN_WARPS)
+				rl_attn_load_row<DC>(sKV + r * SS,
+				                     v + kvo + (size_t)(k0 + r) * ldkv, r < nk, D);
+			__syncthreads();
+			if (active) {
+#pragma unroll 2
+				for (int j4 = 0; j4 < BK / 4; j4++) {
+					float4 p[RPW];
+
+#pragma unroll
+					for (int r = 0; r < RPW; r++)
+						p[r] = ((const float4 *)(myP + r * BK))[j4];
+#pragma unroll
+					for (int jj = 0; jj < 4; jj++) {
+						const float *vr = sKV + (4 * j4 + jj) * SS + lane;
+						float vv[DC];
+
+#pragma unroll
+						for (int c2 = 0; c2 < DC; c2++)
+							vv[c2] = vr[c2 * RL_WARP];
+#pragma unroll
+						for (int r = 0; r < RPW; r++) {
+							const float pj = jj == 0   ? p[r].x
+							                 : jj == 1 ? p[r].y
+							                 : jj == 2 ? p[r].z
+							                           : p[r].w;
+
+#pragma unroll
+							for (int c2 = 0; c2 < DC; c2++)
+								acc[r][c2] =
+								    fmaf(pj, vv[c2], acc[r][c2]);
+						}
+					}
+				}
+			}
+		}
+
+#pragma unroll
+		for (int r = 0; r < RPW; r++) {
+			if (r >= wm)
+				break;
+
+			const size_t row = (size_t)ch.qs + i0 + wr0 + r;
+			/* >= 1: the maximum's own term is exp(0) */
+			const float sum = rl_warp_sum(l[r]), inv = 1.0f / sum;
+			float *o = out + row * ldq + (size_t)h * D;
+
+#pragma unroll
+			for (int c2 = 0; c2 < DC; c2++) {
+				const int d = lane + c2 * RL_WARP;
+
+				if (d < D)
+					o[d] = acc[r][c2] * inv;
+			}
+			if (lse && lane == 0)
+				lse[row * H + h] = mx[r] + logf(sum);
+		}
+	}
+}
+
+template <int DC>
+static int rl_attn_fwd_launch(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const struct rl_attn_src *src, const int *ts,
+                              int one_tiles, const struct rl_attention_shape *sh, cudaStream_t st)
+{
+	constexpr int RPW = rl_attn_fwd_rpw(DC);
+	typedef rl_attn_fwd_tile<DC, RPW> T;
+	static int cache[RL_ATTN_MAX_DEVICES];
+	int grid;
+
+	if (rl_attn_grid((const void *)rl_attn_fwd_kernel<DC, RPW>, T::SMEM, cache, &grid) != 0)
+		return -1;
+	/* one chunk: the host knows the items, and a decode step has few */
+	if (!ts && (long long)one_tiles * sh->n_heads < grid)
+		grid = one_tiles * sh->n_heads;
+	rl_attn_fwd_kernel<DC, RPW><<<grid, RL_ATTN_THREADS, T::SMEM, st>>>(
+	    out, lse, q, k, v, *src, ts, one_tiles, sh->n_heads, sh->n_kv_heads, sh->head_dim,
+	    sh->scale);
+	return rl_launched();
+}
+
+static int rl_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const struct rl_attn_src *src, const int *ts, int one_tiles,
+                       const struct rl_attention_shape *sh, cudaStream_t st)
+{
+	switch (rl_attn_dc(sh->head_dim)) {
+	case 1:
+		return rl_attn_fwd_launch<1>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 2:
+		return rl_attn_fwd_launch<2>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 3:
+		return rl_attn_fwd_launch<3>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 4:
+		return rl_attn_fwd_launch<4>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 5:
+		return rl_attn_fwd_launch<5>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 6:
+		return rl_attn_fwd_launch<6>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 7:
+		return rl_attn_fwd_launch<7>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	case 8:
+		return rl_attn_fwd_launch<8>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
+	}
+	return -1;
+}
+
+/* The query tile of the forward for head_dim d. */
+static int rl_attn_fwd_bq(int d)
+{
+	return rl_attn_fwd_rpw(rl_attn_dc(d)) * RL_ATTN_WARPS;
+}
+
+/* The table-driven forwards: map, kernel, map released in stream order. */
+static int rl_attn_fwd_mapped(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const struct rl_attn_src *src,
+                              const struct rl_attention_shape *sh, void *stream)
+{
+	const cudaStream_t st = rl_stream(stream);
+	int *ts = rl_attn_build_map(src, rl_attn_fwd_bq(sh->head_dim), st);
+
+	if (!ts)
+		return -1;
+
+	const int rc = rl_attn_fwd(out, lse, q, k, v, src, ts, 0, sh, st);
+
+	rl_attn_release_map(ts, st);
+	return rc;
+}
+
+extern "C" int rl_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const int32_t *cu_seqlens, int n_seqs,
+                                         const struct rl_attention_shape *shape, void *stream)
+{
+	if (n_seqs < 0 || !rl_attn_shape_ok(shape))
+		return -1;
+	if (n_seqs == 0)
+		return 0;
+	if (!cu_seqlens || !out || !lse || !q || !k || !v)
+		return -1;
+
+	const struct rl_attn_src src = {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs, 0, 0};
+
+	return rl_attn_fwd_mapped(out, lse, q, k, v, &src, shape, stream);
+}
+
+extern "C" int rl_attention_chunks_forward_cuda(float *out, float *lse, const float *q,
+                                                const float *k, const float *v,
+                                                const struct rl_attention_chunks *chunks,
+                                                const struct rl_attention_shape *shape,
+                                                void *stream)
+{
+	if (!rl_attn_shape_ok(shape) || !chunks || chunks->n < 0)
+		return -1;
+	if (chunks->n == 0)
+		return 0;
+	if (!chunks->q_start || !chunks->k_start || !chunks->offset || !chunks->len || !out ||
+	    !lse || !q || !k || !v)
+		return -1;
+
+	const struct rl_attn_src src = {
+	    NULL, chunks->q_start, chunks->k_start, chunks->offset, chunks->len, chunks->n, 0, 0};
+
+	return rl_attn_fwd_mapped(out, lse, q, k, v, &src, shape, stream);
+}
+
+extern "C" int rl_attention_cached_cuda(float *out, const float *q, const float *k_cache,
+                                        const float *v_cache, int n_new, int len,
+                                        const struct rl_attention_shape *shape, void *stream)
+{
+	if (!rl_attn_shape_ok(shape) || n_new < 0 || len < n_new)
+		return -1;
+	if (n_new == 0)
+		return 0;
+	if (!out || !q || !k_cache || !v_cache)
+		return -1;
+
+	/* decoding: split the cache, not the queries */
+	if ((long long)n_new * (shape->n_heads / shape->n_kv_heads) <= RL_ATTN_DEC_ROWS)
+		return rl_attn_decode(out, q, k_cache, v_cache, n_new, len, shape,
+		                      rl_stream(stream));
+
+	const int bq = rl_attn_fwd_bq(shape->head_dim);
+	const struct rl_attn_src src = {NULL, NULL, NULL, NULL, NULL, 1, len - n_new, n_new};
+
+	return rl_attn_fwd(out, NULL, q, k_cache, v_cache, &src, NULL, (n_new + bq - 1) / bq, shape,
+	                   rl_stream(stream));
+}

@@ -1,0 +1,232 @@
+/* Linear layer on rl_cuda_gemm: one GEMM for the forward (the bias in its
+ * epilogue), one per input-side and weight-side gradient, accumulating
+ * (beta = 1). TF32 stays off, so the products are fp32 ones, like the CPU's.
+ *
+ * The bias gradient is a column sum of dy [n, out] in a fixed order: the
+ * rows are cut into chunks, a block sums one chunk of 32 columns (8 row
+ * lanes, then the lanes in order) into a per-chunk partial, and a second
+ * kernel adds the partials in chunk order. No atomics, so the same inputs
+ * give the same bits on every run. Sums are in double, as the CPU's are. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm.h"
+#include "kernels/linear.h"
+
+#define RL_BIAS_COLS    32 /* one warp of consecutive columns: coalesced rows */
+#define RL_BIAS_LANES   8
+#define RL_BIAS_CHUNKS  64        /* at most, per column */
+#define RL_BIAS_ROWS    256       /* at least, per chunk */
+#define RL_BIAS_SCRATCH (1 << 18) /* doubles per stream (2 MiB): the partials */
+#define RL_BIAS_DEVICES 16
+#define RL_BIAS_STREAMS 8 /* per device */
+
+/* Partials per (device, stream), allocated on first use and kept: a shared
+ * buffer would race between streams that do not wait on each other. */
+struct rl_bias_scratch {
+	int device;
+	cudaStream_t stream;
+	double *buf;
+};
+
+static pthread_mutex_t rl_bias_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rl_bias_scratch rl_bias_scratch[RL_BIAS_DEVICES * RL_BIAS_STREAMS];
+static int rl_bias_nscratch;
+
+static int bad_shape(int n, int in_dim, int out_dim)
+{
+	return n < 0 || in_dim <= 0 || out_dim <= 0;
+}
+
+extern "C" int rl_linear_forward_cuda(float *y, const float *x, const float *w, const float *bias,
+                                      int n, int in_dim, int out_dim, void *stream)
+{
+	if (!y || !x || !w || bad_shape(n, in_dim, out_dim))
+		return -1;
+	if (n == 0)
+		return 0;
+
+	/* y [n, out] = x [n, in] (W [out, in])^T */
+	struct rl_gemm g;
+	memset(&g, 0, sizeof(g));
+	g.m = n;
+	g.n = out_dim;
+	g.k = in_dim;
+	g.a = x;
+	g.lda = in_dim;
+	g.b = w;
+	g.ldb = in_dim;
+	g.trans_b = true;
+	g.c = y;
+	g.ldc = out_dim;
+	g.alpha = 1.0f;
+	g.beta = 0.0f;
+	g.bias = bias;
+	g.ab_type = RL_F32;
+	g.c_type = RL_F32;
+	return rl_cuda_gemm(&g, stream, NULL, 0);
+}
+
+/* partial[chunk][col] (or dbias[col] += it, with one chunk) = the sum of
+ * dy[row][col] over the chunk's rows. Block (RL_BIAS_COLS, RL_BIAS_LANES):
+ * lane ty takes rows ty, ty + LANES, ...; the lanes are added in order. */
+static __global__ void __launch_bounds__(RL_BIAS_COLS *RL_BIAS_LANES)
+    rl_bias_partial_kernel(double *partial, float *dbias, const float *__restrict__ dy, int n,
+                           int out_dim, int rows_per_chunk)
+{
+	__shared__ double lane_sums[RL_BIAS_LANES][RL_BIAS_COLS];
+	int col = blockIdx.x * RL_BIAS_COLS + threadIdx.x;
+	int chunk = blockIdx.y;
+	int64_t r0 = (int64_t)chunk * rows_per_chunk;
+	int64_t r1 = r0 + rows_per_chunk < n ? r0 + rows_per_chunk : n;
+	double acc = 0.0;
+
+	if (col < out_dim)
+		for (int64_t r = r0 + threadIdx.y; r < r1; r += RL_BIAS_LANES)
+			acc += (double)dy[r * out_dim + col];
+	lane_sums[threadIdx.y][threadIdx.x] = acc;
+	__syncthreads();
+	if (threadIdx.y != 0 || col >= out_dim)
+		return;
+	for (int l = 1; l < RL_BIAS_LANES; l++)
+		acc += lane_sums[l][threadIdx.x];
+	if (partial)
+		partial[(int64_t)chunk * out_dim + col] = acc;
+	else
+		dbias[col] += (float)acc;
+}
+
+static __global__ void rl_bias_finish_kernel(float *dbias, const double *partial, int out_dim,
+                                             int chunks)
+{
+	int col = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (col >= out_dim)
+		return;
+	double acc = 0.0;
+	for (int c = 0; c < chunks; c++)
+		acc += partial[(int64_t)c * out_dim + col];
+	dbias[col] += (float)acc;
+}
+
+/* The stream's partials buffer, or NULL when none can be had. */
+static double *rl_bias_partials(cudaStream_t st)
+{
+	int dev = 0;
+	double *buf = NULL;
+
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		return NULL;
+	pthread_mutex_lock(&rl_bias_lock);
+	for (int i = 0; i < rl_bias_nscratch && !buf; i++)
+		if (rl_bias_scratch[i].device == dev && rl_bias_scratch[i].stream == st)
+			buf = rl_bias_scratch[i].buf;
+	if (!buf && rl_bias_nscratch < RL_BIAS_DEVICES * RL_BIAS_STREAMS) {
+		if (cudaMalloc((void **)&buf, RL_BIAS_SCRATCH * sizeof(double)) == cudaSuccess) {
+			rl_bias_scratch[rl_bias_nscratch].device = dev;
+			rl_bias_scratch[rl_bias_nscratch].stream = st;
+			rl_bias_scratch[rl_bias_nscratch].buf = buf;
+			rl_bias_nscratch++;
+		} else {
+			/* a refused cudaMalloc also sets the last error: clear it, or
+			 * the next op's rl_launched() reports it as its own failure */
+			(void)cudaGetLastError();
+			buf = NULL;
+		}
+	}
+	pthread_mutex_unlock(&rl_bias_lock);
+	return buf;
+}
+
+static int rl_bias_grad(float *dbias, const float *dy, int n, int out_dim, cudaStream_t st)
+{
+	/* The chunk count depends on the shape only, so the order of the sums
+	 * (and the bits) does too. Chunks of >= RL_BIAS_ROWS rows keep the
+	 * partials pass cheap next to the first; a wide out_dim gets fewer. */
+	int64_t chunks = rl_ceil_div(n, RL_BIAS_ROWS);
+	int64_t fit = RL_BIAS_SCRATCH / out_dim;
+
+	if (chunks > RL_BIAS_CHUNKS)
+		chunks = RL_BIAS_CHUNKS;
+	if (chunks > fit)
+		chunks = fit;
+	if (chunks < 1)
+		chunks = 1;
+
+	int rows_per_chunk = (int)rl_ceil_div(n, chunks);
+	double *partial = NULL;
+
+	chunks = rl_ceil_div(n, rows_per_chunk); /* no empty chunk at the end */
+	if (chunks > 1) {
+		partial = rl_bias_partials(st);
+		if (!partial)
+			return -1;
+	}
+
+	dim3 block(RL_BIAS_COLS, RL_BIAS_LANES);
+	dim3 grid((unsigned)rl_ceil_div(out_dim, RL_BIAS_COLS), (unsigned)chunks);
+
+	rl_bias_partial_kernel<<<grid, block, 0, st>>>(partial, dbias, dy, n, out_dim,
+	                                               rows_per_chunk);
+	if (rl_launched() != 0)
+		return -1;
+	if (!partial)
+		return 0;
+	rl_bias_finish_kernel<<<(unsigned)rl_ceil_div(out_dim, 256), 256, 0, st>>>(
+	    dbias, partial, out_dim, (int)chunks);
+	return rl_launched();
+}
+
+extern "C" int rl_linear_backward_cuda(float *dx, float *dw, float *dbias, const float *dy,
+                                       const float *x, const float *w, int n, int in_dim,
+                                       int out_dim, void *stream)
+{
+	if (!dy || bad_shape(n, in_dim, out_dim) || (dx && !w) || (dw && !x))
+		return -1;
+	if (n == 0)
+		return 0;
+
+	struct rl_gemm g;
+	memset(&g, 0, sizeof(g));
+	g.alpha = 1.0f;
+	g.beta = 1.0f;
+	g.ab_type = RL_F32;
+	g.c_type = RL_F32;
+
+	/* dx [n, in] += dy [n, out] W [out, in] */
+	if (dx) {
+		g.m = n;
+		g.n = in_dim;
+		g.k = out_dim;
+		g.a = dy;
+		g.lda = out_dim;
+		g.b = w;
+		g.ldb = in_dim;
+		g.c = dx;
+		g.ldc = in_dim;
+		if (rl_cuda_gemm(&g, stream, NULL, 0) != 0)
+			return -1;
+	}
+	/* dW [out, in] += dy^T [out, n] x [n, in]; dy is stored [n, out] */
+	if (dw) {
+		g.m = out_dim;
+		g.n = in_dim;
+		g.k = n;
+		g.trans_a = true;
+		g.a = dy;
+		g.lda = out_dim;
+		g.b = x;
+		g.ldb = in_dim;
+		g.c = dw;
+		g.ldc = in_dim;
+		if (rl_cuda_gemm(&g, stream, NULL, 0) != 0)
+			return -1;
+	}
+	if (dbias)
+		return rl_bias_grad(dbias, dy, n, out_dim, rl_stream(stream));
+	return 0;
+}

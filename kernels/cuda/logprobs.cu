@@ -1,0 +1,304 @@
+/* Token log-probabilities on the GPU, the vocabulary walked in chunks as on
+ * the CPU: per chunk one GEMM writes scale * h W_c^T into work, and one
+ * kernel (a block per token) folds the row into the token's running maximum
+ * and sum of exp, kept in lse and logprob themselves until the last chunk.
+ * That leaves no room for the target's logit, so the closing kernel (a warp
+ * per token) computes it as its own dot product, in double. The backward
+ * turns each recomputed chunk into dlogits in place and hands it to two
+ * accumulating GEMMs. Reductions are block or warp trees of a fixed shape
+ * and nothing uses atomics, so the bits repeat run to run. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm.h"
+#include "kernels/logprobs.h"
+
+/* Threads of the per-token kernels: whole warps, for the block reductions. */
+#define LP_THREADS 256
+/* The target check runs as one block: the targets are n ints, a few loads
+ * per thread even for long batches. */
+#define LP_CHECK_THREADS 1024
+
+/* rl_block_sum's twin for the maximum. fmaxf drops a NaN; the sum of exp,
+ * which takes every element, is what carries it into lse. */
+static __device__ float lp_block_max(float v)
+{
+	__shared__ float warp_max[LP_THREADS / RL_WARP];
+	int lane = threadIdx.x % RL_WARP;
+	int warp = threadIdx.x / RL_WARP;
+
+	v = rl_warp_max(v);
+	__syncthreads(); /* as in rl_block_sum: the scratch may be reused */
+	if (lane == 0)
+		warp_max[warp] = v;
+	__syncthreads();
+	v = lane < LP_THREADS / RL_WARP ? warp_max[lane] : -INFINITY;
+	return rl_warp_max(v);
+}
+
+/* flag[0] = 1 if any target is outside [-1, vocab), else 0. One block, so
+ * the verdict needs no second pass and no atomics. */
+static __global__ void __launch_bounds__(LP_CHECK_THREADS)
+    lp_check_targets(int *__restrict__ flag, const int32_t *__restrict__ targets, int n, int vocab)
+{
+	int bad = 0;
+
+	for (int t = threadIdx.x; t < n; t += LP_CHECK_THREADS)
+		bad |= targets[t] < -1 || targets[t] >= vocab;
+	bad = __syncthreads_or(bad);
+	if (threadIdx.x == 0)
+		flag[0] = bad != 0;
+}
+
+/* Block t folds logits[t, 0 : c] into (max, sum), stored in (lse[t],
+ * logprob[t]); first ignores what they held. As on the CPU, the sum is only
+ * rescaled when the maximum moves, and the rescale is done in double. */
+static __global__ void __launch_bounds__(LP_THREADS)
+    lp_fold_chunk(float *__restrict__ lse, float *__restrict__ logprob,
+                  const float *__restrict__ logits, int c, bool first)
+{
+	const float *row = logits + (size_t)blockIdx.x * c;
+	float mx = -INFINITY;
+
+	for (int j = threadIdx.x; j < c; j += LP_THREADS)
+		mx = fmaxf(mx, row[j]);
+	mx = lp_block_max(mx);
+
+	float m_old = first ? -INFINITY : lse[blockIdx.x];
+	float m = mx > m_old ? mx : m_old;
+	double s = 0.0;
+
+	for (int j = threadIdx.x; j < c; j += LP_THREADS)
+		s += (double)expf(row[j] - m);
+	s = rl_block_sum<LP_THREADS>(s);
+
+	if (threadIdx.x == 0) {
+		double s_old = first ? 0.0 : (double)logprob[blockIdx.x];
+
+		/* first chunk: s_old is 0 and exp(-inf) is 0, which stays 0 */
+		if (mx > m_old)
+			s_old *= exp((double)m_old - (double)mx);
+		lse[blockIdx.x] = m;
+		logprob[blockIdx.x] = (float)(s_old + s);
+	}
+}
+
+/* Warp t of the grid turns (lse[t], logprob[t]) = (max, sum) into the
+ * outputs: lse = max + log(sum) and logprob = scale h[t] . W[target] - lse,
+ * the dot product in double (each float product is exact in it) in a fixed
+ * lane order; 0 where the target lives in another rank's slice. */
+static __global__ void __launch_bounds__(LP_THREADS)
+    lp_finish(float *__restrict__ logprob, float *__restrict__ lse, const float *__restrict__ h,
+              const float *__restrict__ w, const int32_t *__restrict__ targets, int n, int dim,
+              int vocab, float scale)
+{
+	/* whole warps leave together, so the shuffles below see full warps */
+	int64_t t = ((int64_t)blockIdx.x * LP_THREADS + threadIdx.x) / RL_WARP;
+	int lane = threadIdx.x % RL_WARP;
+
+	if (t >= n)
+		return;
+
+	double l = (double)lse[t] + log((double)logprob[t]);
+	int32_t tgt = targets[t];
+	double dot = 0.0;
+
+	/* checked before the first chunk; tested again so that targets changed
+	 * since (a caller's race) cannot read outside W */
+	if (tgt >= 0 && tgt < vocab) {
+		const float *ht = h + (size_t)t * dim, *wt = w + (size_t)tgt * dim;
+
+		for (int k = lane; k < dim; k += RL_WARP)
+			dot += (double)ht[k] * (double)wt[k];
+		dot = rl_warp_sum(dot);
+	}
+	if (lane == 0) {
+		lse[t] = (float)l;
+		logprob[t] = tgt >= 0 && tgt < vocab ? (float)((double)scale * dot - l) : 0.0f;
+	}
+}
+
+/* Block t overwrites logits[t, 0 : c] with
+ * dlogits = d ([c0 + j == target] - exp(logit - lse[t])), d = scale dlogprob[t]. */
+static __global__ void __launch_bounds__(LP_THREADS)
+    lp_dlogits(float *__restrict__ logits, const float *__restrict__ lse,
+               const float *__restrict__ dlogprob, const int32_t *__restrict__ targets, int c,
+               int c0, float scale)
+{
+	float *row = logits + (size_t)blockIdx.x * c;
+	float l = lse[blockIdx.x];
+	float d = scale * dlogprob[blockIdx.x];
+	/* int64: a target near INT_MAX must not wrap into the chunk */
+	int64_t tj = (int64_t)targets[blockIdx.x] - c0;
+
+	for (int j = threadIdx.x; j < c; j += LP_THREADS) {
+		float v = -d * expf(row[j] - l);
+
+		row[j] = j == tj ? v + d : v;
+	}
+}
+
+/* The checks both ops share, before any CUDA call; chunk > vocab only means
+ * a larger work buffer than needed and is clamped, as on the CPU. */
+static int lp_check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
+{
+	if (!s || s->n < 0 || s->dim <= 0 || s->vocab <= 0 || s->chunk < 1)
+		return -1;
+	*chunk = s->chunk < s->vocab ? s->chunk : s->vocab;
+	return 0;
+}
+
+static struct rl_gemm lp_gemm_f32(void)
+{
+	struct rl_gemm g;
+
+	memset(&g, 0, sizeof(g));
+	g.ab_type = RL_F32;
+	g.c_type = RL_F32;
+	g.tf32 = false; /* the fp32 product the CPU reference computes */
+	return g;
+}
+
+/* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T */
+static int lp_chunk_logits(float *work, const float *h, const float *w, int n, int dim, int c0,
+                           int c, float scale, void *stream)
+{
+	struct rl_gemm g = lp_gemm_f32();
+
+	g.m = n;
+	g.n = c;
+	g.k = dim;
+	g.a = h;
+	g.lda = dim;
+	g.b = w + (size_t)c0 * dim;
+	g.ldb = dim;
+	g.trans_b = true;
+	g.c = work;
+	g.ldc = c;
+	g.alpha = scale;
+	g.beta = 0.0f;
+	return rl_cuda_gemm(&g, stream, NULL, 0);
+}
+
+/* Any target outside [-1, vocab)? Read back through work[0], which is free
+ * before the first GEMM; the one synchronisation of the op. */
+static int lp_targets_ok(const int32_t *targets, int n, int vocab, float *work, cudaStream_t st)
+{
+	int *flag = (int *)work;
+	int bad = 1;
+
+	lp_check_targets<<<1, LP_CHECK_THREADS, 0, st>>>(flag, targets, n, vocab);
+	if (rl_launched())
+		return -1;
+	if (cudaMemcpyAsync(&bad, flag, sizeof(bad), cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+	    cudaStreamSynchronize(st) != cudaSuccess) {
+		/* not left for the next op's rl_launched() (a sticky fault stays) */
+		(void)cudaGetLastError();
+		return -1;
+	}
+	return bad ? -1 : 0;
+}
+
+extern "C" int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const float *h,
+                                           const float *w, const int32_t *targets,
+                                           const struct rl_lm_logprobs_shape *shape, float *work,
+                                           void *stream)
+{
+	int chunk;
+
+	if (!logprob || !lse || !h || !w || !targets || !work || lp_check_shape(shape, &chunk))
+		return -1;
+
+	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
+	cudaStream_t st = rl_stream(stream);
+
+	if (n == 0)
+		return 0;
+	if (lp_targets_ok(targets, n, vocab, work, st))
+		return -1;
+
+	for (int c0 = 0; c0 < vocab; c0 += chunk) {
+		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
+
+		if (lp_chunk_logits(work, h, w, n, dim, c0, c, shape->logit_scale, stream))
+			return -1;
+		lp_fold_chunk<<<n, LP_THREADS, 0, st>>>(lse, logprob, work, c, c0 == 0);
+		if (rl_launched())
+			return -1;
+	}
+
+	int64_t blocks = rl_ceil_div(n, LP_THREADS / RL_WARP);
+
+	lp_finish<<<(unsigned)blocks, LP_THREADS, 0, st>>>(logprob, lse, h, w, targets, n, dim,
+	                                                   vocab, shape->logit_scale);
+	return rl_launched();
+}
+
+extern "C" int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *dlogprob,
+                                            const float *h, const float *w, const int32_t *targets,
+                                            const float *lse,
+                                            const struct rl_lm_logprobs_shape *shape, float *work,
+                                            void *stream)
+{
+	int chunk;
+
+	if (!dlogprob || !h || !w || !targets || !lse || !work || lp_check_shape(shape, &chunk))
+		return -1;
+
+	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
+	float scale = shape->logit_scale;
+	cudaStream_t st = rl_stream(stream);
+
+	if (n == 0 || (!dh && !dw))
+		return 0;
+
+	for (int c0 = 0; c0 < vocab; c0 += chunk) {
+		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
+		const float *wc = w + (size_t)c0 * dim;
+
+		if (lp_chunk_logits(work, h, w, n, dim, c0, c, scale, stream))
+			return -1;
+		lp_dlogits<<<n, LP_THREADS, 0, st>>>(work, lse, dlogprob, targets, c, c0, scale);
+		if (rl_launched())
+			return -1;
+
+		struct rl_gemm g = lp_gemm_f32();
+
+		g.alpha = 1.0f;
+		g.beta = 1.0f;
+		/* dh [n, dim] += dlogits [n, c] W_c [c, dim] */
+		if (dh) {
+			g.m = n;
+			g.n = dim;
+			g.k = c;
+			g.a = work;
+			g.lda = c;
+			g.b = wc;
+			g.ldb = dim;
+			g.c = dh;
+			g.ldc = dim;
+			if (rl_cuda_gemm(&g, stream, NULL, 0))
+				return -1;
+		}
+		/* dW_c [c, dim] += dlogits^T [c, n] h [n, dim] */
+		if (dw) {
+			g.m = c;
+			g.n = dim;
+			g.k = n;
+			g.trans_a = true;
+			g.a = work;
+			g.lda = c;
+			g.b = h;
+			g.ldb = dim;
+			g.c = dw + (size_t)c0 * dim;
+			g.ldc = dim;
+			if (rl_cuda_gemm(&g, stream, NULL, 0))
+				return -1;
+		}
+	}
+	return 0;
+}
