@@ -3,14 +3,21 @@
 # a --with-cuda build that was made elsewhere: the test and bench programs,
 # and the shared libraries they link that a bare CUDA image lacks (Criterion,
 # OpenBLAS and their own needs; the CUDA libraries are the machine's). One
-# command there then runs everything: DIR/run.sh [OUTDIR].
+# command there then runs everything: sh DIR/run.sh [OUTDIR]. The files go
+# into DIR as one xz archive (OpenBLAS alone is 36 MB, and what travels to
+# the GPU machine is limited), which run.sh unpacks beside itself.
 #
 #   tests/cuda/device-pack.sh BUILDDIR DIR
+#
+# With this workplace's device tool: pack into .devpack (ignored by git),
+# carry it, and run `sh .devpack/run.sh $OUT/logs` there.
 set -eu
 [ $# = 2 ] || { echo "usage: $0 BUILDDIR DIR" >&2; exit 2; }
-build=$1 dir=$2
+build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$dir/bin" "$dir/lib"
+dir=$(mktemp -d /tmp/rl-pack-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+mkdir -p "$dir/bin" "$dir/lib" "$out"
 
 programs=
 for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
@@ -19,6 +26,8 @@ for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
 	[ -x "$p" ] && [ -f "$p" ] || continue
 	case $p in *.o | *.log | *.trs) continue ;; esac
 	cp "$p" "$dir/bin/"
+	# the device code and symbols stay; DWARF would take most of the room
+	strip --strip-debug "$dir/bin/$(basename "$p")"
 	programs="$programs $p"
 done
 [ -n "$programs" ] || { echo "$0: no CUDA test programs under $build" >&2; exit 1; }
@@ -29,16 +38,21 @@ done
 ldd $programs 2>/dev/null | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
 	case $(basename "$lib") in
 	libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | \
-		libcuda.so* | libcudart.so* | libcublas* | libnccl.so*) ;;
-	*) cp -L "$lib" "$dir/lib/" ;;
+		libcuda.so* | libcudart.so* | libcublas* | libnccl.so* | libstdc++.so* | libgcc_s.so*) ;;
+	*)
+		cp -L "$lib" "$dir/lib/"
+		strip --strip-unneeded "$dir/lib/$(basename "$lib")"
+		;;
 	esac
 done
 cp "$src/tests/bench/"*_torch.py "$dir/bin/" 2>/dev/null || true
 
-cat >"$dir/run.sh" <<'RUN'
+cat >"$out/run.sh" <<'RUN'
 #!/bin/sh
 # Runs every packed CUDA test, then the benches; a summary line per program.
-here=$(cd "$(dirname "$0")" && pwd)
+pack=$(cd "$(dirname "$0")" && pwd)
+here=/tmp/rl-device-pack
+rm -rf "$here" && mkdir -p "$here" && tar -xJf "$pack/pack.tar.xz" -C "$here" || exit 1
 out=${1:-$here/out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -60,5 +74,6 @@ done
 echo "$failed test program(s) failed"
 [ $failed = 0 ]
 RUN
-chmod +x "$dir/run.sh"
-du -sh "$dir"
+chmod +x "$out/run.sh"
+tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib
+du -sh "$out"
