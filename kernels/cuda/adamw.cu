@@ -58,8 +58,7 @@ static __global__ void __launch_bounds__(RL_ADAMW_THREADS)
     rl_adamw_kernel(float *__restrict__ param, const float *__restrict__ grad,
                     float *__restrict__ m, float *__restrict__ v, int64_t n, adamw_scalars s)
 {
-	int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
 	int64_t head = 0;
 
 	if (VEC) {
@@ -115,16 +114,13 @@ extern "C" int rl_adamw_step_cuda(float *param, const float *grad, float *m, flo
 	s.eps = hp->eps;
 
 	bool vec = rl_aligned16(param) && rl_aligned16(grad) && rl_aligned16(m) && rl_aligned16(v);
-	int64_t work = vec ? n / 4 : n;
-	int64_t blocks = rl_ceil_div(work, RL_ADAMW_THREADS);
+	int blocks = rl_stride_blocks(vec ? n / 4 : n, RL_ADAMW_THREADS, RL_ADAMW_MAX_BLOCKS);
 	cudaStream_t st = rl_stream(stream);
 
-	blocks = blocks < 1 ? 1 : blocks > RL_ADAMW_MAX_BLOCKS ? RL_ADAMW_MAX_BLOCKS : blocks;
 	if (vec)
-		rl_adamw_kernel<true>
-		    <<<(int)blocks, RL_ADAMW_THREADS, 0, st>>>(param, grad, m, v, n, s);
+		rl_adamw_kernel<true><<<blocks, RL_ADAMW_THREADS, 0, st>>>(param, grad, m, v, n, s);
 	else
 		rl_adamw_kernel<false>
-		    <<<(int)blocks, RL_ADAMW_THREADS, 0, st>>>(param, grad, m, v, n, s);
+		    <<<blocks, RL_ADAMW_THREADS, 0, st>>>(param, grad, m, v, n, s);
 	return rl_launched();
 }

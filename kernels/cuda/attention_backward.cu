@@ -10,20 +10,38 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 
-static int rl_attn_backward(struct rl_attn_bwd *b, void *stream)
+static int rl_attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                            const float *k, const float *v, const float *out, const float *lse,
+                            const struct rl_attn_src *src, const struct rl_attention_shape *sh,
+                            void *stream)
 {
+	struct rl_attn_bwd b = {dq,
+	                        dk,
+	                        dv,
+	                        dout,
+	                        q,
+	                        k,
+	                        v,
+	                        out,
+	                        lse,
+	                        *src,
+	                        NULL,
+	                        sh->n_heads,
+	                        sh->n_kv_heads,
+	                        sh->head_dim,
+	                        sh->scale};
 	const cudaStream_t st = rl_stream(stream);
-	const int bq = rl_attn_dq_rpw(rl_attn_dc(b->D)) * RL_ATTN_WARPS;
-	int *ts = rl_attn_build_map(&b->src, bq, st);
+	const int bq = rl_attn_dq_rpw(rl_attn_dc(b.D)) * RL_ATTN_WARPS;
+	int *ts = rl_attn_build_map(&b.src, bq, st);
 
 	if (!ts)
 		return -1;
-	b->ts = ts;
+	b.ts = ts;
 
-	int rc = rl_attn_dq_launch(b, st);
+	int rc = rl_attn_dq_launch(&b, st);
 
 	if (rc == 0)
-		rc = rl_attn_dkdv_launch(b, st);
+		rc = rl_attn_dkdv_launch(&b, st);
 	rl_attn_release_map(ts, st);
 	return rc;
 }
@@ -41,23 +59,9 @@ extern "C" int rl_attention_backward_cuda(float *dq, float *dk, float *dv, const
 	if (!cu_seqlens || !dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse)
 		return -1;
 
-	struct rl_attn_bwd b = {dq,
-	                        dk,
-	                        dv,
-	                        dout,
-	                        q,
-	                        k,
-	                        v,
-	                        out,
-	                        lse,
-	                        {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs, 0, 0},
-	                        NULL,
-	                        shape->n_heads,
-	                        shape->n_kv_heads,
-	                        shape->head_dim,
-	                        shape->scale};
+	const struct rl_attn_src src = rl_attn_seqs_src(cu_seqlens, n_seqs);
 
-	return rl_attn_backward(&b, stream);
+	return rl_attn_backward(dq, dk, dv, dout, q, k, v, out, lse, &src, shape, stream);
 }
 
 extern "C" int rl_attention_chunks_backward_cuda(float *dq, float *dk, float *dv, const float *dout,
@@ -67,30 +71,14 @@ extern "C" int rl_attention_chunks_backward_cuda(float *dq, float *dk, float *dv
                                                  const struct rl_attention_shape *shape,
                                                  void *stream)
 {
-	if (!rl_attn_shape_ok(shape) || !chunks || chunks->n < 0)
-		return -1;
-	if (chunks->n == 0)
-		return 0;
-	if (!chunks->q_start || !chunks->k_start || !chunks->offset || !chunks->len || !dq || !dk ||
-	    !dv || !dout || !q || !k || !v || !out || !lse)
+	const int go = rl_attn_chunks_check(chunks, shape);
+
+	if (go <= 0)
+		return go;
+	if (!dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse)
 		return -1;
 
-	struct rl_attn_bwd b = {
-	    dq,
-	    dk,
-	    dv,
-	    dout,
-	    q,
-	    k,
-	    v,
-	    out,
-	    lse,
-	    {NULL, chunks->q_start, chunks->k_start, chunks->offset, chunks->len, chunks->n, 0, 0},
-	    NULL,
-	    shape->n_heads,
-	    shape->n_kv_heads,
-	    shape->head_dim,
-	    shape->scale};
+	const struct rl_attn_src src = rl_attn_chunks_src(chunks);
 
-	return rl_attn_backward(&b, stream);
+	return rl_attn_backward(dq, dk, dv, dout, q, k, v, out, lse, &src, shape, stream);
 }

@@ -284,23 +284,8 @@ template <int DC> static int rl_attn_dkdv_run(const struct rl_attn_bwd *b, cudaS
 
 int rl_attn_dkdv_launch(const struct rl_attn_bwd *b, cudaStream_t st)
 {
-	switch (rl_attn_dc(b->D)) {
-	case 1:
-		return rl_attn_dkdv_run<1>(b, st);
-	case 2:
-		return rl_attn_dkdv_run<2>(b, st);
-	case 3:
-		return rl_attn_dkdv_run<3>(b, st);
-	case 4:
-		return rl_attn_dkdv_run<4>(b, st);
-	case 5:
-		return rl_attn_dkdv_run<5>(b, st);
-	case 6:
-		return rl_attn_dkdv_run<6>(b, st);
-	case 7:
-		return rl_attn_dkdv_run<7>(b, st);
-	case 8:
-		return rl_attn_dkdv_run<8>(b, st);
-	}
-	return -1;
+	static decltype(&rl_attn_dkdv_run<1>) const by_dc[] = RL_ATTN_BY_DC(rl_attn_dkdv_run);
+	const int dc = rl_attn_dc(b->D);
+
+	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](b, st) : -1;
 }

@@ -143,34 +143,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 				}
 			}
 			__syncwarp();
-#pragma unroll 2
-			for (int j4 = 0; j4 < BK / 4; j4++) {
-				float4 ds[RPW];
-
-#pragma unroll
-				for (int r = 0; r < RPW; r++)
-					ds[r] = ((const float4 *)(myS + r * BK))[j4];
-#pragma unroll
-				for (int jj = 0; jj < 4; jj++) {
-					const float *kr = sK + (4 * j4 + jj) * SS + lane;
-					float kk[DC];
-
-#pragma unroll
-					for (int c2 = 0; c2 < DC; c2++)
-						kk[c2] = kr[c2 * RL_WARP];
-#pragma unroll
-					for (int r = 0; r < RPW; r++) {
-						const float x = jj == 0   ? ds[r].x
-						                : jj == 1 ? ds[r].y
-						                : jj == 2 ? ds[r].z
-						                          : ds[r].w;
-
-#pragma unroll
-						for (int c2 = 0; c2 < DC; c2++)
-							acc[r][c2] = fmaf(x, kk[c2], acc[r][c2]);
-					}
-				}
-			}
+			rl_attn_rows_mm<RPW, DC, BK, SS>(acc, myS, sK);
 			__syncwarp(); /* myS is rewritten by the next tile */
 		}
 
@@ -208,23 +181,8 @@ template <int DC> static int rl_attn_dq_run(const struct rl_attn_bwd *b, cudaStr
 
 int rl_attn_dq_launch(const struct rl_attn_bwd *b, cudaStream_t st)
 {
-	switch (rl_attn_dc(b->D)) {
-	case 1:
-		return rl_attn_dq_run<1>(b, st);
-	case 2:
-		return rl_attn_dq_run<2>(b, st);
-	case 3:
-		return rl_attn_dq_run<3>(b, st);
-	case 4:
-		return rl_attn_dq_run<4>(b, st);
-	case 5:
-		return rl_attn_dq_run<5>(b, st);
-	case 6:
-		return rl_attn_dq_run<6>(b, st);
-	case 7:
-		return rl_attn_dq_run<7>(b, st);
-	case 8:
-		return rl_attn_dq_run<8>(b, st);
-	}
-	return -1;
+	static decltype(&rl_attn_dq_run<1>) const by_dc[] = RL_ATTN_BY_DC(rl_attn_dq_run);
+	const int dc = rl_attn_dc(b->D);
+
+	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](b, st) : -1;
 }

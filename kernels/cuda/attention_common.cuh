@@ -19,14 +19,17 @@
  * banks. Columns head_dim .. 32 DC - 1 are stored as zeros, so every dot
  * product runs over 32 DC columns with a compile-time trip count.
  * defines: RL_ATTN_*, struct rl_attn_src, struct rl_attn_chunk, struct rl_attn_bwd,
- * rl_attn_get, rl_attn_n_tiles, rl_attn_find, rl_attn_next_chunk,
- * rl_attn_load_row, rl_attn_dot4, rl_attn_*_rpw/bk/bq, rl_attn_dc, rl_attn_build_map,
- * rl_attn_release_map, rl_attn_shape_ok, rl_attn_grid, rl_attn_dq_launch, rl_attn_dkdv_launch,
- * rl_attn_decode */
+ * rl_attn_get, rl_attn_n_tiles, rl_attn_find, rl_attn_next_chunk, rl_attn_load_row,
+ * rl_attn_dot4, rl_attn_rows_init, rl_attn_scores, rl_attn_softmax_row,
+ * rl_attn_rows_mm, rl_attn_*_rpw/bk/bq, rl_attn_dc, RL_ATTN_BY_DC, rl_attn_dc_ok,
+ * rl_attn_seqs_src, rl_attn_chunks_ok, rl_attn_chunks_src, rl_attn_chunks_check,
+ * rl_attn_build_map, rl_attn_release_map, rl_attn_shape_ok, rl_attn_grid, rl_attn_dq_launch,
+ * rl_attn_dkdv_launch, rl_attn_decode */
 #ifndef RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
 #define RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
 
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -195,6 +198,132 @@ static __device__ __forceinline__ float rl_attn_dot4(float4 a, float4 b, float a
 	return fmaf(a.w, b.w, acc);
 }
 
+/* The running state of RPW query rows of one warp: max -inf, sum and
+ * output 0. */
+template <int RPW, int DC>
+static __device__ __forceinline__ void rl_attn_rows_init(float (&mx)[RPW], float (&l)[RPW],
+                                                         float (&acc)[RPW][DC])
+{
+#pragma unroll
+	for (int r = 0; r < RPW; r++) {
+		mx[r] = -INFINITY;
+		l[r] = 0.0f;
+#pragma unroll
+		for (int c2 = 0; c2 < DC; c2++)
+			acc[r][c2] = 0.0f;
+	}
+}
+
+/* s[r][u] = the unscaled score of query row r of the warp (sQw: its first
+ * row) with key row lane + 32 u of the tile sK. */
+template <int RPW, int KPL, int SS>
+static __device__ __forceinline__ void rl_attn_scores(float (&s)[RPW][KPL], const float *sQw,
+                                                      const float *sK)
+{
+	const int lane = threadIdx.x % RL_WARP;
+	const float4 *q4 = (const float4 *)sQw;
+	const float4 *k4 = (const float4 *)(sK + lane * SS);
+
+#pragma unroll
+	for (int r = 0; r < RPW; r++)
+#pragma unroll
+		for (int u = 0; u < KPL; u++)
+			s[r][u] = 0.0f;
+#pragma unroll 4
+	for (int d4 = 0; d4 < SS / 4 - 1; d4++) {
+		float4 kv[KPL];
+
+#pragma unroll
+		for (int u = 0; u < KPL; u++)
+			kv[u] = k4[u * RL_WARP * (SS / 4) + d4];
+#pragma unroll
+		for (int r = 0; r < RPW; r++) {
+			const float4 qv = q4[r * (SS / 4) + d4];
+
+#pragma unroll
+			for (int u = 0; u < KPL; u++)
+				s[r][u] = rl_attn_dot4(qv, kv[u], s[r][u]);
+		}
+	}
+}
+
+/* One online-softmax step of one row over the keys k0 + lane + 32 u: keys
+ * past kmax are masked, the row's max, sum and output rescaled, and the
+ * probabilities stored to p[lane + 32 u]. EMPTY: the row may see no key of
+ * the tile and none before (a late slice of the decode), so its max can
+ * stay -inf; then nothing changes and the masked keys weigh exactly 0. */
+template <int KPL, int DC, bool EMPTY>
+static __device__ __forceinline__ void rl_attn_softmax_row(float (&s)[KPL], int k0, int kmax,
+                                                           float scale, float &mx, float &l,
+                                                           float (&acc)[DC], float *p)
+{
+	const int lane = threadIdx.x % RL_WARP;
+	float tmax = -INFINITY;
+
+#pragma unroll
+	for (int u = 0; u < KPL; u++) {
+		const int kp = k0 + lane + u * RL_WARP;
+
+		s[u] = kp <= kmax ? s[u] * scale : -INFINITY;
+		tmax = fmaxf(tmax, s[u]);
+	}
+
+	const float mnew = fmaxf(mx, rl_warp_max(tmax));
+	const float alpha = EMPTY && mnew == -INFINITY ? 1.0f : expf(mx - mnew);
+
+	mx = mnew;
+	l *= alpha;
+#pragma unroll
+	for (int c2 = 0; c2 < DC; c2++)
+		acc[c2] *= alpha;
+#pragma unroll
+	for (int u = 0; u < KPL; u++) {
+		const float pu = EMPTY && s[u] == -INFINITY ? 0.0f : expf(s[u] - mnew);
+
+		l += pu;
+		p[lane + u * RL_WARP] = pu;
+	}
+}
+
+/* acc[r][c] += sum_j w[r][j] x[j][lane + 32 c]: the warp's RPW rows of
+ * weights (w: rows of BK floats, 16-byte aligned) times the tile x (BK
+ * rows of stride SS), j in order. */
+template <int RPW, int DC, int BK, int SS>
+static __device__ __forceinline__ void rl_attn_rows_mm(float (&acc)[RPW][DC], const float *w,
+                                                       const float *x)
+{
+	const int lane = threadIdx.x % RL_WARP;
+
+#pragma unroll 2
+	for (int j4 = 0; j4 < BK / 4; j4++) {
+		float4 p[RPW];
+
+#pragma unroll
+		for (int r = 0; r < RPW; r++)
+			p[r] = ((const float4 *)(w + r * BK))[j4];
+#pragma unroll
+		for (int jj = 0; jj < 4; jj++) {
+			const float *xr = x + (4 * j4 + jj) * SS + lane;
+			float xv[DC];
+
+#pragma unroll
+			for (int c2 = 0; c2 < DC; c2++)
+				xv[c2] = xr[c2 * RL_WARP];
+#pragma unroll
+			for (int r = 0; r < RPW; r++) {
+				const float pj = jj == 0   ? p[r].x
+				                 : jj == 1 ? p[r].y
+				                 : jj == 2 ? p[r].z
+				                           : p[r].w;
+
+#pragma unroll
+				for (int c2 = 0; c2 < DC; c2++)
+					acc[r][c2] = fmaf(pj, xv[c2], acc[r][c2]);
+			}
+		}
+	}
+}
+
 /* Tile shapes by DC, chosen so that every kernel fits the 163 KiB of
  * shared memory an A100 block can opt in to (the H100 has 227 KiB) and its
  * register tiles stay near 64 floats a thread:
@@ -232,6 +361,20 @@ static inline int rl_attn_dc(int d)
 	return (d + RL_WARP - 1) / RL_WARP;
 }
 
+/* The instances f<1> .. f<RL_ATTN_MAX_DC> of a host function templated on
+ * DC, as a table indexed by DC - 1: the ops pick theirs with
+ * rl_attn_dc_ok(dc) ? table[dc - 1](...) : -1. */
+#define RL_ATTN_BY_DC(f)                                                                           \
+	{                                                                                          \
+		f<1>, f<2>, f<3>, f<4>, f<5>, f<6>, f<7>, f<8>                                     \
+	}
+static_assert(RL_ATTN_MAX_DC == 8, "RL_ATTN_BY_DC lists every DC");
+
+static inline bool rl_attn_dc_ok(int dc)
+{
+	return dc >= 1 && dc <= RL_ATTN_MAX_DC;
+}
+
 /* The tile map of src for query tiles of bq rows, in device memory from
  * the pool, ordered on st (rl_cuda_alloc_async): ts[0 .. n] the exclusive
  * scan of the chunks' tile counts and ts[n + 1] one past the last key row
@@ -247,6 +390,35 @@ static inline bool rl_attn_shape_ok(const struct rl_attention_shape *sh)
 {
 	return sh && sh->n_heads > 0 && sh->n_kv_heads > 0 && sh->head_dim > 0 &&
 	       sh->head_dim <= RL_ATTN_MAX_DIM && sh->n_heads % sh->n_kv_heads == 0;
+}
+
+/* The sources of packed sequences and of a chunk table whose arrays the
+ * caller checked (rl_attn_chunks_ok). */
+static inline struct rl_attn_src rl_attn_seqs_src(const int32_t *cu_seqlens, int n_seqs)
+{
+	return {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs, 0, 0};
+}
+
+static inline bool rl_attn_chunks_ok(const struct rl_attention_chunks *c)
+{
+	return c->q_start && c->k_start && c->offset && c->len;
+}
+
+static inline struct rl_attn_src rl_attn_chunks_src(const struct rl_attention_chunks *c)
+{
+	return {NULL, c->q_start, c->k_start, c->offset, c->len, c->n, 0, 0};
+}
+
+/* The checks of a chunk-table op before its pointers: -1 (bad shape or
+ * table), 0 (no chunk: nothing to do) or 1 (go on). */
+static inline int rl_attn_chunks_check(const struct rl_attention_chunks *c,
+                                       const struct rl_attention_shape *sh)
+{
+	if (!rl_attn_shape_ok(sh) || !c || c->n < 0)
+		return -1;
+	if (c->n == 0)
+		return 0;
+	return rl_attn_chunks_ok(c) ? 1 : -1;
 }
 
 /* The persistent grid for kernel (RL_ATTN_THREADS threads, smem bytes of

@@ -8,8 +8,9 @@
  * merges the slices in slice order (the same bits every run).
  *
  * Row r of a block is query r / rep of query head g * rep + r % rep. The
- * tile code is attention_forward.cu's: warp w owns rows w * RPW .., lane l
- * scores keys l and l + 32 and holds output columns l + 32 c. */
+ * tile steps are the forward's (attention_common.cuh): warp w owns rows
+ * w * RPW .., lane l scores keys l and l + 32 and holds output columns
+ * l + 32 c. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,14 +60,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 		rl_attn_load_row<DC>(sQ + r * SS,
 		                     q + (size_t)(r / rep) * ldq + (size_t)(g * rep + r % rep) * D,
 		                     r < R, D);
-#pragma unroll
-	for (int r = 0; r < RPW; r++) {
-		mx[r] = -INFINITY;
-		l[r] = 0.0f;
-#pragma unroll
-		for (int c2 = 0; c2 < DC; c2++)
-			acc[r][c2] = 0.0f;
-	}
+	rl_attn_rows_init<RPW, DC>(mx, l, acc);
 
 	for (int k0 = k_lo; k0 < k_hi; k0 += BK) {
 		const int nk = min(BK, k_hi - k0);
@@ -78,98 +72,23 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 		__syncthreads();
 		if (active) {
 			float s[RPW][KPL];
-			const float4 *q4 = (const float4 *)(sQ + wr0 * SS);
-			const float4 *k4 = (const float4 *)(sKV + lane * SS);
 
+			rl_attn_scores<RPW, KPL, SS>(s, sQ + wr0 * SS, sKV);
+			/* A row can see no key of a late slice: then its max
+			 * stays -inf (EMPTY). Keys past the slice are masked. */
 #pragma unroll
 			for (int r = 0; r < RPW; r++)
-#pragma unroll
-				for (int u = 0; u < KPL; u++)
-					s[r][u] = 0.0f;
-#pragma unroll 4
-			for (int d4 = 0; d4 < SS / 4 - 1; d4++) {
-				float4 kv[KPL];
-
-#pragma unroll
-				for (int u = 0; u < KPL; u++)
-					kv[u] = k4[u * RL_WARP * (SS / 4) + d4];
-#pragma unroll
-				for (int r = 0; r < RPW; r++) {
-					const float4 qv = q4[r * (SS / 4) + d4];
-
-#pragma unroll
-					for (int u = 0; u < KPL; u++)
-						s[r][u] = rl_attn_dot4(qv, kv[u], s[r][u]);
-				}
-			}
-#pragma unroll
-			for (int r = 0; r < RPW; r++) {
-				const int pos = off + (wr0 + r) / rep;
-				float tmax = -INFINITY;
-
-#pragma unroll
-				for (int u = 0; u < KPL; u++) {
-					const int kp = k0 + lane + u * RL_WARP;
-
-					s[r][u] =
-					    kp < k_hi && kp <= pos ? s[r][u] * scale : -INFINITY;
-					tmax = fmaxf(tmax, s[r][u]);
-				}
-				/* A row can see no key of a late slice: then
-				 * everything stays as it is, max -inf included. */
-				const float mnew = fmaxf(mx[r], rl_warp_max(tmax));
-				const float alpha = mnew == -INFINITY ? 1.0f : expf(mx[r] - mnew);
-
-				mx[r] = mnew;
-				l[r] *= alpha;
-#pragma unroll
-				for (int c2 = 0; c2 < DC; c2++)
-					acc[r][c2] *= alpha;
-#pragma unroll
-				for (int u = 0; u < KPL; u++) {
-					const float p =
-					    s[r][u] == -INFINITY ? 0.0f : expf(s[r][u] - mnew);
-
-					l[r] += p;
-					myP[r * BK + lane + u * RL_WARP] = p;
-				}
-			}
+				rl_attn_softmax_row<KPL, DC, true>(
+				    s[r], k0, min(off + (wr0 + r) / rep, k_hi - 1), scale, mx[r],
+				    l[r], acc[r], myP + r * BK);
 		}
 		__syncthreads(); /* every warp is done with K */
 		for (int r = w; r < BK; r += RL_ATTN_WARPS)
 			rl_attn_load_row<DC>(sKV + r * SS, v + kvo + (size_t)(k0 + r) * ldkv,
 			                     r < nk, D);
 		__syncthreads();
-		if (active) {
-#pragma unroll 2
-			for (int j4 = 0; j4 < BK / 4; j4++) {
-				float4 p[RPW];
-
-#pragma unroll
-				for (int r = 0; r < RPW; r++)
-					p[r] = ((const float4 *)(myP + r * BK))[j4];
-#pragma unroll
-				for (int jj = 0; jj < 4; jj++) {
-					const float *vr = sKV + (4 * j4 + jj) * SS + lane;
-					float vv[DC];
-
-#pragma unroll
-					for (int c2 = 0; c2 < DC; c2++)
-						vv[c2] = vr[c2 * RL_WARP];
-#pragma unroll
-					for (int r = 0; r < RPW; r++) {
-						const float pj = jj == 0   ? p[r].x
-						                 : jj == 1 ? p[r].y
-						                 : jj == 2 ? p[r].z
-						                           : p[r].w;
-
-#pragma unroll
-						for (int c2 = 0; c2 < DC; c2++)
-							acc[r][c2] = fmaf(pj, vv[c2], acc[r][c2]);
-					}
-				}
-			}
-		}
+		if (active)
+			rl_attn_rows_mm<RPW, DC, BK, SS>(acc, myP, sKV);
 	}
 
 	const size_t slot = ((size_t)sp * Hkv + g) * ROWS;
@@ -287,23 +206,8 @@ static int rl_attn_dec_run(float *out, const float *q, const float *k, const flo
 int rl_attn_decode(float *out, const float *q, const float *k, const float *v, int n_new, int len,
                    const struct rl_attention_shape *sh, cudaStream_t st)
 {
-	switch (rl_attn_dc(sh->head_dim)) {
-	case 1:
-		return rl_attn_dec_run<1>(out, q, k, v, n_new, len, sh, st);
-	case 2:
-		return rl_attn_dec_run<2>(out, q, k, v, n_new, len, sh, st);
-	case 3:
-		return rl_attn_dec_run<3>(out, q, k, v, n_new, len, sh, st);
-	case 4:
-		return rl_attn_dec_run<4>(out, q, k, v, n_new, len, sh, st);
-	case 5:
-		return rl_attn_dec_run<5>(out, q, k, v, n_new, len, sh, st);
-	case 6:
-		return rl_attn_dec_run<6>(out, q, k, v, n_new, len, sh, st);
-	case 7:
-		return rl_attn_dec_run<7>(out, q, k, v, n_new, len, sh, st);
-	case 8:
-		return rl_attn_dec_run<8>(out, q, k, v, n_new, len, sh, st);
-	}
-	return -1;
+	static decltype(&rl_attn_dec_run<1>) const by_dc[] = RL_ATTN_BY_DC(rl_attn_dec_run);
+	const int dc = rl_attn_dc(sh->head_dim);
+
+	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](out, q, k, v, n_new, len, sh, st) : -1;
 }

@@ -72,14 +72,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 
 		float mx[RPW], l[RPW], acc[RPW][DC];
 
-#pragma unroll
-		for (int r = 0; r < RPW; r++) {
-			mx[r] = -INFINITY;
-			l[r] = 0.0f;
-#pragma unroll
-			for (int c2 = 0; c2 < DC; c2++)
-				acc[r][c2] = 0.0f;
-		}
+		rl_attn_rows_init<RPW, DC>(mx, l, acc);
 
 		for (int k0 = 0; k0 <= last; k0 += BK) {
 			const int nk = min(BK, last - k0 + 1);
@@ -92,97 +85,23 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 			__syncthreads();
 			if (active) {
 				float s[RPW][KPL];
-				const float4 *q4 = (const float4 *)(sQ + wr0 * SS);
-				const float4 *k4 = (const float4 *)(sKV + lane * SS);
 
+				rl_attn_scores<RPW, KPL, SS>(s, sQ + wr0 * SS, sKV);
+				/* The max stays finite: key 0 of the first tile is seen
+				 * by every row, so only later tiles can be all masked. */
 #pragma unroll
 				for (int r = 0; r < RPW; r++)
-#pragma unroll
-					for (int u = 0; u < KPL; u++)
-						s[r][u] = 0.0f;
-#pragma unroll 4
-				for (int d4 = 0; d4 < SS / 4 - 1; d4++) {
-					float4 kv[KPL];
-
-#pragma unroll
-					for (int u = 0; u < KPL; u++)
-						kv[u] = k4[u * RL_WARP * (SS / 4) + d4];
-#pragma unroll
-					for (int r = 0; r < RPW; r++) {
-						const float4 qv = q4[r * (SS / 4) + d4];
-
-#pragma unroll
-						for (int u = 0; u < KPL; u++)
-							s[r][u] = rl_attn_dot4(qv, kv[u], s[r][u]);
-					}
-				}
-#pragma unroll
-				for (int r = 0; r < RPW; r++) {
-					const int pos = ch.off + i0 + wr0 + r;
-					float tmax = -INFINITY;
-
-#pragma unroll
-					for (int u = 0; u < KPL; u++) {
-						const int kp = k0 + lane + u * RL_WARP;
-
-						s[r][u] = kp <= pos ? s[r][u] * scale : -INFINITY;
-						tmax = fmaxf(tmax, s[r][u]);
-					}
-					/* Finite: key 0 of the first tile is seen by every
-					 * row, so only later tiles can be all masked. */
-					const float mnew = fmaxf(mx[r], rl_warp_max(tmax));
-					const float alpha = expf(mx[r] - mnew);
-
-					mx[r] = mnew;
-					l[r] *= alpha;
-#pragma unroll
-					for (int c2 = 0; c2 < DC; c2++)
-						acc[r][c2] *= alpha;
-#pragma unroll
-					for (int u = 0; u < KPL; u++) {
-						const float p = expf(s[r][u] - mnew);
-
-						l[r] += p;
-						myP[r * BK + lane + u * RL_WARP] = p;
-					}
-				}
+					rl_attn_softmax_row<KPL, DC, false>(
+					    s[r], k0, ch.off + i0 + wr0 + r, scale, mx[r], l[r],
+					    acc[r], myP + r * BK);
 			}
 			__syncthreads(); /* every warp is done with K */
 			for (int r = w; r < BK; r += RL_ATTN_WARPS)
 				rl_attn_load_row<DC>(sKV + r * SS,
 				                     v + kvo + (size_t)(k0 + r) * ldkv, r < nk, D);
 			__syncthreads();
-			if (active) {
-#pragma unroll 2
-				for (int j4 = 0; j4 < BK / 4; j4++) {
-					float4 p[RPW];
-
-#pragma unroll
-					for (int r = 0; r < RPW; r++)
-						p[r] = ((const float4 *)(myP + r * BK))[j4];
-#pragma unroll
-					for (int jj = 0; jj < 4; jj++) {
-						const float *vr = sKV + (4 * j4 + jj) * SS + lane;
-						float vv[DC];
-
-#pragma unroll
-						for (int c2 = 0; c2 < DC; c2++)
-							vv[c2] = vr[c2 * RL_WARP];
-#pragma unroll
-						for (int r = 0; r < RPW; r++) {
-							const float pj = jj == 0   ? p[r].x
-							                 : jj == 1 ? p[r].y
-							                 : jj == 2 ? p[r].z
-							                           : p[r].w;
-
-#pragma unroll
-							for (int c2 = 0; c2 < DC; c2++)
-								acc[r][c2] =
-								    fmaf(pj, vv[c2], acc[r][c2]);
-						}
-					}
-				}
-			}
+			if (active)
+				rl_attn_rows_mm<RPW, DC, BK, SS>(acc, myP, sKV);
 		}
 
 #pragma unroll
@@ -233,25 +152,11 @@ static int rl_attn_fwd(float *out, float *lse, const float *q, const float *k, c
                        const struct rl_attn_src *src, const int *ts, int one_tiles,
                        const struct rl_attention_shape *sh, cudaStream_t st)
 {
-	switch (rl_attn_dc(sh->head_dim)) {
-	case 1:
-		return rl_attn_fwd_launch<1>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 2:
-		return rl_attn_fwd_launch<2>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 3:
-		return rl_attn_fwd_launch<3>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 4:
-		return rl_attn_fwd_launch<4>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 5:
-		return rl_attn_fwd_launch<5>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 6:
-		return rl_attn_fwd_launch<6>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 7:
-		return rl_attn_fwd_launch<7>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	case 8:
-		return rl_attn_fwd_launch<8>(out, lse, q, k, v, src, ts, one_tiles, sh, st);
-	}
-	return -1;
+	static decltype(&rl_attn_fwd_launch<1>) const by_dc[] = RL_ATTN_BY_DC(rl_attn_fwd_launch);
+	const int dc = rl_attn_dc(sh->head_dim);
+
+	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](out, lse, q, k, v, src, ts, one_tiles, sh, st)
+	                         : -1;
 }
 
 /* The query tile of the forward for head_dim d. */
@@ -288,7 +193,7 @@ extern "C" int rl_attention_forward_cuda(float *out, float *lse, const float *q,
 	if (!cu_seqlens || !out || !lse || !q || !k || !v)
 		return -1;
 
-	const struct rl_attn_src src = {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs, 0, 0};
+	const struct rl_attn_src src = rl_attn_seqs_src(cu_seqlens, n_seqs);
 
 	return rl_attn_fwd_mapped(out, lse, q, k, v, &src, shape, stream);
 }
@@ -299,16 +204,14 @@ extern "C" int rl_attention_chunks_forward_cuda(float *out, float *lse, const fl
                                                 const struct rl_attention_shape *shape,
                                                 void *stream)
 {
-	if (!rl_attn_shape_ok(shape) || !chunks || chunks->n < 0)
-		return -1;
-	if (chunks->n == 0)
-		return 0;
-	if (!chunks->q_start || !chunks->k_start || !chunks->offset || !chunks->len || !out ||
-	    !lse || !q || !k || !v)
+	const int go = rl_attn_chunks_check(chunks, shape);
+
+	if (go <= 0)
+		return go;
+	if (!out || !lse || !q || !k || !v)
 		return -1;
 
-	const struct rl_attn_src src = {
-	    NULL, chunks->q_start, chunks->k_start, chunks->offset, chunks->len, chunks->n, 0, 0};
+	const struct rl_attn_src src = rl_attn_chunks_src(chunks);
 
 	return rl_attn_fwd_mapped(out, lse, q, k, v, &src, shape, stream);
 }

@@ -3,13 +3,18 @@
  * op table (0, or -1 on a launch error). Device code only sees this header;
  * the public contracts stay in kernels/<op>.h.
  * defines: RL_WARP, rl_warp_sum, rl_warp_max, rl_block_sum, rl_aligned16,
- * rl_ceil_div, rl_stream, rl_launched */
+ * rl_ceil_div, rl_stream, rl_launched, rl_grid_thread, rl_grid_stride,
+ * rl_stride_blocks, rl_gemm_f32 */
 #ifndef RL_KERNELS_CUDA_COMMON_CUH
 #define RL_KERNELS_CUDA_COMMON_CUH
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/gemm.h"
 
 #define RL_WARP 32
 
@@ -77,6 +82,56 @@ static inline cudaStream_t rl_stream(void *stream)
 static inline int rl_launched(void)
 {
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* A 1-D grid-stride loop: this thread's first index and the stride. */
+static __device__ __forceinline__ int64_t rl_grid_thread(void)
+{
+	return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+static __device__ __forceinline__ int64_t rl_grid_stride(void)
+{
+	return (int64_t)gridDim.x * blockDim.x;
+}
+
+/* The blocks of threads threads for a grid-stride loop over work items:
+ * one item a thread, at least one block, at most max_blocks. */
+static inline int rl_stride_blocks(int64_t work, int threads, int max_blocks)
+{
+	int64_t b = rl_ceil_div(work, threads);
+
+	return (int)(b < 1 ? 1 : b > max_blocks ? max_blocks : b);
+}
+
+/* C [m, n] = alpha op(A) op(B) + beta C (+ bias) on rl_cuda_gemm (its
+ * conventions), all fp32 and TF32 off: the product the CPU references
+ * compute. 0 or -1. */
+static inline int rl_gemm_f32(int m, int n, int k, bool trans_a, const float *a, int lda,
+                              bool trans_b, const float *b, int ldb, float *c, int ldc, float alpha,
+                              float beta, const float *bias, void *stream)
+{
+	struct rl_gemm g;
+
+	memset(&g, 0, sizeof(g));
+	g.m = m;
+	g.n = n;
+	g.k = k;
+	g.trans_a = trans_a;
+	g.a = a;
+	g.lda = lda;
+	g.trans_b = trans_b;
+	g.b = b;
+	g.ldb = ldb;
+	g.c = c;
+	g.ldc = ldc;
+	g.alpha = alpha;
+	g.beta = beta;
+	g.bias = bias;
+	g.ab_type = RL_F32;
+	g.c_type = RL_F32;
+	g.tf32 = false;
+	return rl_cuda_gemm(&g, stream, NULL, 0);
 }
 
 #endif

@@ -9,12 +9,10 @@
  * give the same bits on every run. Sums are in double, as the CPU's are. */
 #include <pthread.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/gemm.h"
 #include "kernels/linear.h"
 
 #define RL_BIAS_COLS    32 /* one warp of consecutive columns: coalesced rows */
@@ -51,24 +49,8 @@ extern "C" int rl_linear_forward_cuda(float *y, const float *x, const float *w, 
 		return 0;
 
 	/* y [n, out] = x [n, in] (W [out, in])^T */
-	struct rl_gemm g;
-	memset(&g, 0, sizeof(g));
-	g.m = n;
-	g.n = out_dim;
-	g.k = in_dim;
-	g.a = x;
-	g.lda = in_dim;
-	g.b = w;
-	g.ldb = in_dim;
-	g.trans_b = true;
-	g.c = y;
-	g.ldc = out_dim;
-	g.alpha = 1.0f;
-	g.beta = 0.0f;
-	g.bias = bias;
-	g.ab_type = RL_F32;
-	g.c_type = RL_F32;
-	return rl_cuda_gemm(&g, stream, NULL, 0);
+	return rl_gemm_f32(n, out_dim, in_dim, false, x, in_dim, true, w, in_dim, y, out_dim, 1.0f,
+	                   0.0f, bias, stream);
 }
 
 /* partial[chunk][col] (or dbias[col] += it, with one chunk) = the sum of
@@ -190,42 +172,14 @@ extern "C" int rl_linear_backward_cuda(float *dx, float *dw, float *dbias, const
 	if (n == 0)
 		return 0;
 
-	struct rl_gemm g;
-	memset(&g, 0, sizeof(g));
-	g.alpha = 1.0f;
-	g.beta = 1.0f;
-	g.ab_type = RL_F32;
-	g.c_type = RL_F32;
-
 	/* dx [n, in] += dy [n, out] W [out, in] */
-	if (dx) {
-		g.m = n;
-		g.n = in_dim;
-		g.k = out_dim;
-		g.a = dy;
-		g.lda = out_dim;
-		g.b = w;
-		g.ldb = in_dim;
-		g.c = dx;
-		g.ldc = in_dim;
-		if (rl_cuda_gemm(&g, stream, NULL, 0) != 0)
-			return -1;
-	}
+	if (dx && rl_gemm_f32(n, in_dim, out_dim, false, dy, out_dim, false, w, in_dim, dx, in_dim,
+	                      1.0f, 1.0f, NULL, stream))
+		return -1;
 	/* dW [out, in] += dy^T [out, n] x [n, in]; dy is stored [n, out] */
-	if (dw) {
-		g.m = out_dim;
-		g.n = in_dim;
-		g.k = n;
-		g.trans_a = true;
-		g.a = dy;
-		g.lda = out_dim;
-		g.b = x;
-		g.ldb = in_dim;
-		g.c = dw;
-		g.ldc = in_dim;
-		if (rl_cuda_gemm(&g, stream, NULL, 0) != 0)
-			return -1;
-	}
+	if (dw && rl_gemm_f32(out_dim, in_dim, n, true, dy, out_dim, false, x, in_dim, dw, in_dim,
+	                      1.0f, 1.0f, NULL, stream))
+		return -1;
 	if (dbias)
 		return rl_bias_grad(dbias, dy, n, out_dim, rl_stream(stream));
 	return 0;

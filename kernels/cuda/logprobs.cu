@@ -9,12 +9,10 @@
  * and nothing uses atomics, so the bits repeat run to run. */
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/gemm.h"
 #include "kernels/logprobs.h"
 
 /* Threads of the per-token kernels: whole warps, for the block reductions. */
@@ -152,36 +150,12 @@ static int lp_check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
 	return 0;
 }
 
-static struct rl_gemm lp_gemm_f32(void)
-{
-	struct rl_gemm g;
-
-	memset(&g, 0, sizeof(g));
-	g.ab_type = RL_F32;
-	g.c_type = RL_F32;
-	g.tf32 = false; /* the fp32 product the CPU reference computes */
-	return g;
-}
-
 /* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T */
 static int lp_chunk_logits(float *work, const float *h, const float *w, int n, int dim, int c0,
                            int c, float scale, void *stream)
 {
-	struct rl_gemm g = lp_gemm_f32();
-
-	g.m = n;
-	g.n = c;
-	g.k = dim;
-	g.a = h;
-	g.lda = dim;
-	g.b = w + (size_t)c0 * dim;
-	g.ldb = dim;
-	g.trans_b = true;
-	g.c = work;
-	g.ldc = c;
-	g.alpha = scale;
-	g.beta = 0.0f;
-	return rl_cuda_gemm(&g, stream, NULL, 0);
+	return rl_gemm_f32(n, c, dim, false, h, dim, true, w + (size_t)c0 * dim, dim, work, c,
+	                   scale, 0.0f, NULL, stream);
 }
 
 /* Any target outside [-1, vocab)? Read back through work[0], which is free
@@ -266,39 +240,14 @@ extern "C" int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *d
 		if (rl_launched())
 			return -1;
 
-		struct rl_gemm g = lp_gemm_f32();
-
-		g.alpha = 1.0f;
-		g.beta = 1.0f;
 		/* dh [n, dim] += dlogits [n, c] W_c [c, dim] */
-		if (dh) {
-			g.m = n;
-			g.n = dim;
-			g.k = c;
-			g.a = work;
-			g.lda = c;
-			g.b = wc;
-			g.ldb = dim;
-			g.c = dh;
-			g.ldc = dim;
-			if (rl_cuda_gemm(&g, stream, NULL, 0))
-				return -1;
-		}
+		if (dh && rl_gemm_f32(n, dim, c, false, work, c, false, wc, dim, dh, dim, 1.0f,
+		                      1.0f, NULL, stream))
+			return -1;
 		/* dW_c [c, dim] += dlogits^T [c, n] h [n, dim] */
-		if (dw) {
-			g.m = c;
-			g.n = dim;
-			g.k = n;
-			g.trans_a = true;
-			g.a = work;
-			g.lda = c;
-			g.b = h;
-			g.ldb = dim;
-			g.c = dw + (size_t)c0 * dim;
-			g.ldc = dim;
-			if (rl_cuda_gemm(&g, stream, NULL, 0))
-				return -1;
-		}
+		if (dw && rl_gemm_f32(c, dim, n, true, work, c, false, h, dim,
+		                      dw + (size_t)c0 * dim, dim, 1.0f, 1.0f, NULL, stream))
+			return -1;
 	}
 	return 0;
 }

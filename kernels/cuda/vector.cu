@@ -23,18 +23,10 @@
 #define RL_SS_THREADS    256
 #define RL_SS_MAX_BLOCKS 1024
 
-static int elementwise_blocks(int64_t work)
-{
-	int64_t b = rl_ceil_div(work, RL_VEC_THREADS);
-
-	return (int)(b < 1 ? 1 : b > RL_VEC_MAX_BLOCKS ? RL_VEC_MAX_BLOCKS : b);
-}
-
 static __global__ void __launch_bounds__(RL_VEC_THREADS)
     rl_add_kernel(float *__restrict__ y, const float *__restrict__ x, int64_t n, bool vec)
 {
-	int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
 	int64_t head = 0;
 
 	if (vec) {
@@ -60,8 +52,7 @@ static __global__ void __launch_bounds__(RL_VEC_THREADS)
 static __global__ void __launch_bounds__(RL_VEC_THREADS)
     rl_scale_kernel(float *__restrict__ x, int64_t n, float s, bool vec)
 {
-	int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
 	int64_t head = 0;
 
 	if (vec) {
@@ -92,8 +83,8 @@ extern "C" int rl_add_cuda(float *y, const float *x, int64_t n, void *stream)
 
 	bool vec = rl_aligned16(y) && rl_aligned16(x);
 
-	rl_add_kernel<<<elementwise_blocks(vec ? n / 4 : n), RL_VEC_THREADS, 0,
-	                rl_stream(stream)>>>(y, x, n, vec);
+	rl_add_kernel<<<rl_stride_blocks(vec ? n / 4 : n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
+	                RL_VEC_THREADS, 0, rl_stream(stream)>>>(y, x, n, vec);
 	return rl_launched();
 }
 
@@ -106,8 +97,8 @@ extern "C" int rl_scale_cuda(float *x, int64_t n, float s, void *stream)
 
 	bool vec = rl_aligned16(x);
 
-	rl_scale_kernel<<<elementwise_blocks(vec ? n / 4 : n), RL_VEC_THREADS, 0,
-	                  rl_stream(stream)>>>(x, n, s, vec);
+	rl_scale_kernel<<<rl_stride_blocks(vec ? n / 4 : n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
+	                  RL_VEC_THREADS, 0, rl_stream(stream)>>>(x, n, s, vec);
 	return rl_launched();
 }
 
