@@ -46,27 +46,15 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
  * they are still what the checkpoint's run started from. */
 static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
 {
-	const struct rl_model *m = t->model;
-	size_t bytes = (size_t)m->n_elems * sizeof(float);
-	float *host;
+	const float *host = rl_model_host_weights(t->model);
 
-	if (m->ops == &rl_ops_cpu) {
-		t->reference_xxh3 = XXH3_64bits(m->flat, bytes);
-		return 0;
-	}
-	if (!(host = malloc(bytes ? bytes : 1))) {
-		snprintf(err, errlen, "out of memory for a host copy of the weights (%zu bytes)",
-		         bytes);
-		return -1;
-	}
-	if (m->ops->to_host(host, m->flat, bytes, NULL)) {
+	if (!host) {
 		snprintf(err, errlen, "the %s backend cannot copy the weights to host memory",
-		         m->ops->name);
-		free(host);
+		         t->model->ops->name);
 		return -1;
 	}
-	t->reference_xxh3 = XXH3_64bits(host, bytes);
-	free(host);
+	t->reference_xxh3 = XXH3_64bits(host, (size_t)t->model->n_elems * sizeof(float));
+	rl_model_host_weights_release(t->model, host);
 	return 0;
 }
 

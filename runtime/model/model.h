@@ -194,6 +194,11 @@ void rl_model_free(struct rl_model *m);
  * same backend, without copying: how the frozen reference policy is run
  * through the same model. */
 void rl_model_swap_weights(struct rl_model *m, float **other);
+/* All m->n_elems weights in host memory: m->flat itself on the CPU backend,
+ * else a copy (NULL when it cannot be made). Hand it back with
+ * rl_model_host_weights_release. */
+const float *rl_model_host_weights(const struct rl_model *m);
+void rl_model_host_weights_release(const struct rl_model *m, const float *host);
 
 struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens);
 void rl_acts_free(const struct rl_model *m, struct rl_acts *a);

@@ -420,6 +420,27 @@ void rl_model_free(struct rl_model *m)
 	free(m);
 }
 
+const float *rl_model_host_weights(const struct rl_model *m)
+{
+	size_t bytes = (size_t)m->n_elems * sizeof(float);
+	float *host;
+
+	if (m->ops == &rl_ops_cpu)
+		return m->flat;
+	host = malloc(bytes ? bytes : 1);
+	if (host && m->ops->to_host(host, m->flat, bytes, NULL)) {
+		free(host);
+		return NULL;
+	}
+	return host;
+}
+
+void rl_model_host_weights_release(const struct rl_model *m, const float *host)
+{
+	if (host != m->flat)
+		free((void *)host);
+}
+
 int rl_model_zero_grad(struct rl_model *m)
 {
 	return m->ops->zero(m->flat_grad, (size_t)m->n_elems * sizeof(float), NULL);

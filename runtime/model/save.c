@@ -24,7 +24,7 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
                   size_t errlen)
 {
 	struct rl_st_source *src = calloc((size_t)m->n_params, sizeof *src);
-	float *host = NULL;
+	const float *host = NULL;
 	int n = 0, rc = -1;
 
 	if (!src) {
@@ -35,15 +35,9 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
-	if (m->ops == &rl_ops_cpu) {
-		host = m->flat;
-	} else {
-		host = malloc((size_t)m->n_elems * sizeof *host);
-		if (!host ||
-		    m->ops->to_host(host, m->flat, (size_t)m->n_elems * sizeof *host, NULL)) {
-			snprintf(err, errlen, "%s: cannot stage the weights in host memory", dir);
-			goto out;
-		}
+	if (!(host = rl_model_host_weights(m))) {
+		snprintf(err, errlen, "%s: cannot stage the weights in host memory", dir);
+		goto out;
 	}
 	for (int i = 0; i < m->n_params; i++) {
 		const struct rl_param *p = &m->params[i];
@@ -74,8 +68,8 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
 	}
 	rc = 0;
 out:
-	if (host != m->flat)
-		free(host);
+	if (host)
+		rl_model_host_weights_release(m, host);
 	free(src);
 	return rc;
 }
