@@ -29,6 +29,7 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "tests/unit/cuda_test_util.h"
+#include "tests/unit/op_arg_checks.h"
 #include "tests/unit/ops_test_util.h"
 
 #ifdef RL_HAVE_CUDA
@@ -41,22 +42,7 @@ Test(cuda_linear, bad_arguments)
 	cr_skip_test("built without --with-cuda");
 #else
 	/* host pointers: only their NULL-ness is looked at before a CUDA call */
-	float v[4] = {1, 2, 3, 4}, g[4];
-
-	cr_expect_eq(rl_linear_forward_cuda(NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, NULL, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, v, NULL, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, v, v, NULL, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, v, v, NULL, 1, 0, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, v, v, NULL, 1, 2, -2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cuda(g, v, v, v, 0, 2, 2, NULL), 0);
-	cr_expect_eq(rl_linear_backward_cuda(g, g, g, NULL, v, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(g, NULL, NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(NULL, g, NULL, v, NULL, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(g, g, g, v, v, v, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(g, g, g, v, v, v, 1, 2, 0, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(g, g, g, v, v, v, 1, 0, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cuda(g, g, g, v, v, v, 0, 2, 2, NULL), 0);
+	expect_linear_arg_checks(rl_linear_forward_cuda, rl_linear_backward_cuda);
 #endif
 }
 

@@ -31,6 +31,7 @@
 
 #include "kernels/logprobs.h"
 #include "tests/unit/cuda_test_util.h"
+#include "tests/unit/op_arg_checks.h"
 #include "tests/unit/ops_test_util.h"
 
 #ifdef RL_HAVE_CUDA
@@ -43,34 +44,7 @@ Test(cuda_logprobs, bad_arguments)
 	struct rl_lm_logprobs_shape s = {
 	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
 
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(NULL, g, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, NULL, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, NULL, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, NULL, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, v, NULL, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, v, tgt, NULL, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, v, tgt, &s, NULL, NULL), -1);
-
-	struct rl_lm_logprobs_shape bad[5] = {s, s, s, s, s};
-	bad[0].n = -1;
-	bad[1].dim = 0;
-	bad[2].vocab = 0;
-	bad[3].chunk = 0;
-	bad[4].dim = -3;
-	for (int i = 0; i < 5; i++) {
-		cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, v, tgt, &bad[i], work, NULL),
-		             -1, "shape %d", i);
-		cr_expect_eq(
-		    rl_lm_logprobs_backward_cuda(g, g, v, v, v, tgt, v, &bad[i], work, NULL), -1,
-		    "shape %d", i);
-	}
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, NULL, v, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, NULL, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, NULL, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, v, NULL, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, v, tgt, NULL, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, v, tgt, v, &s, NULL, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, v, tgt, v, NULL, work, NULL), -1);
+	expect_logprobs_arg_checks(rl_lm_logprobs_forward_cuda, rl_lm_logprobs_backward_cuda);
 
 	/* nothing to do: 0 without touching the device */
 	struct rl_lm_logprobs_shape empty = s;

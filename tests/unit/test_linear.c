@@ -16,6 +16,7 @@
 
 #include "kernels/linear.h"
 #include "tests/unit/gradcheck.h"
+#include "tests/unit/op_arg_checks.h"
 #include "tests/unit/ops_test_util.h"
 
 struct lin_ctx {
@@ -151,18 +152,5 @@ Test(linear, forward_and_finite_differences)
 
 Test(linear, bad_arguments)
 {
-	float v[4] = {1, 2, 3, 4}, g[4];
-
-	cr_expect_eq(rl_linear_forward_cpu(NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, NULL, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, v, NULL, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, 1, 0, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, v, v, NULL, 1, 2, -2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_cpu(g, v, v, v, 0, 2, 2, NULL), 0);
-	cr_expect_eq(rl_linear_backward_cpu(g, g, g, NULL, v, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cpu(g, NULL, NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cpu(NULL, g, NULL, v, NULL, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cpu(g, g, g, v, v, v, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_backward_cpu(g, g, g, v, v, v, 1, 2, 0, NULL), -1);
+	expect_linear_arg_checks(rl_linear_forward_cpu, rl_linear_backward_cpu);
 }

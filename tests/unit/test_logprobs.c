@@ -17,6 +17,7 @@
 
 #include "kernels/logprobs.h"
 #include "tests/unit/gradcheck.h"
+#include "tests/unit/op_arg_checks.h"
 #include "tests/unit/ops_test_util.h"
 
 struct lp_ctx {
@@ -165,8 +166,8 @@ Test(logprobs, vocabulary_slices_add_up)
 {
 	enum { N = 9, DIM = 16, VOCAB = 37, CUT = 19 };
 	uint32_t seed = 0xabcdu;
-	struct lp_ctx c = {.s = {.n = N, .dim = DIM, .vocab = VOCAB, .chunk = 8,
-	                         .logit_scale = 1.3f}};
+	struct lp_ctx c = {
+	    .s = {.n = N, .dim = DIM, .vocab = VOCAB, .chunk = 8, .logit_scale = 1.3f}};
 	size_t nh = (size_t)N * DIM, nw = (size_t)VOCAB * DIM;
 
 	c.h = frand(&seed, nh, -1, 1);
@@ -280,34 +281,10 @@ Test(logprobs, bad_arguments)
 	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
 
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), 0);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(NULL, g, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, NULL, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, NULL, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, NULL, tgt, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, NULL, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, NULL, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, NULL, NULL), -1);
 	tgt[1] = 2;
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
 	tgt[1] = -2;
 	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
 	tgt[1] = 1;
-	struct rl_lm_logprobs_shape bad[4] = {s, s, s, s};
-	bad[0].n = -1;
-	bad[1].dim = 0;
-	bad[2].vocab = 0;
-	bad[3].chunk = 0;
-	for (int i = 0; i < 4; i++) {
-		cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &bad[i], work, NULL),
-		             -1, "shape %d", i);
-		cr_expect_eq(
-		    rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, v, &bad[i], work, NULL), -1,
-		    "shape %d", i);
-	}
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, NULL, v, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, NULL, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, NULL, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, NULL, v, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, NULL, &s, work, NULL), -1);
-	cr_expect_eq(rl_lm_logprobs_backward_cpu(g, g, v, v, v, tgt, v, &s, NULL, NULL), -1);
+	expect_logprobs_arg_checks(rl_lm_logprobs_forward_cpu, rl_lm_logprobs_backward_cpu);
 }
