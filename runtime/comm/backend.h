@@ -20,6 +20,7 @@ enum rl_comm_kind {
 	RL_OP_RECV,
 	RL_OP_SEND_RECV,
 	RL_OP_ALL_TO_ALL,
+	RL_OP_ALL_TO_ALL_V,
 	RL_OP_BARRIER,
 };
 
@@ -35,6 +36,9 @@ struct rl_comm_op {
 	 * recv from recv_peer */
 	size_t recv_count;
 	int recv_peer;
+	/* RL_OP_ALL_TO_ALL_V: elements to and from each rank, one entry per
+	 * member (count is unused); the caller's arrays, alive for the call */
+	const size_t *send_counts, *recv_counts;
 };
 
 struct rl_comm_backend {

@@ -65,6 +65,7 @@ static const char *const kind_names[] = {
     [RL_OP_RECV] = "recv",
     [RL_OP_SEND_RECV] = "sendrecv",
     [RL_OP_ALL_TO_ALL] = "all_to_all",
+    [RL_OP_ALL_TO_ALL_V] = "all_to_all_v",
     [RL_OP_BARRIER] = "barrier",
 };
 
@@ -84,8 +85,17 @@ static void describe(const struct rl_comm *c, const struct rl_comm_op *op, const
 	if (op->kind == RL_OP_SEND || op->kind == RL_OP_RECV)
 		PUT(" %s rank %d", op->kind == RL_OP_SEND ? "to" : "from",
 		    rl_comm_world_rank(c, op->peer));
-	if (op->kind != RL_OP_BARRIER)
+	if (op->kind == RL_OP_ALL_TO_ALL_V) {
+		size_t out = 0, in = 0;
+
+		for (int i = 0; i < c->size; i++) {
+			out += op->send_counts[i];
+			in += op->recv_counts[i];
+		}
+		PUT(" of %zu out, %zu in x %zu B", out, in, rl_comm_dtype_size(op->dtype));
+	} else if (op->kind != RL_OP_BARRIER) {
 		PUT(" of %zu x %zu B", op->count, rl_comm_dtype_size(op->dtype));
+	}
 	if (op->kind == RL_OP_SEND_RECV)
 		PUT(" to rank %d, %zu from rank %d", rl_comm_world_rank(c, op->peer),
 		    op->recv_count, rl_comm_world_rank(c, op->recv_peer));
@@ -149,42 +159,60 @@ static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what
 void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,
                         enum rl_comm_reduce op, const char *what)
 {
-	struct rl_comm_op o = {RL_OP_ALL_REDUCE, buf, buf, count, t, op, 0, 0, 0};
+	struct rl_comm_op o = {.kind = RL_OP_ALL_REDUCE,
+	                       .send = buf,
+	                       .recv = buf,
+	                       .count = count,
+	                       .dtype = t,
+	                       .reduce = op};
 	run(c, &o, what);
 }
 
 void rl_comm_reduce_scatter(struct rl_comm *c, const void *send, void *recv, size_t count,
                             enum rl_comm_dtype t, enum rl_comm_reduce op, const char *what)
 {
-	struct rl_comm_op o = {RL_OP_REDUCE_SCATTER, send, recv, count, t, op, 0, 0, 0};
+	struct rl_comm_op o = {.kind = RL_OP_REDUCE_SCATTER,
+	                       .send = send,
+	                       .recv = recv,
+	                       .count = count,
+	                       .dtype = t,
+	                       .reduce = op};
 	run(c, &o, what);
 }
 
 void rl_comm_all_gather(struct rl_comm *c, const void *send, void *recv, size_t count,
                         enum rl_comm_dtype t, const char *what)
 {
-	struct rl_comm_op o = {RL_OP_ALL_GATHER, send, recv, count, t, RL_COMM_SUM, 0, 0, 0};
+	struct rl_comm_op o = {
+	    .kind = RL_OP_ALL_GATHER, .send = send, .recv = recv, .count = count, .dtype = t};
 	run(c, &o, what);
 }
 
 void rl_comm_broadcast(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int root,
                        const char *what)
 {
-	struct rl_comm_op o = {RL_OP_BROADCAST, buf, buf, count, t, RL_COMM_SUM, root, 0, 0};
+	struct rl_comm_op o = {.kind = RL_OP_BROADCAST,
+	                       .send = buf,
+	                       .recv = buf,
+	                       .count = count,
+	                       .dtype = t,
+	                       .peer = root};
 	run(c, &o, what);
 }
 
 void rl_comm_send(struct rl_comm *c, const void *buf, size_t count, enum rl_comm_dtype t, int peer,
                   const char *what)
 {
-	struct rl_comm_op o = {RL_OP_SEND, buf, NULL, count, t, RL_COMM_SUM, peer, 0, 0};
+	struct rl_comm_op o = {
+	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
 	run(c, &o, what);
 }
 
 void rl_comm_recv(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int peer,
                   const char *what)
 {
-	struct rl_comm_op o = {RL_OP_RECV, NULL, buf, count, t, RL_COMM_SUM, peer, 0, 0};
+	struct rl_comm_op o = {
+	    .kind = RL_OP_RECV, .recv = buf, .count = count, .dtype = t, .peer = peer};
 	run(c, &o, what);
 }
 
@@ -192,21 +220,41 @@ void rl_comm_sendrecv(struct rl_comm *c, const void *send, size_t send_count, in
                       void *recv, size_t recv_count, int recv_peer, enum rl_comm_dtype t,
                       const char *what)
 {
-	struct rl_comm_op o = {RL_OP_SEND_RECV, send,      recv,       send_count, t,
-	                       RL_COMM_SUM,     send_peer, recv_count, recv_peer};
+	struct rl_comm_op o = {.kind = RL_OP_SEND_RECV,
+	                       .send = send,
+	                       .recv = recv,
+	                       .count = send_count,
+	                       .dtype = t,
+	                       .peer = send_peer,
+	                       .recv_count = recv_count,
+	                       .recv_peer = recv_peer};
 	run(c, &o, what);
 }
 
 void rl_comm_all_to_all(struct rl_comm *c, const void *send, void *recv, size_t count,
                         enum rl_comm_dtype t, const char *what)
 {
-	struct rl_comm_op o = {RL_OP_ALL_TO_ALL, send, recv, count, t, RL_COMM_SUM, 0, 0, 0};
+	struct rl_comm_op o = {
+	    .kind = RL_OP_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dtype = t};
+	run(c, &o, what);
+}
+
+void rl_comm_all_to_all_v(struct rl_comm *c, const void *send, const size_t *send_counts,
+                          void *recv, const size_t *recv_counts, enum rl_comm_dtype t,
+                          const char *what)
+{
+	struct rl_comm_op o = {.kind = RL_OP_ALL_TO_ALL_V,
+	                       .send = send,
+	                       .recv = recv,
+	                       .dtype = t,
+	                       .send_counts = send_counts,
+	                       .recv_counts = recv_counts};
 	run(c, &o, what);
 }
 
 void rl_comm_barrier(struct rl_comm *c, const char *what)
 {
-	struct rl_comm_op o = {RL_OP_BARRIER, NULL, NULL, 0, RL_COMM_U8, RL_COMM_SUM, 0, 0, 0};
+	struct rl_comm_op o = {.kind = RL_OP_BARRIER, .dtype = RL_COMM_U8};
 	run(c, &o, what);
 }
 

@@ -13,7 +13,7 @@
  * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
  * rl_comm_split, rl_comm_free, rl_comm_all_reduce, rl_comm_reduce_scatter,
  * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
- * rl_comm_all_to_all, rl_comm_barrier, rl_comm_abort_run */
+ * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, rl_comm_abort_run */
 #ifndef RL_COMM_COMM_H
 #define RL_COMM_COMM_H
 
@@ -87,6 +87,16 @@ void rl_comm_sendrecv(struct rl_comm *c, const void *send, size_t send_count, in
  * and recv do not overlap. */
 void rl_comm_all_to_all(struct rl_comm *c, const void *send, void *recv, size_t count,
                         enum rl_comm_dtype t, const char *what);
+/* all_to_all with a count per peer, for expert-parallel token dispatch:
+ * send_counts[r] elements go to rank r and recv_counts[r] come from it,
+ * both buffers packed in rank order (block r starts after the blocks of
+ * ranks 0..r-1). The counts are host arrays of size entries on either
+ * backend, and may be 0; recv_counts must match what each peer sends (a
+ * rl_comm_all_to_all of the counts before tells every rank). send and
+ * recv do not overlap. */
+void rl_comm_all_to_all_v(struct rl_comm *c, const void *send, const size_t *send_counts,
+                          void *recv, const size_t *recv_counts, enum rl_comm_dtype t,
+                          const char *what);
 void rl_comm_barrier(struct rl_comm *c, const char *what);
 
 /* A rank that cannot go on (bad data, a failed reward program) ends the

@@ -1,11 +1,39 @@
 /* The MPI backend: non-blocking MPI operations, so that comm.c can poll
  * them, yield the core between polls (many ranks on few cores) and give up
  * after the timeout; and the MPI twin every group has. */
+#include <limits.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime/comm/backend.h"
+
+/* all_to_all_v's blocks of packed tokens can pass 2^31 elements on one
+ * rank: MPI-4 (MPICH 4) takes MPI_Count counts and MPI_Aint displacements;
+ * an MPI-3 library takes ints, and a larger call is refused. */
+#if MPI_VERSION >= 4
+typedef MPI_Count v_count;
+typedef MPI_Aint v_displ;
+/* MPI_Aint holds any address difference: no buffer in memory is larger */
+#define V_MAX  ((size_t)PTRDIFF_MAX)
+#define V_CALL MPI_Ialltoallv_c
+#define V_NAME "MPI_Ialltoallv_c"
+#else
+typedef int v_count;
+typedef int v_displ;
+#define V_MAX  ((size_t)INT_MAX)
+#define V_CALL MPI_Ialltoallv
+#define V_NAME "MPI_Ialltoallv"
+#endif
+
+/* What comm.c polls. MPI reads a nonblocking call's count and
+ * displacement arrays until it completes, so all_to_all_v's live here. */
+struct mpi_req {
+	MPI_Request r[2]; /* a second for the receiving half of a sendrecv */
+	v_count *counts;  /* all_to_all_v: size send counts, then size recv counts */
+	v_displ *displs;  /* the same for displacements */
+};
 
 static MPI_Comm mpi_of(void *p)
 {
@@ -54,23 +82,70 @@ static int int_count(size_t n, char *err, size_t errlen)
 	return (int)n;
 }
 
+static void free_req(struct mpi_req *q)
+{
+	free(q->counts);
+	free(q->displs);
+	free(q);
+}
+
+/* One side's counts and displacements (elements, packed in rank order) in
+ * MPI's types. */
+static int v_side(const size_t *counts, int size, v_count *n, v_displ *at, const char *dir,
+                  char *err, size_t errlen)
+{
+	size_t off = 0;
+
+	for (int p = 0; p < size; p++) {
+		/* an empty block's displacement is never read */
+		if (counts[p] > V_MAX || (counts[p] && off > V_MAX)) {
+			snprintf(err, errlen,
+			         "all_to_all_v: %zu elements %s rank %d at element %zu: more than "
+			         "%s carries",
+			         counts[p], dir, p, off, V_NAME);
+			return -1;
+		}
+		n[p] = (v_count)counts[p];
+		at[p] = counts[p] ? (v_displ)off : 0;
+		off += counts[p];
+	}
+	return 0;
+}
+
+static int v_arrays(const struct rl_comm *c, const struct rl_comm_op *op, struct mpi_req *q,
+                    char *err, size_t errlen)
+{
+	size_t n = (size_t)c->size;
+
+	q->counts = malloc(2 * n * sizeof *q->counts);
+	q->displs = malloc(2 * n * sizeof *q->displs);
+	if (!q->counts || !q->displs) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (v_side(op->send_counts, c->size, q->counts, q->displs, "to", err, errlen) ||
+	    v_side(op->recv_counts, c->size, q->counts + n, q->displs + n, "from", err, errlen))
+		return -1;
+	return 0;
+}
+
 static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req, char *err,
                      size_t errlen)
 {
 	MPI_Comm comm = mpi_of(c->impl);
 	MPI_Datatype t = mpi_type(op->dtype);
-	/* a second request for the receiving half of a sendrecv */
-	MPI_Request *r = malloc(2 * sizeof *r);
+	struct mpi_req *q = calloc(1, sizeof *q);
 	int n = int_count(op->count, err, errlen), rc = MPI_SUCCESS;
 	const char *call = "";
 
-	if (!r || n < 0) {
-		if (!r)
+	if (!q || n < 0) {
+		if (!q)
 			snprintf(err, errlen, "out of memory");
-		free(r);
+		free(q);
 		return -1;
 	}
-	r[1] = MPI_REQUEST_NULL;
+	MPI_Request *r = q->r;
+	r[0] = r[1] = MPI_REQUEST_NULL;
 	const void *send = op->send;
 	switch (op->kind) {
 	case RL_OP_ALL_REDUCE:
@@ -105,7 +180,7 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 		int m = int_count(op->recv_count, err, errlen);
 
 		if (m < 0) {
-			free(r);
+			free_req(q);
 			return -1;
 		}
 		call = "MPI_Irecv";
@@ -120,6 +195,18 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 		call = "MPI_Ialltoall";
 		rc = MPI_Ialltoall(send, n, t, op->recv, n, t, comm, r);
 		break;
+	case RL_OP_ALL_TO_ALL_V: {
+		size_t k = (size_t)c->size;
+
+		call = V_NAME;
+		if (v_arrays(c, op, q, err, errlen)) {
+			free_req(q);
+			return -1;
+		}
+		rc = V_CALL(send, q->counts, q->displs, t, op->recv, q->counts + k, q->displs + k,
+		            t, comm, r);
+		break;
+	}
 	case RL_OP_BARRIER:
 		call = "MPI_Ibarrier";
 		rc = MPI_Ibarrier(comm, r);
@@ -127,18 +214,18 @@ static int mpi_start(struct rl_comm *c, const struct rl_comm_op *op, void **req,
 	}
 	if (rc != MPI_SUCCESS) {
 		mpi_message(rc, call, err, errlen);
-		free(r);
+		free_req(q);
 		return -1;
 	}
-	*req = r;
+	*req = q;
 	return 0;
 }
 
 static int mpi_test(struct rl_comm *c, void *req, char *err, size_t errlen)
 {
-	MPI_Request *r = req;
+	struct mpi_req *q = req;
 	MPI_Status status[2];
-	int done = 0, rc = MPI_Testall(2, r, &done, status);
+	int done = 0, rc = MPI_Testall(2, q->r, &done, status);
 
 	(void)c;
 	if (rc != MPI_SUCCESS) {
@@ -146,7 +233,7 @@ static int mpi_test(struct rl_comm *c, void *req, char *err, size_t errlen)
 		return -1;
 	}
 	if (done)
-		free(r);
+		free_req(q);
 	return done;
 }
 

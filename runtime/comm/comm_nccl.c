@@ -42,6 +42,7 @@ static const char *const nccl_call[] = {
     [RL_OP_RECV] = "ncclRecv",
     [RL_OP_SEND_RECV] = "ncclSend/ncclRecv (sendrecv)",
     [RL_OP_ALL_TO_ALL] = "ncclSend/ncclRecv (all_to_all)",
+    [RL_OP_ALL_TO_ALL_V] = "ncclSend/ncclRecv (all_to_all_v)",
     [RL_OP_BARRIER] = "ncclAllReduce (barrier)",
 };
 
@@ -97,6 +98,30 @@ static ncclResult_t all_to_all(const struct rl_comm_op *op, int size, ncclComm_t
 			              RL_NCCL_STREAM);
 	}
 	/* a group once opened must be closed, even after a failed call */
+	end = ncclGroupEnd();
+	return rc != ncclSuccess ? rc : end;
+}
+
+/* Blocks packed in rank order; an empty block is no call at all, so a rank
+ * that sends nothing leaves its peers' matching ncclRecv out too (their
+ * recv_counts say 0). */
+static ncclResult_t all_to_all_v(const struct rl_comm_op *op, int size, ncclComm_t comm)
+{
+	size_t esz = rl_comm_dtype_size(op->dtype), out = 0, in = 0;
+	ncclDataType_t t = nccl_type[op->dtype];
+	ncclResult_t rc = ncclGroupStart(), end;
+
+	for (int p = 0; p < size && rc == ncclSuccess; p++) {
+		size_t ns = op->send_counts[p], nr = op->recv_counts[p];
+
+		if (ns)
+			rc = ncclSend((const char *)op->send + out * esz, ns, t, p, comm,
+			              RL_NCCL_STREAM);
+		if (rc == ncclSuccess && nr)
+			rc = ncclRecv((char *)op->recv + in * esz, nr, t, p, comm, RL_NCCL_STREAM);
+		out += ns;
+		in += nr;
+	}
 	end = ncclGroupEnd();
 	return rc != ncclSuccess ? rc : end;
 }
@@ -170,6 +195,9 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 		break;
 	case RL_OP_ALL_TO_ALL:
 		rc = all_to_all(op, c->size, g->comm);
+		break;
+	case RL_OP_ALL_TO_ALL_V:
+		rc = all_to_all_v(op, c->size, g->comm);
 		break;
 	case RL_OP_BARRIER:
 		rc = ncclAllReduce(g->scratch, g->scratch, 1, ncclInt32, ncclSum, g->comm,

@@ -8,6 +8,8 @@
  * Run with mpiexec -n N or srun --mpi=pmi2 -n N. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,82 @@ static int me;
 static double contrib(int w, size_t i)
 {
 	return (double)(w + 1) * 1000.0 + (double)i * 0.5;
+}
+
+/* all_to_all_v's traffic, member s to member d of an n-member group:
+ * uneven, empty in both directions for some pairs (self included), and
+ * one block large enough to need a rendezvous. The last member of a group
+ * of several sends nothing at all. */
+static size_t v_count(int n, int s, int d)
+{
+	if (n > 1 && s == n - 1)
+		return 0;
+	if (s == 0 && d == 1)
+		return 40000;
+	return (s + 2 * d) % 3 == 0 ? 0 : 1 + (size_t)(7 * s + 13 * d) % 29;
+}
+
+/* element i of what world rank ws sends world rank wd: exact in I32 and
+ * F32 (below 2^24 for up to 8 ranks and i < 50000) */
+static int32_t v_value(int ws, int wd, size_t i)
+{
+	return ws * 1000000 + wd * 50000 + (int32_t)i;
+}
+
+static void check_all_to_all_v(struct rl_comm *c, enum rl_comm_dtype t, bool empty)
+{
+	int n = rl_comm_size(c), r = rl_comm_rank(c);
+	const char *name = rl_comm_name(c), *tn = t == RL_COMM_F32 ? "f32" : "i32";
+	size_t sc[8], rc[8], ns = 0, nr = 0;
+	int64_t sc64[8], rc64[8];
+
+	for (int k = 0; k < n; k++) {
+		sc64[k] = empty ? 0 : (int64_t)v_count(n, r, k);
+		sc[k] = (size_t)sc64[k];
+		ns += sc[k];
+	}
+	/* what a caller does first: tell every peer how much is coming */
+	rl_comm_all_to_all(c, sc64, rc64, 1, RL_COMM_I64, "test a2av counts");
+	for (int k = 0; k < n; k++) {
+		CHECK(rc64[k] == (empty ? 0 : (int64_t)v_count(n, k, r)),
+		      "%s all_to_all_v counts from %d: %lld", name, k, (long long)rc64[k]);
+		rc[k] = (size_t)rc64[k];
+		nr += rc[k];
+	}
+	/* an empty side is NULL, as malloc(0) may give; both types are 4 B */
+	void *sb = ns ? malloc(ns * 4) : NULL, *rb = nr ? malloc(nr * 4) : NULL;
+	CHECK((sb || !ns) && (rb || !nr), "%s all_to_all_v buffers", name);
+	if ((!sb && ns) || (!rb && nr)) {
+		free(sb);
+		free(rb);
+		return;
+	}
+	size_t at = 0;
+	for (int k = 0; k < n; k++)
+		for (size_t i = 0; i < sc[k]; i++, at++) {
+			int32_t v = v_value(me, rl_comm_world_rank(c, k), i);
+			if (t == RL_COMM_F32)
+				((float *)sb)[at] = -0.5f * (float)v;
+			else
+				((int32_t *)sb)[at] = v;
+		}
+	if (nr)
+		memset(rb, 0xff, nr * 4);
+	rl_comm_all_to_all_v(c, sb, sc, rb, rc, t, "test a2av");
+	int bad = 0;
+	at = 0;
+	for (int k = 0; k < n; k++)
+		for (size_t i = 0; i < rc[k]; i++, at++) {
+			int32_t v = v_value(rl_comm_world_rank(c, k), me, i);
+			if (t == RL_COMM_F32)
+				bad += ((const float *)rb)[at] != -0.5f * (float)v;
+			else
+				bad += ((const int32_t *)rb)[at] != v;
+		}
+	CHECK(bad == 0, "%s all_to_all_v %s%s: %d of %zu elements wrong", name, tn,
+	      empty ? " (empty)" : "", bad, nr);
+	free(sb);
+	free(rb);
 }
 
 static void check_group(struct rl_comm *c)
@@ -100,6 +178,9 @@ static void check_group(struct rl_comm *c)
 	for (int k = 0; k < n; k++)
 		CHECK(out[(size_t)k * N + 7] == contrib(rl_comm_world_rank(c, k), 7) + r,
 		      "%s all_to_all block %d", name, k);
+	check_all_to_all_v(c, RL_COMM_I32, false);
+	check_all_to_all_v(c, RL_COMM_F32, false);
+	check_all_to_all_v(c, RL_COMM_F32, true);
 	/* a ring of send/recv: even members send first, so it cannot deadlock
 	 * even with rendezvous sends */
 	if (n > 1) {
