@@ -324,6 +324,49 @@ static int fenced_sum_squares(double *out, const float *x, int64_t n, void *stre
 	return rl_ops_cpu.sum_squares(U(out), U(x), n, stream);
 }
 
+/* The group offsets are host memory, as the CUDA op reads them to size its
+ * launch. */
+static int fenced_grouped_linear_forward(float *y, const float *x, const float *w,
+                                         const int32_t *offsets, int groups, int in_dim,
+                                         int out_dim, void *stream)
+{
+	if (DEV(y) || DEV(x) || DEV(w) || host(__func__, "offsets", offsets))
+		return -1;
+	return rl_ops_cpu.grouped_linear_forward(U(y), U(x), U(w), offsets, groups, in_dim, out_dim,
+	                                         stream);
+}
+
+static int fenced_grouped_linear_backward(float *dx, float *dw, const float *dy, const float *x,
+                                          const float *w, const int32_t *offsets, int groups,
+                                          int in_dim, int out_dim, void *stream)
+{
+	if (DEV_OR_NULL(dx) || DEV_OR_NULL(dw) || DEV(dy) || DEV_OR_NULL(x) || DEV_OR_NULL(w) ||
+	    host(__func__, "offsets", offsets))
+		return -1;
+	return rl_ops_cpu.grouped_linear_backward(U(dx), U(dw), U(dy), U(x), U(w), offsets, groups,
+	                                          in_dim, out_dim, stream);
+}
+
+static int fenced_moe_combine_forward(float *out, const float *y, const int32_t *slot,
+                                      const float *weight, int n_tokens, int k, int dim,
+                                      int n_slots, void *stream)
+{
+	if (DEV(out) || DEV_OR_NULL(y) || DEV(slot) || DEV(weight))
+		return -1;
+	return rl_ops_cpu.moe_combine_forward(U(out), U(y), U(slot), U(weight), n_tokens, k, dim,
+	                                      n_slots, stream);
+}
+
+static int fenced_moe_combine_backward(float *dy, float *dweight, const float *dout, const float *y,
+                                       const int32_t *slot, const float *weight, int n_tokens,
+                                       int k, int dim, void *stream)
+{
+	if (DEV_OR_NULL(dy) || DEV(dweight) || DEV(dout) || DEV(y) || DEV(slot) || DEV(weight))
+		return -1;
+	return rl_ops_cpu.moe_combine_backward(U(dy), U(dweight), U(dout), U(y), U(slot), U(weight),
+	                                       n_tokens, k, dim, stream);
+}
+
 const struct rl_ops rl_ops_fenced = {
     .name = "fenced",
     .alloc = fenced_alloc,
@@ -353,4 +396,8 @@ const struct rl_ops rl_ops_fenced = {
     .add = fenced_add,
     .scale = fenced_scale,
     .sum_squares = fenced_sum_squares,
+    .grouped_linear_forward = fenced_grouped_linear_forward,
+    .grouped_linear_backward = fenced_grouped_linear_backward,
+    .moe_combine_forward = fenced_moe_combine_forward,
+    .moe_combine_backward = fenced_moe_combine_backward,
 };

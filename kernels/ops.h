@@ -16,6 +16,7 @@
 #include "kernels/embedding.h"
 #include "kernels/linear.h"
 #include "kernels/logprobs.h"
+#include "kernels/moe.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -57,6 +58,10 @@ struct rl_ops {
 	rl_add_fn add;
 	rl_scale_fn scale;
 	rl_sum_squares_fn sum_squares;
+	rl_grouped_linear_forward_fn grouped_linear_forward;
+	rl_grouped_linear_backward_fn grouped_linear_backward;
+	rl_moe_combine_forward_fn moe_combine_forward;
+	rl_moe_combine_backward_fn moe_combine_backward;
 };
 
 extern const struct rl_ops rl_ops_cpu;

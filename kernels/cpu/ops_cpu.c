@@ -62,4 +62,8 @@ const struct rl_ops rl_ops_cpu = {
     .add = rl_add_cpu,
     .scale = rl_scale_cpu,
     .sum_squares = rl_sum_squares_cpu,
+    .grouped_linear_forward = rl_grouped_linear_forward_cpu,
+    .grouped_linear_backward = rl_grouped_linear_backward_cpu,
+    .moe_combine_forward = rl_moe_combine_forward_cpu,
+    .moe_combine_backward = rl_moe_combine_backward_cpu,
 };

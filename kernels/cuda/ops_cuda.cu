@@ -35,4 +35,8 @@ extern "C" const struct rl_ops rl_ops_cuda = {
     rl_add_cuda,
     rl_scale_cuda,
     rl_sum_squares_cuda,
+    rl_grouped_linear_forward_cuda,
+    rl_grouped_linear_backward_cuda,
+    rl_moe_combine_forward_cuda,
+    rl_moe_combine_backward_cuda,
 };

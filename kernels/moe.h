@@ -1,0 +1,80 @@
+/* The ops of a mixture-of-experts layer: a grouped GEMM over the experts a
+ * rank holds (one call for all of them, each expert's rows contiguous), and
+ * the weighted combine of each token's expert outputs. Routing itself (the
+ * softmax and the top-k) is the caller's, on the host: the token counts it
+ * gives decide the shapes of everything else, so they are needed there
+ * anyway. Permuting rows into expert order is the embedding gather.
+ * defines: rl_grouped_linear_forward_fn, rl_grouped_linear_backward_fn,
+ * rl_moe_combine_forward_fn, rl_moe_combine_backward_fn and their cpu and
+ * cuda ops */
+#ifndef RL_KERNELS_MOE_H
+#define RL_KERNELS_MOE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows [offsets[g], offsets[g + 1]) of x [n, in_dim] go through weight g:
+ * y[r, :] = x[r, :] W_g^T with W [groups, out_dim, in_dim] (each W_g in
+ * PyTorch's linear layout). offsets is host memory, groups + 1 entries
+ * from 0, non-decreasing; n = offsets[groups]. A group may be empty. */
+typedef int (*rl_grouped_linear_forward_fn)(float *y, const float *x, const float *w,
+                                            const int32_t *offsets, int groups, int in_dim,
+                                            int out_dim, void *stream);
+/* Adds into each gradient that is not NULL: dx[r, :] += dy[r, :] W_g and
+ * dW_g += dy_g^T x_g over group g's rows (an empty group adds nothing). */
+typedef int (*rl_grouped_linear_backward_fn)(float *dx, float *dw, const float *dy, const float *x,
+                                             const float *w, const int32_t *offsets, int groups,
+                                             int in_dim, int out_dim, void *stream);
+/* out[t, :] = sum over j < k, in order, of weight[t k + j] y[slot[t k + j], :]
+ * for t < n_tokens (written, not added to); a slot of -1 adds nothing.
+ * slot and weight are backend memory; slots lie in [-1, n_slots) and no
+ * slot other than -1 appears twice. */
+typedef int (*rl_moe_combine_forward_fn)(float *out, const float *y, const int32_t *slot,
+                                         const float *weight, int n_tokens, int k, int dim,
+                                         int n_slots, void *stream);
+/* The backward pass of the combine: dy[slot[i], :] += weight[i] dout[t, :]
+ * (dy may be NULL; y may not, even when every slot is -1) and dweight[i] = dout[t, :] . y[slot[i],
+ * :] (written; 0 where slot[i] is -1), for i = t k + j. Since no slot appears twice, no two tokens
+ * add to one row of dy. */
+typedef int (*rl_moe_combine_backward_fn)(float *dy, float *dweight, const float *dout,
+                                          const float *y, const int32_t *slot, const float *weight,
+                                          int n_tokens, int k, int dim, void *stream);
+
+int rl_grouped_linear_forward_cpu(float *y, const float *x, const float *w, const int32_t *offsets,
+                                  int groups, int in_dim, int out_dim, void *stream);
+int rl_grouped_linear_backward_cpu(float *dx, float *dw, const float *dy, const float *x,
+                                   const float *w, const int32_t *offsets, int groups, int in_dim,
+                                   int out_dim, void *stream);
+/* The cpu ops check every slot against [-1, n_slots) (the backward, which
+ * has no n_slots, against -1 only) and fail on one outside. */
+int rl_moe_combine_forward_cpu(float *out, const float *y, const int32_t *slot, const float *weight,
+                               int n_tokens, int k, int dim, int n_slots, void *stream);
+int rl_moe_combine_backward_cpu(float *dy, float *dweight, const float *dout, const float *y,
+                                const int32_t *slot, const float *weight, int n_tokens, int k,
+                                int dim, void *stream);
+
+/* Only defined when built --with-cuda (RL_HAVE_CUDA). The grouped GEMM is
+ * one launch over every group's tiles, fp32 products, and its weight
+ * gradient sums each group's rows in a fixed order (no atomics), so a
+ * repeated call gives the same bits. The slots are device memory and not
+ * checked (as the embedding's ids): an out-of-range slot is undefined. */
+int rl_grouped_linear_forward_cuda(float *y, const float *x, const float *w, const int32_t *offsets,
+                                   int groups, int in_dim, int out_dim, void *stream);
+int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float *dy, const float *x,
+                                    const float *w, const int32_t *offsets, int groups, int in_dim,
+                                    int out_dim, void *stream);
+int rl_moe_combine_forward_cuda(float *out, const float *y, const int32_t *slot,
+                                const float *weight, int n_tokens, int k, int dim, int n_slots,
+                                void *stream);
+int rl_moe_combine_backward_cuda(float *dy, float *dweight, const float *dout, const float *y,
+                                 const int32_t *slot, const float *weight, int n_tokens, int k,
+                                 int dim, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
