@@ -50,6 +50,8 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->target_mask = malloc(T * f);
 	a->targets_host = malloc(T * sizeof(int32_t));
 	a->lm_vec_host = malloc(T * f);
+	a->row_real = malloc(T);
+	a->aux_coef = (float)c->moe.aux_loss_coef;
 	if (sh->tp.size > 1)
 		a->tp_host = malloc(T * (size_t)(sh->tp.size + 1) * f);
 	if (cp > 1) {
@@ -57,7 +59,7 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 		a->cp_origin = malloc(cp * T * sizeof(int32_t));
 		a->cp_lp = malloc(cp * T * f);
 	}
-	if (!a->layers || !a->target_mask || !a->targets_host || !a->lm_vec_host ||
+	if (!a->layers || !a->target_mask || !a->targets_host || !a->lm_vec_host || !a->row_real ||
 	    (sh->tp.size > 1 && !a->tp_host) ||
 	    (cp > 1 && (!a->cp_full_row || !a->cp_origin || !a->cp_lp))) {
 		rl_acts_free(m, a);
@@ -88,6 +90,11 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 		L->x_mid = take(m, a, T * d * f, &failed);
 		L->xn2 = take(m, a, T * d * f, &failed);
 		L->rstd2 = take(m, a, T * f, &failed);
+		if (rl_layer_is_moe(c, l)) {
+			L->moe = calloc(1, sizeof *L->moe);
+			failed |= !L->moe;
+			continue;
+		}
 		L->gate = take(m, a, T * inter * f, &failed);
 		L->up = take(m, a, T * inter * f, &failed);
 		L->h = take(m, a, T * inter * f, &failed);
@@ -141,7 +148,12 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 		m->ops->release(a->owned[i]);
 	m->ops->release(a->lm_work);
 	free(a->owned);
+	for (int l = 0; a->layers && l < m->cfg.n_layers; l++) {
+		rl_moe_acts_free(m->ops, a->layers[l].moe);
+		free(a->layers[l].moe);
+	}
 	free(a->layers);
+	free(a->row_real);
 	free(a->target_mask);
 	free(a->targets_host);
 	free(a->lm_vec_host);
@@ -150,4 +162,19 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 	free(a->cp_origin);
 	free(a->cp_lp);
 	free(a);
+}
+
+void rl_acts_set_aux_loss_coef(struct rl_acts *a, float coef)
+{
+	a->aux_coef = coef;
+}
+
+double rl_acts_aux_loss(const struct rl_model *m, const struct rl_acts *a)
+{
+	double sum = 0;
+
+	for (int l = m->shard.first_layer; l < m->shard.first_layer + m->shard.n_layers; l++)
+		if (a->layers[l].moe && a->layers[l].moe->stats)
+			sum += (double)a->aux_coef * a->layers[l].moe->aux;
+	return sum;
 }

@@ -4,6 +4,7 @@
 #define RL_MODEL_ACTS_H
 
 #include "runtime/model/model.h"
+#include "runtime/model/moe.h"
 #include "runtime/model/split.h"
 
 struct rl_layer_acts {
@@ -16,6 +17,7 @@ struct rl_layer_acts {
 	float *x_mid;           /* residual stream after attention */
 	float *xn2, *rstd2;
 	float *gate, *up, *h; /* [T, intermediate] */
+	struct rl_moe_acts *moe; /* a mixture-of-experts layer's, instead of gate/up/h */
 };
 
 struct rl_acts {
@@ -31,6 +33,11 @@ struct rl_acts {
 	int32_t *ids, *pos, *cu_seqlens, *targets;
 	int32_t *targets_host;
 	float *target_mask; /* host: 1 where a target exists */
+	/* host: 1 for the rows that are tokens, not padding (the routers'
+	 * load statistics count only those); the load-balancing loss's
+	 * coefficient in the backward pass */
+	uint8_t *row_real;
+	float aux_coef;
 	struct rl_layer_acts *layers;
 	float *x_final, *hf, *rstd_f;
 	float *lm_lse;

@@ -46,6 +46,12 @@ static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
 	size_t ti = (size_t)T * (size_t)inter;
 	float *dres = whole_dres(m, a);
 
+	if (L->moe) {
+		RL_TRY(zero(ops, a->dxn, (size_t)T * (size_t)d), "layer %d: zeroing", l);
+		if (rl_moe_backward(m, l, L->moe, dres, L->xn2, a->dxn, a->aux_coef, err, errlen))
+			return -1;
+		goto norm;
+	}
 	RL_TRY(zero(ops, a->dh, ti), "layer %d: zeroing", l);
 	RL_TRY(ops->linear_backward(a->dh, G(DOWN), G(DOWN_BIAS), dres, L->h, P(DOWN), T, inter, d,
 	                            NULL),
@@ -60,6 +66,7 @@ static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
 	RL_TRY(ops->linear_backward(a->dxn, G(UP), G(UP_BIAS), a->dup, L->xn2, P(UP), T, d, inter,
 	                            NULL),
 	       "layer %d: up_proj backward", l);
+norm:;
 	float *dxn = summed_dxn(m, a, "MLP input gradient sum");
 	RL_TRY(ops->rmsnorm_backward(a->dres, G(MLP_NORM), dxn, L->x_mid, P(MLP_NORM), L->rstd2, n,
 	                             d, NULL),

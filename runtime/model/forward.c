@@ -122,6 +122,9 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 	}
 	a->n_tokens = rows;
 	a->n_real = b->n_tokens;
+	for (int t = 0; t < rows; t++)
+		a->row_real[t] =
+		    m->shard.cp.size > 1 ? rl_cp_origin(m, a, t) >= 0 : t < b->n_tokens;
 	a->n_seqs = n_seqs;
 	rl_rows_of(m, rows, m->shard.sequence_parallel, &a->rows);
 	rc = 0;
@@ -177,7 +180,8 @@ static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_
 	       "layer %d: post_attention_layernorm", l);
 	rl_tp_gather_rows(m, r, L->xn2 + mine, L->xn2, d, "MLP input all-gather");
 	sum = rl_tp_sum_target(m, r, x_out, a->tp_full);
-	if (rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, sum, T, err, errlen))
+	if (L->moe ? rl_moe_forward(m, l, L->moe, L->xn2, T, a->row_real, sum, true, err, errlen)
+	           : rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, sum, T, err, errlen))
 		return -1;
 	rl_tp_sum_rows(m, r, sum, x_out, d, "down_proj sum");
 	RL_TRY(ops->add(x_out, L->x_mid, (int64_t)r->n * d, NULL), "layer %d: residual", l);

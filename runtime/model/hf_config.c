@@ -15,7 +15,9 @@
 
 #include "runtime/model/hf_config.h"
 
-#define SUPPORTED "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"
+#define SUPPORTED                                                                                  \
+	"LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "              \
+	"Qwen3MoeForCausalLM"
 
 static const struct {
 	const char *architecture, *model_type;
@@ -24,6 +26,8 @@ static const struct {
     {"LlamaForCausalLM", "llama", RL_ARCH_LLAMA},
     {"Qwen2ForCausalLM", "qwen2", RL_ARCH_QWEN2},
     {"Qwen3ForCausalLM", "qwen3", RL_ARCH_QWEN3},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", RL_ARCH_QWEN2_MOE},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", RL_ARCH_QWEN3_MOE},
 };
 #define N_ARCHS (int)(sizeof archs / sizeof archs[0])
 
@@ -180,7 +184,9 @@ static int parse_arch(struct ctx *c, struct rl_model_config *cfg)
 			;
 		if (i == N_ARCHS)
 			return fail(
-			    c, "model_type %s is not supported (supported: llama, qwen2, qwen3)",
+			    c,
+			    "model_type %s is not supported (supported: llama, qwen2, qwen3, "
+			    "qwen2_moe, qwen3_moe)",
 			    json_string_value(mt));
 	}
 	cfg->arch = archs[i].arch;
@@ -366,6 +372,112 @@ static int check_sliding(struct ctx *c, const struct rl_model_config *cfg)
 	return 0;
 }
 
+/* The class defaults of transformers 5 for an absent num_key_value_heads. */
+static int default_kv_heads(enum rl_arch arch)
+{
+	switch (arch) {
+	case RL_ARCH_QWEN3_MOE:
+		return 4;
+	case RL_ARCH_QWEN2_MOE:
+		return 16;
+	default:
+		return 32;
+	}
+}
+
+static bool is_moe_arch(enum rl_arch arch)
+{
+	return arch == RL_ARCH_QWEN2_MOE || arch == RL_ARCH_QWEN3_MOE;
+}
+
+bool rl_layer_is_moe(const struct rl_model_config *cfg, int l)
+{
+	const struct rl_moe_config *e = &cfg->moe;
+
+	if (e->n_experts <= 0 || (l + 1) % e->sparse_step)
+		return false;
+	for (int i = 0; i < e->n_mlp_only; i++)
+		if (e->mlp_only[i] == l)
+			return false;
+	return true;
+}
+
+static int parse_mlp_only(struct ctx *c, struct rl_moe_config *e, int n_layers)
+{
+	json_t *list = get(c->root, "mlp_only_layers");
+
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return fail(c, "key mlp_only_layers: expected a list, got %s", type_name(list));
+	if (json_array_size(list) > RL_MAX_MLP_ONLY)
+		return fail(c, "key mlp_only_layers: %zu entries, at most %d are supported",
+		            json_array_size(list), RL_MAX_MLP_ONLY);
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		char path[48];
+		int l;
+
+		snprintf(path, sizeof path, "mlp_only_layers[%zu]", i);
+		if (to_int(c, json_array_get(list, i), path, &l))
+			return -1;
+		if (l < 0 || l >= n_layers)
+			return fail(c, "key %s: layer %d, the model has %d", path, l, n_layers);
+		e->mlp_only[e->n_mlp_only++] = l;
+	}
+	return 0;
+}
+
+/* Qwen3MoeConfig calls num_experts num_local_experts when it writes
+ * config.json; the hub's files say num_experts. Either, or both alike. */
+static int parse_n_experts(struct ctx *c, int dflt, int *out)
+{
+	json_t *a = get(c->root, "num_experts"), *b = get(c->root, "num_local_experts");
+	int x, y;
+
+	if (a && b) {
+		if (to_int(c, a, "num_experts", &x) || to_int(c, b, "num_local_experts", &y))
+			return -1;
+		if (x != y)
+			return fail(c, "num_experts %d and num_local_experts %d disagree", x, y);
+		*out = x;
+		return x >= 1 ? 0 : fail(c, "key num_experts: %d, must be at least 1", x);
+	}
+	return opt_int(c, b ? "num_local_experts" : "num_experts", dflt, 1, out);
+}
+
+/* The class defaults of transformers 5 where a key is absent. */
+static int parse_moe(struct ctx *c, struct rl_model_config *cfg)
+{
+	struct rl_moe_config *e = &cfg->moe;
+	bool qwen2 = cfg->arch == RL_ARCH_QWEN2_MOE;
+	json_t *v;
+
+	memset(e, 0, sizeof *e);
+	if (!is_moe_arch(cfg->arch))
+		return 0;
+	if (parse_n_experts(c, qwen2 ? 60 : 128, &e->n_experts) ||
+	    opt_int(c, "num_experts_per_tok", qwen2 ? 4 : 8, 1, &e->top_k) ||
+	    opt_int(c, "moe_intermediate_size", qwen2 ? 1408 : 768, 1, &e->intermediate) ||
+	    opt_int(c, "decoder_sparse_step", 1, 1, &e->sparse_step) ||
+	    opt_bool(c, "norm_topk_prob", false, &e->norm_topk_prob) ||
+	    parse_mlp_only(c, e, cfg->n_layers))
+		return -1;
+	if (qwen2 &&
+	    opt_int(c, "shared_expert_intermediate_size", 5632, 0, &e->shared_intermediate))
+		return -1;
+	e->aux_loss_coef = 0.001;
+	if ((v = get(c->root, "router_aux_loss_coef")) &&
+	    to_double(c, v, "router_aux_loss_coef", &e->aux_loss_coef))
+		return -1;
+	if (!(e->aux_loss_coef >= 0) || !isfinite(e->aux_loss_coef))
+		return fail(c, "key router_aux_loss_coef: %g, must be at least 0",
+		            e->aux_loss_coef);
+	if (e->top_k > e->n_experts)
+		return fail(c, "num_experts_per_tok %d is more than the %d experts", e->top_k,
+		            e->n_experts);
+	return 0;
+}
+
 static int check_sizes(struct ctx *c, const struct rl_model_config *cfg)
 {
 	if (cfg->n_heads % cfg->n_kv_heads)
@@ -409,7 +521,8 @@ static int parse(struct ctx *c, struct rl_model_config *cfg)
 	 * Qwen3Config default num_key_value_heads to 32 (null: the head count),
 	 * Qwen3Config head_dim to 128; max_position_embeddings 2048 / 32768. */
 	v = json_object_get(c->root, "num_key_value_heads");
-	if (opt_int(c, "num_key_value_heads", qwen && !v ? 32 : cfg->n_heads, 1, &cfg->n_kv_heads))
+	if (opt_int(c, "num_key_value_heads",
+	            qwen && !v ? default_kv_heads(cfg->arch) : cfg->n_heads, 1, &cfg->n_kv_heads))
 		return -1;
 	v = json_object_get(c->root, "head_dim");
 	bool derived = !get(c->root, "head_dim") && !(cfg->arch == RL_ARCH_QWEN3 && !v);
@@ -431,6 +544,12 @@ static int parse(struct ctx *c, struct rl_model_config *cfg)
 	    opt_bool(c, "tie_word_embeddings", false, &cfg->tie_word_embeddings))
 		return -1;
 	switch (cfg->arch) {
+	case RL_ARCH_QWEN2_MOE:
+		if (opt_bool(c, "qkv_bias", true, &cfg->qkv_bias))
+			return -1;
+		break;
+	case RL_ARCH_QWEN3_MOE: /* below */
+		break;
 	case RL_ARCH_LLAMA:
 		if (opt_bool(c, "attention_bias", false, &attention_bias) ||
 		    opt_bool(c, "mlp_bias", false, &cfg->mlp_bias))
@@ -448,6 +567,14 @@ static int parse(struct ctx *c, struct rl_model_config *cfg)
 		cfg->qk_norm = true;
 		break;
 	}
+	if (cfg->arch == RL_ARCH_QWEN3_MOE) {
+		if (opt_bool(c, "attention_bias", false, &attention_bias))
+			return -1;
+		cfg->qkv_bias = cfg->o_bias = attention_bias;
+		cfg->qk_norm = true;
+	}
+	if (parse_moe(c, cfg))
+		return -1;
 	if (parse_tokens(c, cfg) || parse_dtype(c, cfg) || check_sizes(c, cfg) ||
 	    check_sliding(c, cfg))
 		return -1;

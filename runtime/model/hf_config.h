@@ -1,8 +1,9 @@
 /* A Hugging Face model directory's config.json, read into the numbers the
- * engine needs. Only decoder-only Llama / Qwen2 / Qwen3 are accepted; any other
- * architecture is refused by name.
+ * engine needs. Only decoder-only Llama / Qwen2 / Qwen3 and the Qwen2-MoE /
+ * Qwen3-MoE mixtures of experts are accepted; any other architecture is
+ * refused by name.
  * defines: enum rl_arch, struct rl_model_config, rl_model_config_load,
- * rl_model_config_from_json */
+ * rl_model_config_from_json, struct rl_moe_config, rl_layer_is_moe */
 #ifndef RL_MODEL_HF_CONFIG_H
 #define RL_MODEL_HF_CONFIG_H
 
@@ -12,9 +13,29 @@
 #include "kernels/dtype.h"
 #include "kernels/rope.h"
 
-enum rl_arch { RL_ARCH_LLAMA, RL_ARCH_QWEN2, RL_ARCH_QWEN3 };
+enum rl_arch { RL_ARCH_LLAMA, RL_ARCH_QWEN2, RL_ARCH_QWEN3, RL_ARCH_QWEN2_MOE, RL_ARCH_QWEN3_MOE };
 
-#define RL_MAX_EOS 8
+#define RL_MAX_EOS      8
+#define RL_MAX_MLP_ONLY 64
+
+/* The mixture-of-experts layers (Qwen2-MoE, Qwen3-MoE): layer l is sparse
+ * when it is not in mlp_only and (l + 1) is a multiple of sparse_step, as
+ * transformers decides; the other layers have the dense MLP of
+ * intermediate_size. n_experts 0: a dense model. */
+struct rl_moe_config {
+	int n_experts;    /* num_experts (num_local_experts) */
+	int top_k;        /* num_experts_per_tok */
+	int intermediate; /* moe_intermediate_size */
+	/* shared_expert_intermediate_size: Qwen2-MoE's shared expert, an MLP
+	 * every token goes through, scaled by sigmoid(shared_expert_gate);
+	 * 0: none */
+	int shared_intermediate;
+	bool norm_topk_prob;  /* the k weights renormalised to sum to 1 */
+	double aux_loss_coef; /* router_aux_loss_coef */
+	int sparse_step;      /* decoder_sparse_step */
+	int n_mlp_only;
+	int mlp_only[RL_MAX_MLP_ONLY];
+};
 
 struct rl_model_config {
 	enum rl_arch arch;
@@ -41,7 +62,11 @@ struct rl_model_config {
 	int eos_token_ids[RL_MAX_EOS];
 	int n_eos;
 	enum rl_dtype torch_dtype; /* the dtype weights are saved in */
+	struct rl_moe_config moe;
 };
+
+/* Whether layer l is a mixture of experts. */
+bool rl_layer_is_moe(const struct rl_model_config *cfg, int l);
 
 /* Reads DIR/config.json. On failure returns -1 with a message naming the
  * file and the key in err. */

@@ -7,12 +7,14 @@
 
 #include "runtime/model/forward_util.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/moe.h"
 
 struct rl_decode_scratch {
 	int32_t *ids, *pos;
 	float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *h, *last, *logits;
-	int32_t *pos_host; /* host: positions, then ids as this rank's vocabulary rows */
-	int *first;        /* host: first token of each group */
+	int32_t *pos_host;      /* host: positions, then ids as this rank's vocabulary rows */
+	int *first;             /* host: first token of each group */
+	struct rl_moe_acts moe; /* every sparse layer's in turn: no backward pass */
 };
 
 static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
@@ -27,6 +29,7 @@ static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
 			ops->release(dev[i]);
 		free(s->pos_host);
 		free(s->first);
+		rl_moe_acts_free(ops, &s->moe);
 		free(s);
 	}
 	for (int l = 0; kv->k && l < m->cfg.n_layers; l++) {
@@ -200,7 +203,10 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(MLP_NORM), T, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
-	if (rl_block_mlp(m, l, s->xn, s->gate, s->up, s->h, s->xn, T, err, errlen))
+	/* the experts read all of xn before they write it */
+	if (rl_layer_is_moe(&m->cfg, l)
+	        ? rl_moe_forward(m, l, &s->moe, s->xn, T, NULL, s->xn, false, err, errlen)
+	        : rl_block_mlp(m, l, s->xn, s->gate, s->up, s->h, s->xn, T, err, errlen))
 		return -1;
 	rl_tp_sum_rows(m, &rows, s->xn, s->xn, d, "decode down_proj sum");
 	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
@@ -246,6 +252,13 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
+	if (m->shard.ep.size > 1) {
+		/* every rank of ep would have to decode in step with the others,
+		 * and data-parallel ranks stop at different lengths */
+		snprintf(err, errlen,
+		         "decode: generation under expert parallelism is not implemented");
+		return -1;
+	}
 	for (int g = 0; g < n_groups; g++) {
 		s->first[g] = T;
 		for (int i = 0; i < n_new[g]; i++)

@@ -40,6 +40,19 @@ enum rl_layer_param {
 	RL_P_UP_BIAS,
 	RL_P_DOWN,
 	RL_P_DOWN_BIAS,
+	/* a mixture-of-experts layer's instead of gate/up/down: the router
+	 * ("mlp.gate.weight", [experts, hidden]); the experts this rank
+	 * holds, each kind a stack [local experts, rows, cols] in the flat
+	 * buffer with one rl_param per expert (the first is the stack's);
+	 * Qwen2-MoE's shared expert and its sigmoid gate ([1, hidden]) */
+	RL_P_ROUTER,
+	RL_P_EXPERT_GATE,
+	RL_P_EXPERT_UP,
+	RL_P_EXPERT_DOWN,
+	RL_P_SHARED_GATE,
+	RL_P_SHARED_UP,
+	RL_P_SHARED_DOWN,
+	RL_P_SHARED_EXPERT_GATE,
 	RL_P_ATTN_NORM,
 	RL_P_MLP_NORM,
 	RL_P_PER_LAYER
@@ -105,6 +118,23 @@ struct rl_pp_group {
 	void (*embedding_all_reduce)(void *ctx, float *buf, size_t n, const char *what);
 };
 
+/* What expert parallelism needs from the ranks that split the experts of
+ * each mixture-of-experts layer (Megatron's EP group, folded onto the
+ * dense ranks): tokens sent to the rank that holds their expert and the
+ * results sent back. Collective over the group; host memory on the cpu
+ * backend. */
+struct rl_ep_group {
+	void *ctx;
+	int rank, size;
+	/* send_counts[r] floats of send (in rank order) to rank r,
+	 * recv_counts[r] floats from rank r into recv (host arrays) */
+	void (*all_to_all_v)(void *ctx, const float *send, const size_t *send_counts, float *recv,
+	                     const size_t *recv_counts, const char *what);
+	/* count ints of send to each rank, count from each into recv (host) */
+	void (*all_to_all_int)(void *ctx, const int32_t *send, int32_t *recv, size_t count,
+	                       const char *what);
+};
+
 /* This rank's cut of the model. Tensor parallelism (Megatron's): q/k/v,
  * gate/up and the vocabulary split by rows (heads, GQA groups kept whole),
  * o/down by columns, the rest whole on every rank. Pipeline parallelism:
@@ -126,6 +156,16 @@ struct rl_model_shard {
 	 * cp.rank and 2 x cp.size - 1 - cp.rank (Megatron's balance of the
 	 * causal mask), keys and values all-gathered */
 	struct rl_tp_group cp;
+	/* mixture of experts: this rank holds experts [first_expert,
+	 * first_expert + n_experts) of every sparse layer (expert
+	 * parallelism over ep; ep.size 1: all of them). tokens: every rank
+	 * of this stage that routes tokens of its own (tensor-parallel ranks
+	 * each route their share of the rows), over which the router's
+	 * load-balancing statistics are summed: the auxiliary loss balances
+	 * the whole batch (Qwen3's global-batch balancing). */
+	struct rl_ep_group ep;
+	int first_expert, n_experts;
+	struct rl_tp_group tokens;
 };
 
 /* How rl_model_split cuts a model. first_stage_layers and
@@ -137,6 +177,8 @@ struct rl_model_cut {
 	struct rl_pp_group pp;
 	int first_stage_layers, last_stage_layers;
 	struct rl_tp_group cp;
+	struct rl_ep_group ep;
+	struct rl_tp_group tokens; /* see struct rl_model_shard; size 1 or 0: this rank alone */
 };
 
 struct rl_model {
@@ -153,6 +195,11 @@ struct rl_model {
 	struct rl_param *lm_head; /* == embed when the embeddings are tied (one stage) */
 	/* layer[i * RL_P_PER_LAYER + p]; NULL where the model has no such tensor */
 	struct rl_param **layer;
+
+	/* mixture of experts: the routers' weights get no gradient
+	 * (NeMo-RL's freeze_moe_router); the gradient still flows through
+	 * them into the layers below */
+	bool freeze_router;
 
 	int64_t n_elems;
 	float *flat;
@@ -238,6 +285,12 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
                       size_t errlen);
 int rl_model_zero_grad(struct rl_model *m);
+/* Mixture of experts: the coefficient the load-balancing loss enters the
+ * backward pass with (config.json's router_aux_loss_coef unless set; 0
+ * turns it off); and after rl_model_forward, the loss itself, coefficient
+ * included, summed over this stage's sparse layers. */
+void rl_acts_set_aux_loss_coef(struct rl_acts *a, float coef);
+double rl_acts_aux_loss(const struct rl_model *m, const struct rl_acts *a);
 
 /* split.c: tensor and pipeline parallelism. */
 /* Rows [*start, *start + *len) of total that rank r of size takes: the first
@@ -250,7 +303,11 @@ void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len
 int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *err, size_t errlen);
 /* After the last backward pass of an update: sums the partial gradients
  * (rl_param.partial_grad) over the tensor-parallel group, and the tied
- * embedding's over its two stages. Collective. */
+ * embedding's over its two stages. Collective. What is left to sum is
+ * the data-parallel ranks' (dp x cp) share, except for the experts under
+ * expert parallelism: their holder has the sum over every token of the
+ * ep group, and the rest is over the expert-data-parallel group (the
+ * expert grid's "dp"). */
 int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen);
 /* Parameter i of the whole model into full_host (full_shape), from every
  * rank's local_host (this rank's values of it, host memory). Collective. */

@@ -34,11 +34,40 @@ static const char *const layer_suffix[RL_P_PER_LAYER] = {
     [RL_P_UP_BIAS] = "mlp.up_proj.bias",
     [RL_P_DOWN] = "mlp.down_proj.weight",
     [RL_P_DOWN_BIAS] = "mlp.down_proj.bias",
+    [RL_P_ROUTER] = "mlp.gate.weight",
+    [RL_P_EXPERT_GATE] = "mlp.experts.%d.gate_proj.weight",
+    [RL_P_EXPERT_UP] = "mlp.experts.%d.up_proj.weight",
+    [RL_P_EXPERT_DOWN] = "mlp.experts.%d.down_proj.weight",
+    [RL_P_SHARED_GATE] = "mlp.shared_expert.gate_proj.weight",
+    [RL_P_SHARED_UP] = "mlp.shared_expert.up_proj.weight",
+    [RL_P_SHARED_DOWN] = "mlp.shared_expert.down_proj.weight",
+    [RL_P_SHARED_EXPERT_GATE] = "mlp.shared_expert_gate.weight",
 };
 
-static bool layer_has(const struct rl_model_config *c, enum rl_layer_param p)
+static bool is_expert(enum rl_layer_param p)
 {
+	return p == RL_P_EXPERT_GATE || p == RL_P_EXPERT_UP || p == RL_P_EXPERT_DOWN;
+}
+
+static bool is_moe_param(enum rl_layer_param p)
+{
+	return p >= RL_P_ROUTER && p <= RL_P_SHARED_EXPERT_GATE;
+}
+
+static bool layer_has(const struct rl_model_config *c, int l, enum rl_layer_param p)
+{
+	bool moe = rl_layer_is_moe(c, l);
+
+	if (p >= RL_P_GATE && p <= RL_P_DOWN_BIAS && moe)
+		return false;
+	if (is_moe_param(p) && !moe)
+		return false;
 	switch (p) {
+	case RL_P_SHARED_GATE:
+	case RL_P_SHARED_UP:
+	case RL_P_SHARED_DOWN:
+	case RL_P_SHARED_EXPERT_GATE:
+		return c->moe.shared_intermediate > 0;
 	case RL_P_Q_BIAS:
 	case RL_P_K_BIAS:
 	case RL_P_V_BIAS:
@@ -106,6 +135,26 @@ static void layer_shape(const struct rl_model_config *c, enum rl_layer_param p, 
 	case RL_P_DOWN:
 		*rows = d, *cols = inter, *split_dim = 1;
 		break;
+	case RL_P_ROUTER:
+		*rows = c->moe.n_experts, *cols = d;
+		break;
+	case RL_P_EXPERT_GATE:
+	case RL_P_EXPERT_UP:
+		*rows = c->moe.intermediate, *cols = d;
+		break;
+	case RL_P_EXPERT_DOWN:
+		*rows = d, *cols = c->moe.intermediate;
+		break;
+	case RL_P_SHARED_GATE:
+	case RL_P_SHARED_UP:
+		*rows = c->moe.shared_intermediate, *cols = d;
+		break;
+	case RL_P_SHARED_DOWN:
+		*rows = d, *cols = c->moe.shared_intermediate;
+		break;
+	case RL_P_SHARED_EXPERT_GATE:
+		*rows = 1, *cols = d;
+		break;
 	case RL_P_PER_LAYER:
 		*rows = 0;
 		break;
@@ -119,6 +168,13 @@ static bool grad_is_partial(const struct rl_model_shard *sh, enum rl_layer_param
 {
 	if (sh->tp.size == 1)
 		return false;
+	/* each tensor-parallel rank routes its share of the tokens through
+	 * whole experts; under expert parallelism every token of the group
+	 * reaches its expert's one holder, which has the whole sum */
+	if (is_expert(p))
+		return sh->ep.size <= 1;
+	if (is_moe_param(p))
+		return true;
 	switch (p) {
 	case RL_P_Q_NORM:
 	case RL_P_K_NORM:
@@ -132,18 +188,16 @@ static bool grad_is_partial(const struct rl_model_shard *sh, enum rl_layer_param
 }
 
 /* A tensor of whole shape [rows, cols] (cols 0: a vector), cut along
- * split_dim for this rank. */
-static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, int split_dim,
-                                  const char *fmt, ...)
+ * split_dim for this rank; packed: right after the one before, with no
+ * alignment gap (the experts of a stack). */
+static struct rl_param *add_param_at(struct rl_model *m, bool packed, int64_t rows, int64_t cols,
+                                     int split_dim, const char *fmt, va_list ap)
 {
 	const struct rl_model_shard *sh = &m->shard;
 	struct rl_param *p = &m->params[m->n_params++];
-	va_list ap;
 	int64_t start;
 
-	va_start(ap, fmt);
 	vsnprintf(p->name, sizeof p->name, fmt, ap);
-	va_end(ap);
 	p->ndim = cols ? 2 : 1;
 	p->full_shape[0] = rows;
 	p->full_shape[1] = cols;
@@ -156,10 +210,67 @@ static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols
 	p->shape[0] = rows;
 	p->shape[1] = cols;
 	p->numel = cols ? rows * cols : rows;
-	p->offset = m->n_elems;
-	/* keep each tensor 64-byte aligned inside the flat buffer */
-	m->n_elems += (p->numel + 15) & ~(int64_t)15;
+	if (packed && m->n_params > 1) {
+		const struct rl_param *prev = p - 1;
+
+		p->offset = prev->offset + prev->numel;
+	} else {
+		p->offset = m->n_elems;
+	}
+	/* keep each tensor (each stack) 64-byte aligned inside the flat buffer */
+	m->n_elems = (p->offset + p->numel + 15) & ~(int64_t)15;
 	return p;
+}
+
+static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, int split_dim,
+                                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static struct rl_param *add_param(struct rl_model *m, int64_t rows, int64_t cols, int split_dim,
+                                  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	struct rl_param *p = add_param_at(m, false, rows, cols, split_dim, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+static struct rl_param *add_packed(struct rl_model *m, int64_t rows, int64_t cols, const char *fmt,
+                                   ...) __attribute__((format(printf, 4, 5)));
+static struct rl_param *add_packed(struct rl_model *m, int64_t rows, int64_t cols, const char *fmt,
+                                   ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	struct rl_param *p = add_param_at(m, true, rows, cols, -1, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+/* One kind of a sparse layer's experts: this rank's, one tensor each, end
+ * to end, so that the grouped GEMM reads them as one [experts, rows,
+ * cols] weight. */
+static struct rl_param *add_expert_stack(struct rl_model *m, int layer, enum rl_layer_param p,
+                                         int64_t rows, int64_t cols)
+{
+	const struct rl_model_shard *sh = &m->shard;
+	char fmt[128];
+	struct rl_param *first = NULL;
+
+	snprintf(fmt, sizeof fmt, "model.layers.%d.%s", layer, layer_suffix[p]);
+	for (int e = sh->first_expert; e < sh->first_expert + sh->n_experts; e++) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		struct rl_param *x = e == sh->first_expert ? add_param(m, rows, cols, -1, fmt, e)
+		                                           : add_packed(m, rows, cols, fmt, e);
+#pragma GCC diagnostic pop
+		x->replica = sh->tp.rank > 0 && sh->ep.size <= 1;
+		x->partial_grad = grad_is_partial(sh, p);
+		if (!first)
+			first = x;
+	}
+	return first;
 }
 
 /* Lays out this stage's table; pointers into the flat buffers are set
@@ -169,7 +280,7 @@ static int build_table(struct rl_model *m)
 	const struct rl_model_config *c = &m->cfg;
 	const struct rl_model_shard *sh = &m->shard;
 	bool first = rl_model_first_stage(m), last = rl_model_last_stage(m);
-	int max = 3 + c->n_layers * RL_P_PER_LAYER;
+	int max = 3 + c->n_layers * (RL_P_PER_LAYER + 3 * sh->n_experts);
 	int64_t embed = -1, norm = -1, head = -1;
 
 	m->params = calloc((size_t)max, sizeof *m->params);
@@ -190,9 +301,14 @@ static int build_table(struct rl_model *m)
 			int64_t rows, cols;
 			int split;
 
-			if (!layer_has(c, (enum rl_layer_param)p))
+			if (!layer_has(c, i, (enum rl_layer_param)p))
 				continue;
 			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
+			if (is_expert((enum rl_layer_param)p)) {
+				m->layer[i * RL_P_PER_LAYER + p] =
+				    add_expert_stack(m, i, (enum rl_layer_param)p, rows, cols);
+				continue;
+			}
 			struct rl_param *x = add_param(m, rows, cols, split, "model.layers.%d.%s",
 			                               i, layer_suffix[p]);
 			x->partial_grad = grad_is_partial(sh, (enum rl_layer_param)p);

@@ -28,6 +28,9 @@ void rl_model_shard_whole(struct rl_model_shard *s, const struct rl_model_config
 	s->pp.size = 1;
 	s->n_layers = c->n_layers;
 	s->cp.size = 1;
+	s->ep.size = 1;
+	s->n_experts = c->moe.n_experts;
+	s->tokens.size = 1;
 }
 
 bool rl_model_first_stage(const struct rl_model *m)
@@ -78,6 +81,37 @@ static int stage_layers(struct rl_model_shard *s, const struct rl_model_config *
 	return 0;
 }
 
+/* Expert parallelism: each rank of ep holds an equal share of every sparse
+ * layer's experts, whole (expert tensor parallelism is 1). */
+static int expert_cut(struct rl_model_shard *s, const struct rl_model_config *c,
+                      const struct rl_model_cut *cut, const char *dir, char *err, size_t errlen)
+{
+	int p = cut->ep.size;
+
+	if (cut->tokens.size > 1)
+		s->tokens = cut->tokens;
+	if (p <= 1)
+		return 0;
+	if (c->moe.n_experts == 0) {
+		snprintf(
+		    err, errlen,
+		    "policy.parallel.expert: %d, but the model (%s/config.json) has no experts", p,
+		    dir);
+		return -1;
+	}
+	if (c->moe.n_experts % p) {
+		snprintf(err, errlen,
+		         "policy.parallel.expert: %d does not divide the model's %d experts "
+		         "(%s/config.json)",
+		         p, c->moe.n_experts, dir);
+		return -1;
+	}
+	s->ep = cut->ep;
+	s->n_experts = c->moe.n_experts / p;
+	s->first_expert = cut->ep.rank * s->n_experts;
+	return 0;
+}
+
 /* Heads stay whole and each rank keeps whole GQA groups (its query heads
  * and the kv heads they read), as Megatron requires. */
 static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
@@ -90,7 +124,8 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 
 	if (m->ops != &rl_ops_cpu) {
 		snprintf(err, errlen,
-		         "policy.parallel: tensor, pipeline and context parallelism run on the cpu "
+		         "policy.parallel: tensor, pipeline, context and expert parallelism run on "
+		         "the cpu "
 		         "backend only in this release");
 		return -1;
 	}
@@ -116,7 +151,8 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 		return -1;
 	}
 	rl_model_shard_whole(s, c);
-	if (stage_layers(s, c, cut, m->dir, err, errlen))
+	if (stage_layers(s, c, cut, m->dir, err, errlen) ||
+	    expert_cut(s, c, cut, m->dir, err, errlen))
 		return -1;
 	s->cp = cut->cp;
 	s->tp = *tp;
@@ -167,8 +203,12 @@ int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *er
 	struct rl_model *whole = *m, *part;
 	struct rl_model_shard s;
 
-	if (cut->tp.size == 1 && cut->pp.size == 1 && cut->cp.size == 1)
+	if (cut->tp.size == 1 && cut->pp.size == 1 && cut->cp.size == 1 && cut->ep.size <= 1) {
+		/* data parallelism alone: the same model, balanced over the batch */
+		if (cut->tokens.size > 1)
+			whole->shard.tokens = cut->tokens;
 		return 0;
+	}
 	if (shard_init(&s, whole, cut, err, errlen) ||
 	    rl_model_new_shard(&part, &whole->cfg, &s, whole->dir, whole->ops, err, errlen))
 		return -1;

@@ -163,6 +163,34 @@ Test(hf_config, qwen3_0_6b)
 	}
 }
 
+/* The hub's config.json of Qwen3-30B-A3B (num_experts), and the same as
+ * transformers 5 writes it (num_local_experts, rope_parameters). */
+Test(hf_config, qwen3_30b_a3b)
+{
+	for (int v = 0; v < 2; v++) {
+		char name[64];
+		snprintf(name, sizeof name, "qwen3-30b-a3b%s", VERSIONS[v]);
+		struct rl_model_config c = load(name);
+
+		cr_expect_eq(c.arch, RL_ARCH_QWEN3_MOE);
+		cr_expect_str_eq(c.architecture, "Qwen3MoeForCausalLM");
+		cr_expect_eq(c.hidden_size, 2048);
+		cr_expect_eq(c.n_layers, 48);
+		cr_expect_eq(c.n_heads, 32);
+		cr_expect_eq(c.n_kv_heads, 4);
+		cr_expect_eq(c.head_dim, 128);
+		cr_expect(c.qk_norm);
+		cr_expect(!c.qkv_bias && !c.o_bias);
+		cr_expect_eq(c.moe.n_experts, 128, "%s", name);
+		cr_expect_eq(c.moe.top_k, 8);
+		cr_expect_eq(c.moe.intermediate, 768);
+		cr_expect_eq(c.moe.shared_intermediate, 0);
+		cr_expect(c.moe.norm_topk_prob);
+		cr_expect_eq(c.moe.aux_loss_coef, 0.001);
+		cr_expect(rl_layer_is_moe(&c, 0) && rl_layer_is_moe(&c, 47));
+	}
+}
+
 static void expect_load_fails(const char *name, const char *msg)
 {
 	struct rl_model_config c;
@@ -178,7 +206,8 @@ Test(hf_config, bad_files)
 {
 	expect_load_fails("bad-mistral", "architecture MistralForCausalLM is not supported "
 	                                 "(supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-	                                 "Qwen3ForCausalLM)");
+	                                 "Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
+	                                 "Qwen3MoeForCausalLM)");
 	expect_load_fails("bad-missing-hidden", "key hidden_size: missing");
 	expect_load_fails("bad-wrong-type",
 	                  "key num_attention_heads: expected an integer, got a string");
@@ -356,12 +385,15 @@ Test(hf_config, sanity_checks)
 
 	expect_fails("{\"architectures\": [\"MistralForCausalLM\"], " SIZES "}",
 	             "architecture MistralForCausalLM is not supported (supported: "
-	             "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+	             "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
+	             "Qwen3MoeForCausalLM)");
 	expect_fails("{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"qwen2\", " SIZES
 	             "}",
 	             "model_type qwen2 does not match architecture LlamaForCausalLM");
-	expect_fails("{\"model_type\": \"gemma\", " SIZES "}",
-	             "model_type gemma is not supported (supported: llama, qwen2, qwen3)");
+	expect_fails(
+	    "{\"model_type\": \"gemma\", " SIZES "}",
+	    "model_type gemma is not supported (supported: llama, qwen2, qwen3, qwen2_moe, "
+	    "qwen3_moe)");
 	expect_fails("{" SIZES "}", "key architectures: missing, and no model_type either");
 	expect_fails("{\"architectures\": [], " SIZES "}",
 	             "key architectures: expected a non-empty list of names");
@@ -441,4 +473,48 @@ Test(hf_config, sliding_window)
 	expect_fails(Q2 ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}",
 	             "key layer_types[1]: chunked_attention is not supported");
 #undef Q2
+}
+
+/* Qwen2-MoE's class defaults where keys are absent, decoder_sparse_step
+ * and mlp_only_layers, and the keys that must agree. */
+Test(hf_config, moe_layers_and_defaults)
+{
+	struct rl_model_config c;
+	const char *base = "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"vocab_size\": 100, "
+	                   "\"hidden_size\": 64, \"intermediate_size\": 96, "
+	                   "\"num_hidden_layers\": 6, \"num_attention_heads\": 16";
+	char json[512];
+
+	snprintf(json, sizeof json, "%s, \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}",
+	         base);
+	cr_assert_eq(parse(&c, json), 0, "%s", err);
+	cr_expect_eq(c.arch, RL_ARCH_QWEN2_MOE);
+	cr_expect(c.qkv_bias);
+	cr_expect_eq(c.n_kv_heads, 16);
+	cr_expect_eq(c.moe.n_experts, 60);
+	cr_expect_eq(c.moe.top_k, 4);
+	cr_expect_eq(c.moe.intermediate, 1408);
+	cr_expect_eq(c.moe.shared_intermediate, 5632);
+	cr_expect(!c.moe.norm_topk_prob);
+	/* sparse when (l + 1) % 2 == 0 and l is not 3 */
+	bool want[6] = {false, true, false, false, false, true};
+	for (int l = 0; l < 6; l++)
+		cr_expect_eq(rl_layer_is_moe(&c, l), want[l], "layer %d", l);
+
+	snprintf(json, sizeof json, "%s, \"num_experts\": 8, \"num_local_experts\": 4}", base);
+	expect_fails(json, "num_experts 8 and num_local_experts 4 disagree");
+	snprintf(json, sizeof json, "%s, \"num_experts\": 4, \"num_experts_per_tok\": 5}", base);
+	expect_fails(json, "num_experts_per_tok 5 is more than the 4 experts");
+	snprintf(json, sizeof json, "%s, \"mlp_only_layers\": [6]}", base);
+	expect_fails(json, "key mlp_only_layers[0]: layer 6, the model has 6");
+	snprintf(json, sizeof json, "%s, \"router_aux_loss_coef\": -1}", base);
+	expect_fails(json, "key router_aux_loss_coef: -1, must be at least 0");
+	/* a dense family has no experts, whatever keys it carries */
+	snprintf(json, sizeof json,
+	         "{\"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": 100, "
+	         "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+	         "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_experts\": 8}");
+	cr_assert_eq(parse(&c, json), 0, "%s", err);
+	cr_expect_eq(c.moe.n_experts, 0);
+	cr_expect(!rl_layer_is_moe(&c, 1));
 }

@@ -1,7 +1,9 @@
 /* Model parity: the engine on the CPU backend against what transformers
  * computed on the same files (tests/fixtures/fixture_models.py): logits of a
  * packed batch, the loss, every parameter gradient, ten AdamW steps with
- * grad-norm clipping, and greedy generation through the KV cache.
+ * grad-norm clipping, and greedy generation through the KV cache; for the
+ * mixtures of experts (fixture_moe.py) the loss includes the load-balancing
+ * loss.
  *
  * Tolerance: for each tensor, the largest absolute difference divided by the
  * largest absolute reference value (so entries near zero are judged on the
@@ -19,118 +21,17 @@
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/safetensors.h"
+#include "tests/unit/model_fixture.h"
 
 #define TOL 1e-4
-
-struct fixture {
-	struct rl_model *model;
-	struct rl_st_archive *ref;
-	json_t *meta;
-	struct rl_batch batch;
-	int32_t *ids, *cu, *targets;
-	int n_predicted;
-};
-
-static void fixture_open(struct fixture *f, const char *name)
-{
-	char path[4096], err[512];
-	const char *src = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
-	json_error_t jerr;
-
-	memset(f, 0, sizeof *f);
-	snprintf(path, sizeof path, "%s/tests/fixtures/models/%s", src, name);
-	cr_assert_eq(rl_model_load(&f->model, path, &rl_ops_cpu, err, sizeof err), 0, "%s", err);
-	snprintf(path, sizeof path, "%s/tests/fixtures/models/%s.ref.safetensors", src, name);
-	cr_assert_eq(rl_st_open(&f->ref, path, err, sizeof err), 0, "%s", err);
-	snprintf(path, sizeof path, "%s/tests/fixtures/models/%s.ref.json", src, name);
-	f->meta = json_load_file(path, 0, &jerr);
-	cr_assert_not_null(f->meta, "%s: %s", path, jerr.text);
-
-	json_t *seqs = json_object_get(f->meta, "sequences");
-	size_t n_seqs = json_array_size(seqs), total = 0, i, j;
-	json_t *s, *v;
-
-	json_array_foreach(seqs, i, s) total += json_array_size(s);
-	f->ids = malloc(total * sizeof *f->ids);
-	f->targets = malloc(total * sizeof *f->targets);
-	f->cu = malloc((n_seqs + 1) * sizeof *f->cu);
-	f->cu[0] = 0;
-	json_array_foreach(seqs, i, s)
-	{
-		size_t len = json_array_size(s);
-		json_array_foreach(s, j, v)
-		{
-			size_t t = (size_t)f->cu[i] + j;
-			f->ids[t] = (int32_t)json_integer_value(v);
-			f->targets[t] = j + 1 < len
-			                    ? (int32_t)json_integer_value(json_array_get(s, j + 1))
-			                    : -1;
-			f->n_predicted += j + 1 < len;
-		}
-		f->cu[i + 1] = f->cu[i] + (int32_t)len;
-	}
-	f->batch = (struct rl_batch){(int)total, (int)n_seqs, f->ids, f->cu, f->targets};
-}
-
-static void fixture_close(struct fixture *f)
-{
-	rl_model_free(f->model);
-	rl_st_close(f->ref);
-	json_decref(f->meta);
-	free(f->ids);
-	free(f->cu);
-	free(f->targets);
-}
-
-static float *ref_tensor(struct fixture *f, const char *name, int64_t numel)
-{
-	const struct rl_st_tensor *t = rl_st_find(f->ref, name);
-	char err[512];
-
-	cr_assert_not_null(t, "reference has no %s", name);
-	float *out = malloc((size_t)numel * sizeof *out);
-	cr_assert_eq(rl_st_read_f32(f->ref, name, out, t->ndim, t->shape, err, sizeof err), 0, "%s",
-	             err);
-	return out;
-}
-
-static double scaled_error(const float *got, const float *want, int64_t n)
-{
-	double maxdiff = 0, maxref = 0;
-
-	for (int64_t i = 0; i < n; i++) {
-		maxdiff = fmax(maxdiff, fabs((double)got[i] - want[i]));
-		maxref = fmax(maxref, fabs((double)want[i]));
-	}
-	return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
-
-/* Mean next-token NLL of the batch; dlogprob for its backward when asked. */
-static double batch_loss(struct fixture *f, struct rl_acts *a, float *dlogprob)
-{
-	char err[512];
-	int T = f->batch.n_tokens;
-	float *lp = malloc((size_t)T * sizeof *lp);
-	double nll = 0;
-
-	cr_assert_eq(rl_model_forward(f->model, a, &f->batch, err, sizeof err), 0, "%s", err);
-	/* an odd chunk, so the vocabulary walk has a ragged last step */
-	cr_assert_eq(rl_model_logprobs(f->model, a, lp, 1.0f, 97, err, sizeof err), 0, "%s", err);
-	for (int t = 0; t < T; t++) {
-		nll -= lp[t];
-		if (dlogprob)
-			dlogprob[t] = f->targets[t] >= 0 ? -1.0f / (float)f->n_predicted : 0.0f;
-	}
-	free(lp);
-	return nll / f->n_predicted;
-}
 
 /* Names inline: Criterion copies parameters into the test process, so they
  * must not point into the parent's memory. */
 struct model_name {
 	char s[32];
 };
-static struct model_name models[] = {{"llama"}, {"llama-tied-rope3"}, {"qwen2"}, {"qwen3"}};
+static struct model_name models[] = {{"llama"}, {"llama-tied-rope3"}, {"qwen2"},
+                                     {"qwen3"}, {"qwen3-moe"},        {"qwen2-moe"}};
 
 ParameterizedTestParameters(model, logits_loss_grads)
 {

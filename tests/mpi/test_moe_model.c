@@ -1,0 +1,385 @@
+/* Expert parallelism against the whole model, on real MPI ranks (started by
+ * tests/mpi/moe_model_test.sh under mpiexec): every rank builds the same
+ * random mixture-of-experts model twice, runs one copy whole over the whole
+ * batch, and cuts the other as the layout says (Megatron's folding: EP x
+ * EDP over the same ranks as TP x DP, expert tensor parallelism 1), each
+ * data-parallel rank taking its share of the sequences. The cut model must
+ * give the whole one's log-probabilities at every token, the same
+ * load-balancing loss (balanced over the whole batch), and, once the
+ * dense gradients are summed over DP and the experts' over EDP, the same
+ * gradient for every parameter. Prints "N passed, M failed" on rank 0. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/model/model.h"
+#include "runtime/parallel/ep_group.h"
+#include "runtime/parallel/tp_group.h"
+#include "topology/layout.h"
+
+#define TOL 2e-5
+
+static int passed, failed, me;
+
+static void check(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		passed++;
+		return;
+	}
+	failed++;
+	fprintf(stderr, "rank %d: FAIL: ", me);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void must(int rc, const char *what, const char *err)
+{
+	if (rc) {
+		fprintf(stderr, "rank %d: %s: %s\n", me, what, err);
+		exit(1);
+	}
+}
+
+static uint32_t lcg(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+static float uniform(uint32_t *s)
+{
+	return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* ||a - b|| / ||b|| */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+	double d = 0, nb = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		nb += (double)b[i] * b[i];
+	}
+	return nb > 0 ? sqrt(d / nb) : sqrt(d);
+}
+
+struct variant {
+	const char *name;
+	enum rl_arch arch;
+	int experts, top_k, shared, sparse_step;
+	bool norm_topk;
+};
+
+static const struct variant variants[] = {
+    /* both layers sparse, renormalised top-2 of 8, q/k norms */
+    {"qwen3-moe", RL_ARCH_QWEN3_MOE, 8, 2, 0, 1, true},
+    /* a dense layer, then a sparse one with a shared expert; raw top-2 of 4 */
+    {"qwen2-moe", RL_ARCH_QWEN2_MOE, 4, 2, 24, 2, false},
+};
+
+static void config_of(const struct variant *v, struct rl_model_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->arch = v->arch;
+	c->vocab_size = 61;
+	c->hidden_size = 32;
+	c->intermediate_size = 40;
+	c->n_layers = 2;
+	c->n_heads = 4;
+	c->n_kv_heads = 2;
+	c->head_dim = 8;
+	c->max_position_embeddings = 64;
+	c->rms_norm_eps = 1e-6;
+	c->rope_theta = 10000;
+	c->qk_norm = v->arch == RL_ARCH_QWEN3_MOE;
+	c->qkv_bias = v->arch == RL_ARCH_QWEN2_MOE;
+	c->bos_token_id = -1;
+	c->torch_dtype = RL_F32;
+	c->moe.n_experts = v->experts;
+	c->moe.top_k = v->top_k;
+	c->moe.intermediate = 16;
+	c->moe.shared_intermediate = v->shared;
+	c->moe.norm_topk_prob = v->norm_topk;
+	c->moe.sparse_step = v->sparse_step;
+	/* large, so that a load-balancing gradient gone wrong shows */
+	c->moe.aux_loss_coef = 0.3;
+}
+
+/* Norms other than 1 and biases other than 0, and routers spread wide
+ * enough that tokens pick clearly different experts. */
+static struct rl_model *random_model(const struct rl_model_config *c)
+{
+	struct rl_model *m;
+	char err[256];
+
+	if (rl_model_new_random(&m, c, "test", &rl_ops_cpu, 7, 0.2, err, sizeof err)) {
+		fprintf(stderr, "rank %d: %s\n", me, err);
+		exit(1);
+	}
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+		uint32_t s = 99u + (uint32_t)i;
+
+		if (p->ndim == 1)
+			for (int64_t k = 0; k < p->numel; k++)
+				p->data[k] =
+				    (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
+		if (strstr(p->name, "mlp.gate.weight"))
+			for (int64_t k = 0; k < p->numel; k++)
+				p->data[k] *= 5.0f;
+	}
+	return m;
+}
+
+/* Eight sequences, 45 tokens; data-parallel rank r takes sequences r,
+ * r + dp, ... */
+enum { T = 45, N_SEQS = 8 };
+static const int32_t cu[N_SEQS + 1] = {0, 6, 13, 16, 24, 29, 33, 41, T};
+
+struct batch {
+	int32_t ids[T], targets[T], cu[N_SEQS + 1], origin[T];
+	struct rl_batch b;
+};
+
+static void whole_batch(int vocab, struct batch *w)
+{
+	uint32_t s = 5;
+
+	for (int t = 0; t < T; t++)
+		w->ids[t] = (int32_t)(lcg(&s) % (uint32_t)vocab);
+	for (int q = 0; q < N_SEQS; q++)
+		for (int t = cu[q]; t < cu[q + 1]; t++)
+			w->targets[t] = t + 1 < cu[q + 1] ? w->ids[t + 1] : -1;
+	for (int t = 0; t < T; t++)
+		w->origin[t] = t;
+	memcpy(w->cu, cu, sizeof cu);
+	w->b = (struct rl_batch){T, N_SEQS, w->ids, w->cu, w->targets};
+}
+
+/* This data-parallel rank's sequences; origin: their tokens in the whole */
+static void share_of(const struct batch *w, int dp_rank, int dp, struct batch *mine)
+{
+	int n = 0, seqs = 0;
+
+	mine->cu[0] = 0;
+	for (int q = dp_rank; q < N_SEQS; q += dp) {
+		for (int t = cu[q]; t < cu[q + 1]; t++, n++) {
+			mine->ids[n] = w->ids[t];
+			mine->targets[n] = w->targets[t];
+			mine->origin[n] = t;
+		}
+		mine->cu[++seqs] = n;
+	}
+	mine->b = (struct rl_batch){n, seqs, mine->ids, mine->cu, mine->targets};
+}
+
+static struct rl_comm *group_of(struct rl_comm *world, const struct rl_layout *l, const char *mask,
+                                int expert)
+{
+	int ranks[64], size, color = -1, key = -1;
+	int n = rl_layout_groups(l, mask, expert, ranks, &size);
+	struct rl_comm *c;
+	char err[256];
+
+	for (int i = 0; n > 0 && i < l->world; i++)
+		if (ranks[i] == me) {
+			color = i / size;
+			key = i % size;
+		}
+	must(color < 0, mask, "rank in no group");
+	must(rl_comm_split(world, color, key, RL_COMM_MPI, mask, &c, err, sizeof err), mask, err);
+	return c;
+}
+
+struct layout {
+	int tp, ep;
+	bool sp;
+};
+
+static bool is_expert(const char *name)
+{
+	return strstr(name, ".mlp.experts.") != NULL;
+}
+
+static const struct rl_param *find(const struct rl_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_params; i++)
+		if (!strcmp(m->params[i].name, name))
+			return &m->params[i];
+	return NULL;
+}
+
+/* The whole model over the whole batch: log-probs, aux loss, gradients
+ * of sum_t c_t logprob_t + aux. */
+struct reference {
+	float lp[T], c[T];
+	double aux;
+	struct rl_model *m;
+};
+
+static void reference_of(const struct variant *v, struct reference *ref)
+{
+	struct rl_model_config c;
+	struct batch w;
+	char err[512];
+	uint32_t s = 11;
+
+	config_of(v, &c);
+	ref->m = random_model(&c);
+	whole_batch(c.vocab_size, &w);
+	struct rl_acts *a = rl_acts_new(ref->m, T);
+	for (int t = 0; t < T; t++)
+		ref->c[t] = uniform(&s);
+	must(rl_model_forward(ref->m, a, &w.b, err, sizeof err) ||
+	         rl_model_logprobs(ref->m, a, ref->lp, 1.0f, 16, err, sizeof err) ||
+	         rl_model_zero_grad(ref->m) ||
+	         rl_model_backward(ref->m, a, ref->c, err, sizeof err),
+	     "whole model", err);
+	ref->aux = rl_acts_aux_loss(ref->m, a);
+	rl_acts_free(ref->m, a);
+}
+
+static void compare_layout(struct rl_comm *world, const struct variant *v,
+                           const struct reference *ref, const struct layout *lay)
+{
+	int W = rl_comm_size(world);
+	struct rl_layout l;
+	struct rl_coords co;
+	struct rl_model_config c;
+	char err[512], name[96];
+
+	snprintf(name, sizeof name, "%s ep%d tp%d%s dp%d", v->name, lay->ep, lay->tp,
+	         lay->sp ? " sp" : "", W / lay->tp);
+	must(rl_layout_init(&l, W, lay->tp, 1, 1, lay->ep, 1, err, sizeof err), name, err);
+	rl_layout_coords(&l, me, &co);
+	struct rl_comm *tp = group_of(world, &l, "tp", 0), *dp = group_of(world, &l, "dp", 0);
+	struct rl_comm *ep = group_of(world, &l, "ep", 1), *edp = group_of(world, &l, "dp", 1);
+	struct rl_comm *tokens = group_of(world, &l, "tp-dp", 0);
+	struct rl_model_cut cut = {0};
+
+	rl_tp_group_bind(&cut.tp, tp);
+	rl_ep_group_bind(&cut.ep, ep);
+	rl_tp_group_bind(&cut.tokens, tokens);
+	cut.pp.size = 1;
+	cut.cp.size = 1;
+	cut.sequence_parallel = lay->sp;
+	config_of(v, &c);
+	struct rl_model *part = random_model(&c);
+	must(rl_model_split(&part, &cut, err, sizeof err), name, err);
+
+	struct batch w, mine;
+	whole_batch(c.vocab_size, &w);
+	share_of(&w, co.rank[RL_AXIS_DP], l.size[RL_AXIS_DP], &mine);
+	struct rl_acts *a = rl_acts_new(part, mine.b.n_tokens);
+	float lp[T], want[T], dlp[T];
+	must(rl_model_forward(part, a, &mine.b, err, sizeof err) ||
+	         rl_model_logprobs(part, a, lp, 1.0f, 16, err, sizeof err),
+	     name, err);
+	for (int t = 0; t < mine.b.n_tokens; t++) {
+		want[t] = ref->lp[mine.origin[t]];
+		dlp[t] = ref->c[mine.origin[t]];
+	}
+	check(rel_diff(lp, want, (size_t)mine.b.n_tokens) <= TOL, "%s: logprobs differ by %.3g",
+	      name, rel_diff(lp, want, (size_t)mine.b.n_tokens));
+	double aux = rl_acts_aux_loss(part, a);
+	check(fabs(aux - ref->aux) <= 1e-5 * fabs(ref->aux) && ref->aux > 0,
+	      "%s: load-balancing loss %.9g, whole %.9g", name, aux, ref->aux);
+
+	must(rl_model_zero_grad(part) || rl_model_backward(part, a, dlp, err, sizeof err) ||
+	         rl_model_reduce_grads(part, err, sizeof err),
+	     name, err);
+	for (int i = 0; i < part->n_params; i++) {
+		const struct rl_param *p = &part->params[i], *wp = find(ref->m, p->name);
+		bool expert = is_expert(p->name);
+
+		/* the experts' holders saw every token of the ep group; without
+		 * expert parallelism they are dense tensors like the others */
+		bool by_edp = expert && lay->ep > 1;
+		rl_comm_all_reduce(by_edp ? edp : dp, p->grad, (size_t)p->numel, RL_COMM_F32,
+		                   RL_COMM_SUM, by_edp ? "expert grads" : "dense grads");
+		check(wp != NULL, "%s: %s is not in the whole model", name, p->name);
+		if (!wp)
+			continue;
+		float *full = malloc((size_t)wp->numel * sizeof(float));
+		must(rl_model_gather_param(part, i, p->grad, full, err, sizeof err), "gather", err);
+		double rel = rel_diff(full, wp->grad, (size_t)wp->numel), norm = 0;
+		for (int64_t k = 0; k < wp->numel; k++)
+			norm += fabs(wp->grad[k]);
+		check(norm > 0, "%s: %s: the whole model's gradient is 0", name, p->name);
+		check(rel <= TOL, "%s: gradient of %s differs by %.3g", name, p->name, rel);
+		free(full);
+	}
+	/* each expert is on exactly one rank of the expert-parallel group */
+	int held = 0;
+	for (int i = 0; i < part->n_params; i++)
+		held += is_expert(part->params[i].name);
+	rl_comm_all_reduce(ep, &held, 1, RL_COMM_I32, RL_COMM_SUM, "experts held");
+	int total = 0;
+	for (int i = 0; i < ref->m->n_params; i++)
+		total += is_expert(ref->m->params[i].name);
+	check(held == total, "%s: the ep group holds %d expert tensors of %d", name, held, total);
+
+	rl_acts_free(part, a);
+	rl_model_free(part);
+	rl_comm_free(tp);
+	rl_comm_free(dp);
+	rl_comm_free(ep);
+	rl_comm_free(edp);
+	rl_comm_free(tokens);
+}
+
+int main(void)
+{
+	struct rl_comm_world *w;
+	struct rl_comm *world;
+	char err[512];
+
+	if (rl_comm_world_init(&w, &world, 0, 60, err, sizeof err)) {
+		fprintf(stderr, "test_moe_model: %s\n", err);
+		return 1;
+	}
+	me = rl_comm_rank(world);
+	int W = rl_comm_size(world);
+	const struct layout on2[] = {{1, 2, false}, {2, 2, false}, {2, 2, true}, {2, 1, false}};
+	const struct layout on4[] = {{1, 2, false}, {1, 4, false}, {2, 2, false},
+	                             {2, 2, true},  {2, 1, true},  {1, 1, false}};
+	const struct layout *lays = W == 4 ? on4 : on2;
+	size_t n_lays = W == 4 ? sizeof on4 / sizeof *on4 : sizeof on2 / sizeof *on2;
+
+	for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+		struct reference ref;
+
+		reference_of(&variants[i], &ref);
+		for (size_t j = 0; j < n_lays; j++)
+			compare_layout(world, &variants[i], &ref, &lays[j]);
+		rl_model_free(ref.m);
+	}
+	/* experts that do not divide are refused by name */
+	{
+		struct rl_model_config c;
+		struct rl_model_cut cut = {0};
+		config_of(&variants[1], &c);
+		struct rl_model *m = random_model(&c), *before = m;
+		cut.tp.size = cut.pp.size = cut.cp.size = 1;
+		cut.ep.size = 3;
+		check(rl_model_split(&m, &cut, err, sizeof err) == -1 && m == before &&
+		          strstr(err, "does not divide the model's 4 experts") != NULL,
+		      "4 experts over 3 ranks were not refused (%s)", err);
+		rl_model_free(m);
+	}
+	int counts[2] = {passed, failed};
+	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "results");
+	if (me == 0)
+		printf("test_moe_model: %d ranks: %d passed, %d failed\n", W, counts[0], counts[1]);
+	rl_comm_world_finalize(w);
+	return counts[1] ? 1 : 0;
+}
