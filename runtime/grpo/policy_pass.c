@@ -231,6 +231,12 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 		         t->model->ops->name);
 		goto out;
 	}
+	/* a mixture of experts' load-balancing loss: a mean over the
+	 * micro-batches of every data-parallel rank, as Megatron scales it */
+	int ranks = t->dp ? rl_comm_size(t->dp) : 1;
+	float aux = (float)(t->model->cfg.moe.aux_loss_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
+	for (int i = 0; i < t->n_acts; i++)
+		rl_acts_set_aux_loss_coef(t->acts[i], aux);
 	struct rl_pipeline pl = pipeline_of(t, &p);
 	pl.forward = train_forward;
 	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);

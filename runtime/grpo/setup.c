@@ -28,9 +28,11 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 	}
 	if (par->autoplan || par->expert > 1 || par->expert_tensor > 1) {
 		snprintf(err, errlen,
-		         "policy.parallel: this release trains with tensor, pipeline, context and "
-		         "data parallelism only; set expert and expert_tensor to 1 and give the "
-		         "sizes (more ranks become data parallel)");
+		         "policy.parallel: GRPO training runs with tensor, pipeline, context and "
+		         "data parallelism only in this release (a mixture of experts trains with "
+		         "its experts on every rank; expert parallelism is in the model, not yet "
+		         "in the optimizer); set expert and expert_tensor to 1 and give the sizes "
+		         "(more ranks become data parallel)");
 		return -1;
 	}
 	if (c->grpo.async_grpo.enabled) {
@@ -97,6 +99,10 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
 		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
 		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
+		/* the routers' load statistics over the ranks that share a
+		 * micro-batch: data-parallel ranks may run different numbers
+		 * of them */
+		rl_tp_group_bind(&cut.tokens, t->dist->g[RL_G_TP]);
 		if (rl_model_split(&t->model, &cut, err, errlen))
 			return -1;
 	}

@@ -90,6 +90,13 @@ static int expert_cut(struct rl_model_shard *s, const struct rl_model_config *c,
 
 	if (cut->tokens.size > 1)
 		s->tokens = cut->tokens;
+	if (c->moe.n_experts > 0 && cut->cp.size > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel.context: context parallelism with a mixture of experts "
+		         "(%s/config.json) is not implemented yet",
+		         dir);
+		return -1;
+	}
 	if (p <= 1)
 		return 0;
 	if (c->moe.n_experts == 0) {

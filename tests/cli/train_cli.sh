@@ -106,4 +106,12 @@ if command -v gnuplot >/dev/null 2>&1; then
 	expect_status 0 "rlrun plot of a run" -- "$RLRUN" plot same-b -o run.png
 	[ "$(head -c 4 run.png | od -An -c | tr -d ' ')" = "211PNG" ] && ok "a PNG" || not_ok "not a PNG"
 fi
+# a mixture of experts (the transformers fixture, Qwen3-MoE) trains: its
+# decode through the KV cache and its training pass route alike, so the
+# generation and training log-probabilities agree
+expect_status 0 "a Qwen3-MoE model trains" -- "$RLRUN" train grpo.max_num_steps=2 \
+	policy.model_name="$top_srcdir/tests/fixtures/models/qwen3-moe" logger.log_dir=moe
+expect_grep "$WORK/out" "Qwen3MoeForCausalLM" "  names the family"
+expect_grep moe/metrics.jsonl '"step":2,.*"token_mult_prob_error":1\.00000' \
+	"  generation and training logprobs agree"
 finish
