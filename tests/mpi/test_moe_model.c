@@ -20,57 +20,9 @@
 #include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/tp_group.h"
 #include "topology/layout.h"
+#include "tests/mpi/mpi_check.h"
 
 #define TOL 2e-5
-
-static int passed, failed, me;
-
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	fprintf(stderr, "rank %d: FAIL: ", me);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static void must(int rc, const char *what, const char *err)
-{
-	if (rc) {
-		fprintf(stderr, "rank %d: %s: %s\n", me, what, err);
-		exit(1);
-	}
-}
-
-static uint32_t lcg(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return *s >> 8;
-}
-
-static float uniform(uint32_t *s)
-{
-	return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f;
-}
-
-/* ||a - b|| / ||b|| */
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-	double d = 0, nb = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		nb += (double)b[i] * b[i];
-	}
-	return nb > 0 ? sqrt(d / nb) : sqrt(d);
-}
 
 struct variant {
 	const char *name;

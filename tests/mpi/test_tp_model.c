@@ -24,49 +24,9 @@
 #include "runtime/parallel/pipeline.h"
 #include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
+#include "tests/mpi/mpi_check.h"
 
 #define TOL 1e-5
-
-static int passed, failed, me;
-
-static void check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	fprintf(stderr, "rank %d: FAIL: ", me);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static uint32_t lcg(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return *s >> 8;
-}
-
-static float uniform(uint32_t *s)
-{
-	return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f;
-}
-
-/* ||a - b|| / ||b||, or ||a - b|| when b is 0 */
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-	double d = 0, nb = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		nb += (double)b[i] * b[i];
-	}
-	return nb > 0 ? sqrt(d / nb) : sqrt(d);
-}
 
 struct variant {
 	const char *name;
@@ -134,14 +94,6 @@ static void make_batch(int vocab, int32_t *ids, int32_t *targets, struct rl_batc
 		for (int t = cu[q]; t < cu[q + 1]; t++)
 			targets[t] = t + 1 < cu[q + 1] ? ids[t + 1] : -1;
 	*b = (struct rl_batch){T, N_SEQS, ids, cu, targets};
-}
-
-static void must(int rc, const char *what, const char *err)
-{
-	if (rc) {
-		fprintf(stderr, "rank %d: %s: %s\n", me, what, err);
-		exit(1);
-	}
 }
 
 static void compare_passes(const struct variant *v, struct rl_model *whole, struct rl_model *part)

@@ -1,0 +1,65 @@
+/* What the model tests on MPI ranks share: a pass/fail count per rank
+ * (summed on rank 0 at the end), the deterministic random numbers every
+ * rank draws alike, and the relative difference they compare with.
+ * defines: check, must, lcg, uniform, rel_diff */
+#ifndef RL_TESTS_MPI_CHECK_H
+#define RL_TESTS_MPI_CHECK_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int passed, failed, me;
+
+static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok) {
+		passed++;
+		return;
+	}
+	failed++;
+	fprintf(stderr, "rank %d: FAIL: ", me);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static inline void must(int rc, const char *what, const char *err)
+{
+	if (rc) {
+		fprintf(stderr, "rank %d: %s: %s\n", me, what, err);
+		exit(1);
+	}
+}
+
+static inline uint32_t lcg(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+static inline float uniform(uint32_t *s)
+{
+	return (float)lcg(s) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* ||a - b|| / ||b||, or ||a - b|| when b is 0 */
+static inline double rel_diff(const float *a, const float *b, size_t n)
+{
+	double d = 0, nb = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		nb += (double)b[i] * b[i];
+	}
+	return nb > 0 ? sqrt(d / nb) : sqrt(d);
+}
+
+#endif
