@@ -132,7 +132,6 @@ static int route(struct rl_model *m, int l, struct rl_moe_acts *s, const float *
 		float *stats = host(s, (size_t)(2 * E + 1) * sizeof(float), &failed);
 
 		s->f = host(s, (size_t)E * sizeof(float), &failed);
-		s->P = host(s, (size_t)E * sizeof(float), &failed);
 		if (failed)
 			goto oom;
 		rl_moe_count(s->probs, s->choice, s->real, n, E, k, stats);
@@ -144,8 +143,7 @@ static int route(struct rl_model *m, int l, struct rl_moe_acts *s, const float *
 		s->n_batch = stats[2 * E];
 		for (int e = 0; e < E; e++) {
 			s->f[e] = (float)(stats[e] / (N * k));
-			s->P[e] = (float)(stats[E + e] / N);
-			aux += (double)s->f[e] * s->P[e];
+			aux += (double)s->f[e] * (stats[E + e] / N);
 		}
 		s->aux = (float)(aux * E);
 	}
@@ -239,7 +237,9 @@ static int experts_forward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 	bool ep = sh->ep.size > 1;
 	float *xs = dev(ops, s, ns * d * sizeof(float), &failed);
 	float *xr = ep ? dev(ops, s, nr * d * sizeof(float), &failed) : xs;
-	float *yp = dev(ops, s, nr * d * sizeof(float), &failed);
+	/* one rank: the expert order is the send order, so the experts'
+	 * outputs go straight to ys */
+	float *yp = ep ? dev(ops, s, nr * d * sizeof(float), &failed) : s->ys;
 	size_t *counts = host(s, 2 * (size_t)sh->ep.size * sizeof(size_t), &failed);
 
 	s->src = upload_ints(ops, s, p->src, ns, &failed);
@@ -273,11 +273,8 @@ static int experts_forward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 	       "layer %d: experts' swiglu", l);
 	RL_TRY(ops->grouped_linear_forward(yp, s->h, P(EXPERT_DOWN), p->offsets, L, I, d, NULL),
 	       "layer %d: experts' down_proj", l);
-	if (!ep) {
-		/* one rank: the expert order is the send order */
-		RL_TRY(ops->copy(s->ys, yp, ns * d * sizeof(float), NULL), "layer %d: copy", l);
+	if (!ep)
 		return 0;
-	}
 	if (nr)
 		RL_TRY(ops->embedding_forward(xr, s->inv, yp, (int)nr, d, (int)nr, NULL),
 		       "layer %d: ordering the expert outputs by sender", l);

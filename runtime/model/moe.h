@@ -27,7 +27,7 @@ struct rl_moe_acts {
 	float *probs, *weight_h, *sig;
 	int32_t *choice;
 	uint8_t *real;  /* [n] rows that are tokens, not padding */
-	float *f, *P;   /* [E] share of the routed copies, mean probability, over the batch */
+	float *f;       /* [E] each expert's share of the routed copies over the batch */
 	float aux;      /* this layer's load-balancing loss, without the coefficient */
 	double n_batch; /* the tokens of the batch the statistics are over */
 	bool stats;

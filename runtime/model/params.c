@@ -35,9 +35,10 @@ static const char *const layer_suffix[RL_P_PER_LAYER] = {
     [RL_P_DOWN] = "mlp.down_proj.weight",
     [RL_P_DOWN_BIAS] = "mlp.down_proj.bias",
     [RL_P_ROUTER] = "mlp.gate.weight",
-    [RL_P_EXPERT_GATE] = "mlp.experts.%d.gate_proj.weight",
-    [RL_P_EXPERT_UP] = "mlp.experts.%d.up_proj.weight",
-    [RL_P_EXPERT_DOWN] = "mlp.experts.%d.down_proj.weight",
+    /* each expert's, under mlp.experts.E (add_expert_stack) */
+    [RL_P_EXPERT_GATE] = "gate_proj.weight",
+    [RL_P_EXPERT_UP] = "up_proj.weight",
+    [RL_P_EXPERT_DOWN] = "down_proj.weight",
     [RL_P_SHARED_GATE] = "mlp.shared_expert.gate_proj.weight",
     [RL_P_SHARED_UP] = "mlp.shared_expert.up_proj.weight",
     [RL_P_SHARED_DOWN] = "mlp.shared_expert.down_proj.weight",
@@ -255,16 +256,14 @@ static struct rl_param *add_expert_stack(struct rl_model *m, int layer, enum rl_
                                          int64_t rows, int64_t cols)
 {
 	const struct rl_model_shard *sh = &m->shard;
-	char fmt[128];
 	struct rl_param *first = NULL;
 
-	snprintf(fmt, sizeof fmt, "model.layers.%d.%s", layer, layer_suffix[p]);
 	for (int e = sh->first_expert; e < sh->first_expert + sh->n_experts; e++) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-		struct rl_param *x = e == sh->first_expert ? add_param(m, rows, cols, -1, fmt, e)
-		                                           : add_packed(m, rows, cols, fmt, e);
-#pragma GCC diagnostic pop
+		struct rl_param *x =
+		    first ? add_packed(m, rows, cols, "model.layers.%d.mlp.experts.%d.%s", layer, e,
+		                       layer_suffix[p])
+		          : add_param(m, rows, cols, -1, "model.layers.%d.mlp.experts.%d.%s", layer,
+		                      e, layer_suffix[p]);
 		x->replica = sh->tp.rank > 0 && sh->ep.size <= 1;
 		x->partial_grad = grad_is_partial(sh, p);
 		if (!first)
