@@ -69,10 +69,16 @@ static void summarize(struct rl_job_plan *plan)
 	const struct rl_job_spec *s = &plan->spec;
 
 	rl_layout_describe(&plan->layout, sizes, sizeof sizes);
+	char generation[64] = "";
+
+	if (s->generation_ranks > 0)
+		snprintf(generation, sizeof generation, " generation=%d gtp=%d",
+		         s->generation_ranks, s->generation_tp);
 	snprintf(plan->summary, sizeof plan->summary,
-	         "world=%d nodes=%d tasks_per_node=%d %s sp=%d order=%s devices=%s%s", s->world,
+	         "world=%d nodes=%d tasks_per_node=%d %s sp=%d order=%s devices=%s%s%s", s->world,
 	         s->n_nodes, s->tasks_per_node, sizes, s->sequence_parallel ? 1 : 0,
-	         RL_LAYOUT_ORDER, s->use_gpus ? "gpu" : "cpu", s->autoplan ? " auto" : "");
+	         RL_LAYOUT_ORDER, s->use_gpus ? "gpu" : "cpu", s->autoplan ? " auto" : "",
+	         generation);
 }
 
 static int check_counts(const struct rl_job_spec *s, char *err, size_t errlen)
@@ -84,7 +90,36 @@ static int check_counts(const struct rl_job_spec *s, char *err, size_t errlen)
 		         s->world, s->n_nodes, s->tasks_per_node);
 		return -1;
 	}
+	if (s->generation_ranks < 0 || s->generation_ranks >= s->world) {
+		snprintf(err, errlen,
+		         "policy.generation.colocated.resources: %d generation tasks leave none of "
+		         "the step's %d to train",
+		         s->generation_ranks, s->world);
+		return -1;
+	}
+	if (s->generation_ranks > 0 &&
+	    (s->generation_tp < 1 || s->generation_ranks % s->generation_tp)) {
+		snprintf(err, errlen,
+		         "policy.generation.tensor_parallel_size: %d does not divide the %d "
+		         "generation tasks",
+		         s->generation_tp, s->generation_ranks);
+		return -1;
+	}
 	return 0;
+}
+
+bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank, int *tp_rank, int *dp_rank)
+{
+	int first = plan->layout.world,
+	    tp = plan->spec.generation_tp > 0 ? plan->spec.generation_tp : 1;
+
+	*tp_rank = *dp_rank = -1;
+	if (rank < first || rank >= plan->spec.world)
+		return false;
+	/* tensor-parallel peers adjacent, as in the training grid */
+	*tp_rank = (rank - first) % tp;
+	*dp_rank = (rank - first) / tp;
+	return true;
 }
 
 int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
@@ -100,6 +135,14 @@ int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
 	if (spec->use_gpus && topo)
 		plan->have_hw = rl_plan_hw_from_topo(topo, spec->n_nodes, spec->tasks_per_node,
 		                                     &plan->hw, hw_err, sizeof hw_err) == 0;
+	int train_world = spec->world - spec->generation_ranks;
+
+	if (spec->autoplan && spec->generation_ranks > 0) {
+		snprintf(err, errlen,
+		         "policy.parallel: auto with non-colocated generation is not implemented "
+		         "yet; give the training sizes");
+		return -1;
+	}
 	if (spec->autoplan) {
 		if (!spec->use_gpus) {
 			tp = pp = cp = 1;
@@ -130,9 +173,15 @@ int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
 		plan->spec.tp = tp, plan->spec.pp = pp, plan->spec.cp = cp;
 	}
 	char lerr[256];
-	if (rl_layout_init(&plan->layout, spec->world, tp, pp, cp, spec->ep, spec->etp, lerr,
+	if (rl_layout_init(&plan->layout, train_world, tp, pp, cp, spec->ep, spec->etp, lerr,
 	                   sizeof lerr) != 0) {
-		snprintf(err, errlen, "policy.parallel: %s", lerr);
+		if (spec->generation_ranks > 0)
+			snprintf(err, errlen,
+			         "policy.parallel: the %d tasks left to train after %d for "
+			         "generation: %s",
+			         train_world, spec->generation_ranks, lerr);
+		else
+			snprintf(err, errlen, "policy.parallel: %s", lerr);
 		return -1;
 	}
 	plan->layout.sequence_parallel = spec->sequence_parallel;

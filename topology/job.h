@@ -26,13 +26,17 @@ struct rl_job_spec {
 	bool autoplan;           /* policy.parallel: auto */
 	int tp, pp, cp, ep, etp; /* the config's sizes when not autoplan */
 	bool sequence_parallel;
+	/* non-colocated generation: the step's last generation_ranks tasks
+	 * generate, as generation_tp-way tensor parallel replicas; the layout
+	 * covers the tasks before them (0: every task trains and generates) */
+	int generation_ranks, generation_tp;
 	bool have_model; /* job below is filled: memory estimates, and what auto needs */
 	struct rl_plan_job job;
 };
 
 struct rl_job_plan {
 	struct rl_job_spec spec;
-	struct rl_layout layout;
+	struct rl_layout layout; /* the training ranks' */
 	bool have_hw; /* hw describes the node's GPUs */
 	struct rl_plan_hw hw;
 	bool have_estimate;
@@ -52,6 +56,11 @@ int rl_plan_hw_from_topo(const struct rl_topo *topo, int n_nodes, int tasks_per_
  * with err. */
 int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
                      struct rl_job_plan *plan, char *err, size_t errlen);
+
+/* A generation rank's place among the generation ranks (non-colocated):
+ * true for rank >= layout.world, with its tensor-parallel and
+ * data-parallel coordinates. */
+bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank, int *tp_rank, int *dp_rank);
 
 /* The GPUs Slurm gave the step on this node. */
 struct rl_step_gpus {
@@ -77,8 +86,9 @@ struct rl_env {
 
 /* The environment of local task local_rank of a node whose first global
  * rank is first_rank: RL_CONFIG (when config_path is not NULL), RL_RANK,
- * RL_WORLD_SIZE, RL_LOCAL_RANK, RL_NODE_RANK, RL_{TP,PP,CP,EP,DP}_{RANK,SIZE},
- * RL_LAYOUT, RL_PLAN, RL_CPUS, and for GPU tasks CUDA_VISIBLE_DEVICES with
+ * RL_WORLD_SIZE, RL_LOCAL_RANK, RL_NODE_RANK, RL_ROLE (training or generation),
+ * RL_{TP,PP,CP,EP,DP}_{RANK,SIZE} (a generation rank's TP and DP among the
+ * generation ranks), RL_LAYOUT, RL_PLAN, RL_CPUS, and for GPU tasks CUDA_VISIBLE_DEVICES with
  * CUDA_DEVICE_ORDER, NCCL_IB_HCA when an InfiniBand NIC is near. Returns 0,
  * or -1 when out of memory. */
 int rl_job_task_env(const struct rl_job_plan *plan, const struct rl_topo *topo,

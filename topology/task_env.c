@@ -73,13 +73,24 @@ int rl_job_task_env(const struct rl_job_plan *plan, const struct rl_topo *topo,
 	if (config_path)
 		rc |= put(env, "RL_CONFIG", "%s", config_path);
 	rc |= put(env, "RL_RANK", "%d", rank);
-	rc |= put(env, "RL_WORLD_SIZE", "%d", l->world);
+	rc |= put(env, "RL_WORLD_SIZE", "%d", plan->spec.world);
 	rc |= put(env, "RL_LOCAL_RANK", "%d", local_rank);
 	rc |= put(env, "RL_NODE_RANK", "%d", node_rank);
+	int gen_tp, gen_dp;
+	bool generation = rl_job_generation_rank(plan, rank, &gen_tp, &gen_dp);
+	rc |= put(env, "RL_ROLE", "%s", generation ? "generation" : "training");
 	for (int a = 0; a < RL_N_AXES; a++) {
 		int axis_rank, axis_size;
 		char name[16];
 		rl_layout_axis(l, &c, a, &axis_rank, &axis_size);
+		if (generation) {
+			int tp = plan->spec.generation_tp;
+
+			axis_rank = a == RL_AXIS_TP ? gen_tp : a == RL_AXIS_DP ? gen_dp : 0;
+			axis_size = a == RL_AXIS_TP   ? tp
+			            : a == RL_AXIS_DP ? plan->spec.generation_ranks / tp
+			                              : 1;
+		}
 		rl_axis_env_name(a, "RANK", name, sizeof name);
 		rc |= put(env, name, "%d", axis_rank);
 		rl_axis_env_name(a, "SIZE", name, sizeof name);

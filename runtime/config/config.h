@@ -152,6 +152,7 @@ struct rl_cfg_policy {
 			struct rl_opt_int gpus_per_node;
 			struct rl_opt_int num_nodes;
 		} colocated;
+		int64_t tensor_parallel_size; /* non-colocated generation's own */
 	} generation;
 };
 

@@ -81,4 +81,13 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 		rule_error(&r, "policy.generation.colocated.enabled",
 		           "non-colocated generation needs colocated.resources.gpus_per_node or "
 		           "num_nodes");
+	if (p->generation.colocated.enabled && p->generation.tensor_parallel_size > 1)
+		rule_error(&r, "policy.generation.tensor_parallel_size",
+		           "applies to non-colocated generation; colocated generation runs on the "
+		           "training ranks' own tensor parallelism");
+	/* NeMo-RL's assert: rollouts made while training runs need ranks of
+	 * their own */
+	if (cfg->grpo.async_grpo.enabled && p->generation.colocated.enabled)
+		rule_error(&r, "grpo.async_grpo.enabled",
+		           "asynchronous GRPO needs policy.generation.colocated.enabled: false");
 }

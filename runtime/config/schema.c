@@ -262,6 +262,10 @@ const struct rl_key rl_schema[] = {
     {"policy.generation.colocated.resources.num_nodes", RL_T_OPT_INT,
      OFF(policy.generation.colocated.num_nodes), "null", AT_LEAST(1),
      .doc = "non-colocated: nodes reserved for generation"},
+    {"policy.generation.tensor_parallel_size", RL_T_INT,
+     OFF(policy.generation.tensor_parallel_size), "1", AT_LEAST(1),
+     .doc = "non-colocated: tensor parallelism of the generation ranks (vLLM's "
+            "tensor_parallel_size in NeMo-RL)"},
 
     /* data */
     {"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",

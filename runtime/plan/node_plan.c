@@ -56,8 +56,12 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 		         in->cfg->policy.backend, in->node_id);
 		goto fail;
 	}
-	if (rl_place_node(in->topo, &out->job.layout, in->first_rank, in->n_local, js->use_gpus,
-	                  allowed, n_allowed, &out->node, why, sizeof why) != 0) {
+	/* every task gets a place, the generation ranks' after the training
+	 * layout's */
+	struct rl_layout tasks = out->job.layout;
+	tasks.world = js->world;
+	if (rl_place_node(in->topo, &tasks, in->first_rank, in->n_local, js->use_gpus, allowed,
+	                  n_allowed, &out->node, why, sizeof why) != 0) {
 		snprintf(err, errlen, "node %d (%s): %s", in->node_id, in->topo->source, why);
 		goto fail;
 	}

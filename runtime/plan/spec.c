@@ -55,6 +55,22 @@ int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes,
 	spec->ep = par->autoplan ? 1 : (int)par->expert;
 	spec->etp = par->autoplan ? 1 : (int)par->expert_tensor;
 	spec->sequence_parallel = par->sequence_parallel;
+	if (!p->generation.colocated.enabled) {
+		/* NeMo-RL's resources: num_nodes whole nodes (null: a share of
+		 * one), gpus_per_node tasks on each (null: all of a node's) */
+		const struct rl_opt_int *nodes = &p->generation.colocated.num_nodes,
+		                        *per_node = &p->generation.colocated.gpus_per_node;
+
+		int64_t n_nodes_gen = nodes->set ? nodes->value : 1;
+		int64_t per = per_node->set ? per_node->value : tasks_per_node;
+
+		/* more than the step has is refused by the plan, by name */
+		spec->generation_ranks =
+		    n_nodes_gen > world || per > world || n_nodes_gen * per > world
+		        ? world
+		        : (int)(n_nodes_gen * per);
+		spec->generation_tp = (int)p->generation.tensor_parallel_size;
+	}
 
 	struct rl_plan_job *j = &spec->job;
 	j->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;

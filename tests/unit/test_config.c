@@ -345,9 +345,12 @@ Test(config, rules_between_keys)
 	                           "grpo:\n  async_grpo:\n    enabled: true\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
-	cr_expect_eq(d.n, 2, "%s", t);
+	cr_expect_eq(d.n, 3, "%s", t);
 	expect_contains(t, ":6:3: error: loss_fn.sequence_level_importance_ratios: sequence-level");
-	expect_contains(t, ":9:5: error: grpo.async_grpo.enabled:");
+	expect_contains(t, ":9:5: error: grpo.async_grpo.enabled: asynchronous GRPO needs "
+	                   "loss_fn.use_importance_sampling_correction");
+	expect_contains(t, ":9:5: error: grpo.async_grpo.enabled: asynchronous GRPO needs "
+	                   "policy.generation.colocated.enabled: false");
 	free(t);
 	rl_diags_free(&d);
 }
