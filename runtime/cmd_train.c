@@ -48,7 +48,9 @@ int rl_cmd_train(int argc, char **argv)
 	/* one process needs no MPI; several meet in it */
 	struct rl_dist dist, *d = NULL;
 	if (id.world > 1) {
-		if (rl_dist_init(&dist, &id.layout, id.rank, RL_COMM_MPI,
+		struct rl_dist_roles roles = {id.generation_ranks, id.generation_tp};
+
+		if (rl_dist_init(&dist, &id.layout, &roles, id.rank, RL_COMM_MPI,
 		                 cfg.cluster.collective_timeout, err, sizeof err)) {
 			fprintf(stderr, "rlrun train: rank %d of %d: %s\n", id.rank, id.world, err);
 			rl_config_free(&cfg);

@@ -106,6 +106,7 @@ struct rl_comm_world {
 	atomic_int stop;
 	bool has_answerer;
 	bool mpi_started_here;
+	bool patient; /* rl_comm_set_patient */
 };
 
 /* watchdog.c: the answering thread, and what a rank does when a
@@ -115,6 +116,9 @@ void rl_watchdog_stop(struct rl_comm_world *w);
 /* Serves questions that arrived, from the waiting loop when there is no
  * answering thread. */
 void rl_watchdog_serve(struct rl_comm_world *w);
+/* Every other rank answers, and one at least is working (between
+ * collectives): a long wait is another rank's long work, not a hang. */
+bool rl_watchdog_others_working(struct rl_comm_world *w);
 _Noreturn void rl_watchdog_fire(struct rl_comm_world *w, struct rl_comm *c, double waited,
                                 const char *why);
 

@@ -145,8 +145,11 @@ static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what
 		double waited = rl_comm_now() - start;
 		if (rc < 0)
 			rl_watchdog_fire(w, c, waited, err);
-		if (w->timeout_s > 0 && waited > w->timeout_s)
-			rl_watchdog_fire(w, c, waited, NULL);
+		if (w->timeout_s > 0 && waited > w->timeout_s) {
+			if (!w->patient || !rl_watchdog_others_working(w))
+				rl_watchdog_fire(w, c, waited, NULL);
+			start = rl_comm_now();
+		}
 		if (!w->has_answerer && polls % 256 == 255)
 			rl_watchdog_serve(w);
 		back_off(polls);
@@ -154,6 +157,11 @@ static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what
 	pthread_mutex_lock(&w->lock);
 	w->now.waiting = 0;
 	pthread_mutex_unlock(&w->lock);
+}
+
+void rl_comm_set_patient(struct rl_comm *c, bool patient)
+{
+	c->world->patient = patient;
 }
 
 void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,

@@ -11,7 +11,7 @@
  * callers never see a failure, and a run never hangs silently.
  * defines: enum rl_comm_dtype, enum rl_comm_reduce, struct rl_comm_world,
  * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
- * rl_comm_split, rl_comm_free, rl_comm_all_reduce, rl_comm_reduce_scatter,
+ * rl_comm_split, rl_comm_free, rl_comm_set_patient, rl_comm_all_reduce, rl_comm_reduce_scatter,
  * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
  * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, rl_comm_abort_run */
 #ifndef RL_COMM_COMM_H
@@ -57,6 +57,13 @@ int rl_comm_size(const struct rl_comm *c);
 const char *rl_comm_name(const struct rl_comm *c);
 /* The world rank of the group's member r. */
 int rl_comm_world_rank(const struct rl_comm *c, int r);
+
+/* While set, a collective of c's run that outlasts the timeout waits on as
+ * long as every rank answers and one of them is working: for one role of
+ * a run waiting on the other's phase (non-colocated generation), which may
+ * take longer than any collective should. A run where every rank waits is
+ * still stuck, and one with a silent rank still broken. */
+void rl_comm_set_patient(struct rl_comm *c, bool patient);
 
 /* what: a few words naming the call site ("grad reduce-scatter"), for the
  * watchdog's message. Buffers are host memory on MPI groups and device

@@ -56,23 +56,58 @@ static void embedding_place(const struct rl_dist *d, int *color, int *key)
 	*key = pp == 0 ? 0 : 1;
 }
 
-int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, int expect_rank,
-                 enum rl_comm_backend_kind kind, double timeout_s, char *err, size_t errlen)
+/* The role's own world, the bridge, and a generation rank's layout. */
+static int split_roles(struct rl_dist *d, const struct rl_layout *train,
+                       const struct rl_dist_roles *roles, char *err, size_t errlen)
 {
+	int me = d->all_rank, gen_rank = me - train->world;
+	bool bridged = me == 0 || d->generation;
+
+	if (rl_comm_split(d->all, d->generation, me, RL_COMM_MPI,
+	                  d->generation ? "generation" : "training", &d->g[RL_G_WORLD], err,
+	                  errlen) ||
+	    rl_comm_split(d->all, bridged ? 0 : -1, d->generation ? 1 + gen_rank : 0, RL_COMM_MPI,
+	                  "bridge", &d->bridge, err, errlen))
+		return -1;
+	if (d->generation) {
+		char why[256];
+
+		if (rl_layout_init(&d->layout, roles->generation_ranks, roles->generation_tp, 1, 1,
+		                   1, 1, why, sizeof why)) {
+			snprintf(err, errlen, "the generation ranks: %s", why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_dist_roles *roles,
+                 int expect_rank, enum rl_comm_backend_kind kind, double timeout_s, char *err,
+                 size_t errlen)
+{
+	int n_gen = roles ? roles->generation_ranks : 0;
+
 	memset(d, 0, sizeof *d);
 	d->layout = *l;
-	if (rl_comm_world_init(&d->world, &d->g[RL_G_WORLD], l->world, timeout_s, err, errlen))
+	if (rl_comm_world_init(&d->world, &d->all, l->world + n_gen, timeout_s, err, errlen))
 		return -1;
-	d->rank = rl_comm_rank(d->g[RL_G_WORLD]);
-	d->size = rl_comm_size(d->g[RL_G_WORLD]);
-	if (expect_rank >= 0 && d->rank != expect_rank) {
+	d->all_rank = rl_comm_rank(d->all);
+	d->all_size = rl_comm_size(d->all);
+	if (expect_rank >= 0 && d->all_rank != expect_rank) {
 		snprintf(err, errlen,
 		         "MPI gives this task rank %d but the launcher said %d: the tasks and the "
 		         "MPI ranks must be numbered alike",
-		         d->rank, expect_rank);
+		         d->all_rank, expect_rank);
 		goto fail;
 	}
-	rl_layout_coords(l, d->rank, &d->coords);
+	d->generation = d->all_rank >= l->world;
+	if (n_gen > 0 && split_roles(d, l, roles, err, errlen))
+		goto fail;
+	if (n_gen == 0)
+		d->g[RL_G_WORLD] = d->all;
+	d->rank = rl_comm_rank(d->g[RL_G_WORLD]);
+	d->size = rl_comm_size(d->g[RL_G_WORLD]);
+	rl_layout_coords(&d->layout, d->rank, &d->coords);
 	struct rl_comm *parent = d->g[RL_G_WORLD];
 	if (kind == RL_COMM_NCCL) {
 		if (rl_comm_split(parent, 0, d->rank, kind, "world", &d->device_world, err, errlen))
@@ -84,8 +119,8 @@ int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, int expect_rank,
 
 		if (g == RL_G_EMBEDDING)
 			embedding_place(d, &color, &key);
-		else if (place(l, groups[g].mask, groups[g].expert, d->rank, &color, &key, err,
-		               errlen))
+		else if (place(&d->layout, groups[g].mask, groups[g].expert, d->rank, &color, &key,
+		               err, errlen))
 			goto fail;
 		if (rl_comm_split(parent, color, key, kind, groups[g].name, &d->g[g], err, errlen))
 			goto fail;

@@ -5,6 +5,8 @@
 #ifndef RL_COMM_DIST_H
 #define RL_COMM_DIST_H
 
+#include <stdbool.h>
+
 #include "runtime/comm/comm.h"
 #include "topology/layout.h"
 
@@ -24,22 +26,44 @@ enum rl_group {
 	RL_N_GROUPS
 };
 
+/* Non-colocated generation splits the run's tasks in two roles: the
+ * first ones train on the layout, the last generation_ranks generate, as
+ * generation_tp-way tensor-parallel replicas. Each role has its own groups,
+ * as if it were a run of its own (a generation rank's layout is TP x DP of
+ * the generation ranks); the bridge joins them. */
+struct rl_dist_roles {
+	int generation_ranks; /* 0: every rank trains and generates */
+	int generation_tp;
+};
+
 struct rl_dist {
 	struct rl_comm_world *world;
-	struct rl_layout layout;
+	struct rl_layout layout; /* this role's */
 	struct rl_coords coords;
-	int rank, size;
+	int rank, size; /* in this role: g[RL_G_WORLD] is the role's ranks */
 	struct rl_comm *g[RL_N_GROUPS];
+	/* every task of the run (MPI), where this one is in it, and whether
+	 * it generates; without generation ranks, all is g[RL_G_WORLD] */
+	struct rl_comm *all;
+	int all_rank, all_size;
+	bool generation;
+	/* the first training rank (its rank 0) and every generation rank
+	 * (generation rank r is its rank 1 + r); NULL on the other training
+	 * ranks, and without generation ranks */
+	struct rl_comm *bridge;
 	/* on NCCL, the device world every group is split from (one
 	 * ncclUniqueId for the run); NULL on MPI */
 	struct rl_comm *device_world;
 };
 
-/* MPI up, the world checked against the layout (same size; MPI's rank the
- * rank the launcher gave, expect_rank), then every group on kind's backend
- * (the world group is always MPI). */
-int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, int expect_rank,
-                 enum rl_comm_backend_kind kind, double timeout_s, char *err, size_t errlen);
+/* MPI up, the world checked against the layout and the roles (the
+ * layout's world plus the generation ranks; MPI's rank the rank the
+ * launcher gave, expect_rank), then every group on kind's backend (the
+ * world group and the bridge are always MPI). roles NULL: every rank
+ * trains. */
+int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_dist_roles *roles,
+                 int expect_rank, enum rl_comm_backend_kind kind, double timeout_s, char *err,
+                 size_t errlen);
 void rl_dist_finalize(struct rl_dist *d);
 
 const char *rl_group_name(enum rl_group g);

@@ -125,7 +125,12 @@ static void ask_everyone(struct rl_comm_world *w, struct census *cs)
 		struct timespec ts = {0, 5 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
-	/* requests to the silent are left behind: the process exits next */
+	/* the questions complete on their own (a rank that lives on after
+	 * asking must not keep them); answers from the silent are left
+	 * behind: the process exits next */
+	for (int r = 0; r < n; r++)
+		if (send[r] != MPI_REQUEST_NULL)
+			MPI_Request_free(&send[r]);
 out:
 	free(recv);
 	free(send);
@@ -187,6 +192,25 @@ static void report(struct rl_comm_world *w, const struct rl_comm_activity *mine,
 	fflush(stderr);
 	free(text);
 	free(silent);
+}
+
+bool rl_watchdog_others_working(struct rl_comm_world *w)
+{
+	struct census cs = {calloc((size_t)w->size, sizeof *cs.answer),
+	                    calloc((size_t)w->size, sizeof *cs.answered)};
+	bool working = false, all = cs.answer && cs.answered;
+
+	if (all)
+		ask_everyone(w, &cs);
+	for (int r = 0; all && r < w->size; r++) {
+		if (r == w->rank)
+			continue;
+		all = cs.answered[r];
+		working |= all && !cs.answer[r].waiting;
+	}
+	free(cs.answer);
+	free(cs.answered);
+	return all && working;
 }
 
 _Noreturn void rl_watchdog_fire(struct rl_comm_world *w, struct rl_comm *c, double waited,

@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 		double timeout = atof(argv[3]);
 
 		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
-		    rl_dist_init(&d, &l, -1, RL_COMM_MPI, timeout, err, sizeof err)) {
+		    rl_dist_init(&d, &l, NULL, -1, RL_COMM_MPI, timeout, err, sizeof err)) {
 			fprintf(stderr, "test_comm: %s\n", err);
 			return 1;
 		}
@@ -287,7 +287,7 @@ int main(int argc, char **argv)
 	}
 	if (rl_layout_init(&l, world, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 1, 1, err,
 	                   sizeof err) ||
-	    rl_dist_init(&d, &l, -1, RL_COMM_MPI, 60, err, sizeof err)) {
+	    rl_dist_init(&d, &l, NULL, -1, RL_COMM_MPI, 60, err, sizeof err)) {
 		fprintf(stderr, "test_comm: %s\n", err);
 		return 1;
 	}
