@@ -35,6 +35,13 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "(more ranks become data parallel)");
 		return -1;
 	}
+	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel.pipeline: non-colocated generation refits from one "
+		         "pipeline stage only in this release; set pipeline to 1 (tensor, context "
+		         "and data parallelism train)");
+		return -1;
+	}
 	if (c->grpo.async_grpo.enabled) {
 		snprintf(err, errlen,
 		         "grpo.async_grpo.enabled: asynchronous GRPO is not "
@@ -218,7 +225,18 @@ int rl_trainer_world_size(const struct rl_trainer *t)
 
 bool rl_trainer_is_main(const struct rl_trainer *t)
 {
-	return rl_trainer_rank(t) == 0;
+	return rl_trainer_rank(t) == 0 && !(t->dist && t->dist->generation);
+}
+
+/* A generation rank (non-colocated) holds what generation needs: the model
+ * cut for its own tensor parallelism, the tokenizer and the stop tokens. */
+static int setup_generation(struct rl_trainer *t, char *err, size_t errlen)
+{
+	if (load_policy(t, err, errlen) || stop_ids(t, err, errlen)) {
+		rl_trainer_free(t);
+		return -1;
+	}
+	return 0;
 }
 
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
@@ -240,6 +258,10 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	                     : 1.0f;
 	t->logprob_chunk =
 	    cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value : 4096;
+	t->remote_generation =
+	    dist && !dist->generation && !cfg->policy.generation.colocated.enabled;
+	if (dist && dist->generation)
+		return setup_generation(t, err, errlen);
 	if (rl_train_check(cfg, err, errlen) ||
 	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
 	    rl_rewarder_setup(&t->reward, cfg, err, errlen) ||

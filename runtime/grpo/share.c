@@ -119,6 +119,29 @@ int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, c
 	                "sharing the samples", err, errlen);
 }
 
+int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, char *err, size_t errlen)
+{
+	int lo, hi;
+
+	if (!group || rl_comm_size(group) == 1)
+		return 0;
+	double *rewards = calloc((size_t)r->n, sizeof *rewards);
+	if (!rewards) {
+		snprintf(err, errlen, "out of memory sharing %d rewards", r->n);
+		return -1;
+	}
+	/* a sum with one term: every other rank adds an exact zero */
+	rl_share_range(group, r->n, &lo, &hi);
+	for (int i = lo; i < hi; i++)
+		rewards[i] = r->s[i].reward;
+	rl_comm_all_reduce(group, rewards, (size_t)r->n, RL_COMM_F64, RL_COMM_SUM,
+	                   "sharing the rewards");
+	for (int i = 0; i < r->n; i++)
+		r->s[i].reward = rewards[i];
+	free(rewards);
+	return 0;
+}
+
 static float **logprob_field(struct rl_sample *s, size_t offset)
 {
 	return (float **)((char *)s + offset);

@@ -3,7 +3,7 @@
  * share, and these calls put the shares back together so that every rank
  * holds the whole rollout again (what the advantages, the metrics and the
  * next phase's split need). Without a group (one process) they do nothing.
- * defines: rl_share_range, rl_share_samples, rl_share_logprobs,
+ * defines: rl_share_range, rl_share_samples, rl_share_rewards, rl_share_logprobs,
  * rl_share_stage_logprobs, rl_share_sum */
 #ifndef RL_GRPO_SHARE_H
 #define RL_GRPO_SHARE_H
@@ -22,6 +22,10 @@ void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi);
  * bounds a sample's length (policy.max_total_sequence_length). */
 int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, char *err,
                      size_t errlen);
+
+/* When every rank holds every sample already (non-colocated generation):
+ * after each rank scored its share, every reward on every rank. */
+int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, char *err, size_t errlen);
 
 /* After each rank filled the field (offsetof(struct rl_sample, prev_lp) or
  * ref_lp) of its share: that field on every rank. */

@@ -9,6 +9,7 @@
 #include "runtime/generate/generate.h"
 #include "runtime/generate/rng.h"
 #include "runtime/grpo/advantage.h"
+#include "runtime/grpo/remote.h"
 #include "runtime/grpo/share.h"
 #include "runtime/grpo/trainer.h"
 
@@ -91,8 +92,13 @@ int rl_rollout_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward
 	int lo, hi;
 
 	rl_share_range(t->dp, r->n, &lo, &hi);
-	if (score_share(t, r, lo, hi, &failures, err, errlen) ||
-	    rl_share_samples(t->dp, r, (int)t->cfg->policy.max_total_sequence_length, err, errlen))
+	if (score_share(t, r, lo, hi, &failures, err, errlen))
+		return -1;
+	/* generated elsewhere, every sample is already on every rank */
+	if (t->remote_generation
+	        ? rl_share_rewards(t->dp, r, err, errlen)
+	        : rl_share_samples(t->dp, r, (int)t->cfg->policy.max_total_sequence_length, err,
+	                           errlen))
 		return -1;
 	double sum = (double)failures;
 	rl_share_sum(t->dp, &sum, 1, "reward failures");
@@ -111,6 +117,10 @@ int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t see
 	struct rl_gen_output *out = calloc((size_t)r->n, sizeof *out);
 	int rc = -1, longest = 0, lo, hi;
 
+	if (t->remote_generation) {
+		rc = rl_remote_generate(t, r, seed, prompts_truncated, err, errlen);
+		goto done;
+	}
 	rl_share_range(t->dp, r->n, &lo, &hi);
 	if (!ids || !lens || !seq_prompt || !seq_len || !out) {
 		snprintf(err, errlen, "out of memory");
@@ -274,10 +284,13 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 		goto out;
 	m->t.policy_training = rl_now() - t1;
 
-	/* Refit: generation runs on the very weights just trained, so the
-	 * hand-over is nothing; it is timed all the same, so the table keeps
-	 * NeMo-RL's columns and a backend that must copy shows up here. */
+	/* Refit: colocated, generation runs on the very weights just
+	 * trained and the hand-over is nothing; it is timed all the same, so
+	 * the table keeps NeMo-RL's columns. Non-colocated, the weights go
+	 * to the generation ranks. */
 	t1 = rl_now();
+	if (t->remote_generation && rl_remote_refit(t, err, errlen))
+		goto out;
 	m->t.refit = rl_now() - t1;
 	m->t.total_step_time = rl_now() - t0;
 	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;

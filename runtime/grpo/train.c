@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/grpo/remote.h"
 #include "runtime/grpo/stop.h"
 #include "runtime/grpo/stop_signal.h"
 #include "runtime/grpo/train.h"
@@ -87,6 +88,12 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
 	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
 	        t->updates_per_step == 1 ? "" : "s", t->log.path);
+	if (t->remote_generation)
+		fprintf(out,
+		        "rlrun train: %d training ranks; generation on %d ranks of their own "
+		        "(tensor parallel %lld), refit after each step\n",
+		        t->dist->size, t->dist->all_size - t->dist->size,
+		        (long long)c->policy.generation.tensor_parallel_size);
 	fflush(out);
 }
 
@@ -94,84 +101,79 @@ static void describe(const struct rl_trainer *t, FILE *out)
  * not: they agree on it, so that a refusal every rank meets (a model the
  * layout cannot cut) is one message and a plain exit, not an abort. The
  * first rank that failed keeps its message; the others' err is empty. */
-static bool setup_failed_somewhere(struct rl_dist *dist, bool failed, char *err)
+static bool failed_somewhere(struct rl_comm *group, bool failed, char *err)
 {
-	int first = failed ? dist->rank : dist->size;
+	int me = rl_comm_rank(group), size = rl_comm_size(group);
+	int first = failed ? me : size;
 
-	rl_comm_all_reduce(dist->g[RL_G_WORLD], &first, 1, RL_COMM_I32, RL_COMM_MIN,
-	                   "setup agreement");
-	if (first != dist->rank)
+	rl_comm_all_reduce(group, &first, 1, RL_COMM_I32, RL_COMM_MIN, "setup agreement");
+	if (first != me)
 		err[0] = '\0';
-	return first < dist->size;
+	return first < size;
 }
 
-static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
-                 size_t errlen)
+/* The training ranks' run, set up; t is freed by the caller. */
+static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
+                       char *err, size_t errlen)
 {
-	struct rl_trainer t;
 	struct rl_stop stop;
 	double started, spent = 0;
 	int rc = -1;
-	bool failed = rl_trainer_setup(&t, cfg, dist, progress, err, errlen) != 0;
+	FILE *progress = t->progress; /* NULL on every rank but the first */
 
-	if (dist && setup_failed_somewhere(dist, failed, err)) {
-		if (!failed)
-			rl_trainer_free(&t);
-		return RL_TRAIN_AGREED_FAILURE;
-	}
-	if (failed)
-		return -1;
-	progress = t.progress; /* NULL on every rank but the first */
-	if (t.ckpt && rl_trainer_resume(&t, &t.resumed_step, err, errlen)) {
-		rl_trainer_free(&t);
+	if (t->ckpt && rl_trainer_resume(t, &t->resumed_step, err, errlen)) {
 		if (!dist)
 			return -1;
-		/* agreed on every rank: the first with a reason gives it */
-		setup_failed_somewhere(dist, err[0] != '\0', err);
+		/* agreed on every training rank: the first with a reason gives it */
+		failed_somewhere(dist->g[RL_G_WORLD], err[0] != '\0', err);
 		return RL_TRAIN_AGREED_FAILURE;
 	}
-	if (rl_trainer_open_metrics(&t, err, errlen))
+	/* the generation ranks start from the weights training starts from,
+	 * a checkpoint's included */
+	if (t->remote_generation && rl_remote_refit(t, err, errlen))
+		goto out;
+	if (rl_trainer_open_metrics(t, err, errlen))
 		goto out;
 	if (progress)
-		describe(&t, progress);
-	if (t.ckpt) {
-		t.ckpt->committed = t.resumed_step;
-		rl_stop_open(&stop, &t);
+		describe(t, progress);
+	if (t->ckpt) {
+		t->ckpt->committed = t->resumed_step;
+		rl_stop_open(&stop, t);
 	}
-	if (t.resumed_step >= cfg->grpo.max_num_steps) {
+	if (t->resumed_step >= cfg->grpo.max_num_steps) {
 		if (progress)
 			fprintf(progress,
 			        "rlrun train: the checkpoint holds step %lld of %lld: nothing left "
 			        "to do\n",
-			        (long long)t.resumed_step, (long long)cfg->grpo.max_num_steps);
+			        (long long)t->resumed_step, (long long)cfg->grpo.max_num_steps);
 		rc = 0;
 		goto out;
 	}
-	if (cfg->grpo.val_at_start && t.resumed_step == 0) {
+	if (cfg->grpo.val_at_start && t->resumed_step == 0) {
 		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
 		struct rl_step_metrics m = {
 		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
-		if (validate(&t, 0, &m, err, errlen) || (m.has_val && rl_trainer_is_main(&t) &&
-		                                         rl_metrics_write(&t.log, &m, err, errlen)))
+		if (validate(t, 0, &m, err, errlen) || (m.has_val && rl_trainer_is_main(t) &&
+		                                        rl_metrics_write(&t->log, &m, err, errlen)))
 			goto out;
 		if (m.has_val && progress)
 			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
 			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
 	}
 	started = rl_now();
-	int64_t done = t.resumed_step, saved = t.resumed_step;
+	int64_t done = t->resumed_step, saved = t->resumed_step;
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
-		int reason = t.ckpt ? rl_stop_due(&stop, &t, done) : 0;
+		int reason = t->ckpt ? rl_stop_due(&stop, t, done) : 0;
 
 		if (reason) {
-			rc = rl_stop_run(&stop, &t, reason, done, saved, &last, err, errlen);
+			rc = rl_stop_run(&stop, t, reason, done, saved, &last, err, errlen);
 			rc = rc ? rc : RL_TRAIN_STOPPED;
 			goto out;
 		}
 		double step_started = rl_now();
-		int got = rl_trainer_step(&t, step, &m, err, errlen);
+		int got = rl_trainer_step(t, step, &m, err, errlen);
 
 		if (got < 0)
 			goto out;
@@ -184,41 +186,66 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 			break;
 		}
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
-		    validate(&t, step, &m, err, errlen))
+		    validate(t, step, &m, err, errlen))
 			goto out;
 		done = step;
-		if (t.ckpt) {
+		if (t->ckpt) {
 			double t0 = rl_now();
 			bool due = step % cfg->checkpointing.save_period == 0 ||
 			           step == cfg->grpo.max_num_steps;
 
-			if (rl_trainer_save_poll(&t, false, err, errlen) ||
-			    (due && rl_trainer_save(&t, step, &m, err, errlen)))
+			if (rl_trainer_save_poll(t, false, err, errlen) ||
+			    (due && rl_trainer_save(t, step, &m, err, errlen)))
 				goto out;
 			saved = due ? step : saved;
 			m.t.checkpointing = rl_now() - t0;
 		}
-		if (rl_trainer_is_main(&t) && rl_metrics_write(&t.log, &m, err, errlen))
+		if (rl_trainer_is_main(t) && rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		last = m;
 		double step_seconds = rl_now() - step_started;
-		if (t.ckpt && step_seconds > stop.longest_step)
+		if (t->ckpt && step_seconds > stop.longest_step)
 			stop.longest_step = step_seconds;
 		spent = rl_now() - started;
 		if (progress)
 			rl_metrics_progress(progress, &m,
-			                    spent / (double)(step - t.resumed_step) *
+			                    spent / (double)(step - t->resumed_step) *
 			                        (double)(cfg->grpo.max_num_steps - step));
 	}
-	if (t.ckpt && saved != done) {
+	if (t->ckpt && saved != done) {
 		/* the data ran out before the last step: keep what was done */
-		if (rl_trainer_save(&t, done, &last, err, errlen))
+		if (rl_trainer_save(t, done, &last, err, errlen))
 			goto out;
 	}
-	if (rl_trainer_save_poll(&t, true, err, errlen))
+	if (rl_trainer_save_poll(t, true, err, errlen))
 		goto out;
 	rc = 0;
 out:
+	return rc;
+}
+
+static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+                 size_t errlen)
+{
+	struct rl_trainer t;
+	bool failed = rl_trainer_setup(&t, cfg, dist, progress, err, errlen) != 0;
+
+	/* every task of the run, the generation ranks' included */
+	if (dist && failed_somewhere(dist->all, failed, err)) {
+		if (!failed)
+			rl_trainer_free(&t);
+		return RL_TRAIN_AGREED_FAILURE;
+	}
+	if (failed)
+		return -1;
+	/* each role waits on the other's whole phase */
+	if (t.remote_generation || (dist && dist->generation))
+		rl_comm_set_patient(dist->all, true);
+	int rc = dist && dist->generation ? rl_generation_serve(&t, err, errlen)
+	                                  : train_steps(&t, cfg, dist, err, errlen);
+	/* a failed rank ends the whole run instead (cmd_train) */
+	if (rc != -1)
+		rl_remote_stop(&t);
 	rl_trainer_free(&t);
 	return rc;
 }

@@ -33,6 +33,9 @@ struct rl_trainer {
 	struct rl_dist *dist;
 	struct rl_comm *dp;
 	struct rl_comm *pp; /* NULL: one stage */
+	/* non-colocated: the generation ranks make the rollouts
+	 * (remote.h); on a generation rank, dist->generation */
+	bool remote_generation;
 	struct rl_zero zero;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
 	bool grad_dumped;

@@ -313,5 +313,9 @@ int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen);
  * rank's local_host (this rank's values of it, host memory). Collective. */
 int rl_model_gather_param(const struct rl_model *m, int i, const float *local_host,
                           float *full_host, char *err, size_t errlen);
+/* The other way, with no communication: this rank's cut of parameter i
+ * (its backend memory) from the whole tensor full_host (full_shape). */
+int rl_model_scatter_param(struct rl_model *m, int i, const float *full_host, char *err,
+                           size_t errlen);
 
 #endif

@@ -326,3 +326,25 @@ int rl_model_gather_param(const struct rl_model *m, int i, const float *local_ho
 	return rl_tp_gather_split(tp, local_host, full_host, rows, cols, p->split_dim, p->name, err,
 	                          errlen);
 }
+
+int rl_model_scatter_param(struct rl_model *m, int i, const float *full_host, char *err,
+                           size_t errlen)
+{
+	const struct rl_param *p = &m->params[i];
+	struct rl_param whole = {.ndim = p->ndim, .shape = {p->full_shape[0], p->full_shape[1]}};
+	size_t bytes = (size_t)p->numel * sizeof(float);
+	float *mine = m->ops == &rl_ops_cpu ? p->data : malloc(bytes ? bytes : 1);
+
+	if (!mine) {
+		snprintf(err, errlen, "out of memory for %s", p->name);
+		return -1;
+	}
+	cut_part(&whole, p, m->shard.tp.rank, m->shard.tp.size, mine, full_host);
+	if (mine == p->data)
+		return 0;
+	int rc = m->ops->from_host(p->data, mine, bytes, NULL);
+	free(mine);
+	if (rc)
+		snprintf(err, errlen, "the %s backend could not take %s", m->ops->name, p->name);
+	return rc ? -1 : 0;
+}

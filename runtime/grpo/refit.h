@@ -1,0 +1,30 @@
+/* Refit for non-colocated generation: the training ranks' new weights to
+ * the generation ranks, which hold the same model cut for their own
+ * tensor parallelism. Each whole tensor is put back together over the
+ * training tensor-parallel group of the first model replica, sent in
+ * buckets of whole tensors from training rank 0 to every generation rank,
+ * and each generation rank keeps its own cut of it. Both sides walk the
+ * model's tensors in the same order, so the buckets need no table.
+ * defines: rl_refit_send, rl_refit_recv */
+#ifndef RL_GRPO_REFIT_H
+#define RL_GRPO_REFIT_H
+
+#include <stddef.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/model/model.h"
+
+/* Training side, collective over m's tensor-parallel group (the first
+ * replica's ranks call it, each stage's alike); bridge is the sender's
+ * (training rank 0) and NULL on the others. bucket_bytes: the most one
+ * broadcast carries (a larger tensor goes alone). The model must be one
+ * pipeline stage. Returns 0, or -1 with err (out of memory). */
+int rl_refit_send(const struct rl_model *m, struct rl_comm *bridge, size_t bucket_bytes, char *err,
+                  size_t errlen);
+
+/* Generation side, collective over bridge (with the sender): m's weights
+ * become the sender's, cut for m. Returns 0, or -1 with err when the two
+ * models differ in their tensors. */
+int rl_refit_recv(struct rl_model *m, struct rl_comm *bridge, char *err, size_t errlen);
+
+#endif

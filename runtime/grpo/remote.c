@@ -1,0 +1,284 @@
+/* A command is a fixed head broadcast over the bridge, then its payload
+ * (for a rollout, the prompts as length-prefixed strings). The samples
+ * come back point to point, one packet per generation replica, from its
+ * first tensor-parallel rank. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/grpo/refit.h"
+#include "runtime/grpo/remote.h"
+#include "runtime/grpo/rollout_wire.h"
+#include "runtime/grpo/share.h"
+
+/* Megatron's default bucket is 40M parameters; the refit's is 64 MiB of
+ * fp32 weights (a small model goes in one). */
+#define REFIT_BUCKET_BYTES (64u << 20)
+
+enum command_kind { CMD_GENERATE = 1, CMD_REFIT, CMD_STOP };
+
+struct command {
+	int32_t kind, n_groups, group_size, pad;
+	uint64_t seed;
+	int64_t payload_bytes;
+};
+
+static void send_command(struct rl_trainer *t, struct command *c, void *payload)
+{
+	struct rl_comm *bridge = t->dist->bridge;
+
+	rl_comm_broadcast(bridge, c, sizeof *c, RL_COMM_U8, 0, "a command to the generation ranks");
+	if (c->payload_bytes > 0)
+		rl_comm_broadcast(bridge, payload, (size_t)c->payload_bytes, RL_COMM_U8, 0,
+		                  "a command's payload");
+}
+
+static int pack_prompts(const struct rl_rollout *r, struct rl_wire *w)
+{
+	for (int g = 0; g < r->n_groups; g++) {
+		int32_t len = (int32_t)strlen(r->prompts[g]);
+
+		if (rl_wire_put(w, &len, sizeof len) || rl_wire_put(w, r->prompts[g], (size_t)len))
+			return -1;
+	}
+	return 0;
+}
+
+static int unpack_prompts(struct rl_rollout *r, const unsigned char *p, size_t n, char *err,
+                          size_t errlen)
+{
+	const unsigned char *end = p + n;
+
+	for (int g = 0; g < r->n_groups; g++) {
+		int32_t len;
+
+		if ((size_t)(end - p) < sizeof len)
+			goto short_payload;
+		memcpy(&len, p, sizeof len);
+		p += sizeof len;
+		if (len < 0 || (size_t)(end - p) < (size_t)len)
+			goto short_payload;
+		if (!(r->prompts[g] = strndup((const char *)p, (size_t)len))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		p += len;
+	}
+	return 0;
+short_payload:
+	snprintf(err, errlen, "the prompts of a rollout command are cut short");
+	return -1;
+}
+
+/* Training rank 0: every generation replica's packet into r, in replica
+ * order. */
+static int collect(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_truncated,
+                   char *err, size_t errlen)
+{
+	int gen_tp = (int)t->cfg->policy.generation.tensor_parallel_size;
+	int replicas = (rl_comm_size(t->dist->bridge) - 1) / gen_tp;
+	unsigned char *buf = NULL;
+
+	for (int k = 0; k < replicas; k++) {
+		int peer = 1 + k * gen_tp;
+		int64_t size, truncated;
+
+		rl_comm_recv(t->dist->bridge, &size, 1, RL_COMM_I64, peer, "rollout packet size");
+		unsigned char *grown = size >= 0 ? realloc(buf, (size_t)size + 1) : NULL;
+		if (!grown) {
+			snprintf(err, errlen,
+			         "out of memory for generation replica %d's %lld bytes", k,
+			         (long long)size);
+			free(buf);
+			return -1;
+		}
+		buf = grown;
+		rl_comm_recv(t->dist->bridge, buf, (size_t)size, RL_COMM_U8, peer,
+		             "rollout packet");
+		char why[512];
+		if (rl_wire_unpack(buf, (size_t)size, r,
+		                   (int)t->cfg->policy.max_total_sequence_length, &truncated, why,
+		                   sizeof why)) {
+			snprintf(err, errlen, "generation replica %d: %s", k, why);
+			free(buf);
+			return -1;
+		}
+		if (k == 0)
+			*prompts_truncated += truncated;
+	}
+	free(buf);
+	for (int i = 0; i < r->n; i++)
+		if (!r->s[i].ids) {
+			snprintf(err, errlen, "no generation replica sent sample %d", i);
+			return -1;
+		}
+	return 0;
+}
+
+/* Training rank 0's rollout to the other training ranks. */
+static int pass_on(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_truncated,
+                   int64_t before, char *err, size_t errlen)
+{
+	struct rl_comm *world = t->dist->g[RL_G_WORLD];
+	struct rl_wire w = {0};
+	int64_t size = 0;
+	int rc = -1;
+
+	if (rl_comm_size(world) == 1)
+		return 0;
+	bool leader = rl_comm_rank(world) == 0;
+	if (leader && rl_wire_pack(&w, r, 0, r->n, *prompts_truncated - before)) {
+		snprintf(err, errlen, "out of memory");
+		size = -1;
+	} else {
+		size = (int64_t)w.len;
+	}
+	rl_comm_broadcast(world, &size, 1, RL_COMM_I64, 0, "rollout size");
+	if (size < 0) {
+		snprintf(err, errlen, "training rank 0 could not pack the rollout");
+		goto done;
+	}
+	if (!leader && !(w.buf = malloc((size_t)size + 1))) {
+		snprintf(err, errlen, "out of memory for a rollout of %lld bytes", (long long)size);
+		goto done;
+	}
+	rl_comm_broadcast(world, w.buf, (size_t)size, RL_COMM_U8, 0, "rollout");
+	int64_t truncated;
+	if (!leader &&
+	    rl_wire_unpack(w.buf, (size_t)size, r, (int)t->cfg->policy.max_total_sequence_length,
+	                   &truncated, err, errlen))
+		goto done;
+	if (!leader)
+		*prompts_truncated += truncated;
+	rc = 0;
+done:
+	rl_wire_free(&w);
+	return rc;
+}
+
+int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
+                       int64_t *prompts_truncated, char *err, size_t errlen)
+{
+	int64_t before = *prompts_truncated;
+
+	if (t->dist->bridge) {
+		struct rl_wire prompts = {0};
+		struct command c = {.kind = CMD_GENERATE,
+		                    .n_groups = r->n_groups,
+		                    .group_size = r->group_size,
+		                    .seed = seed};
+
+		if (pack_prompts(r, &prompts)) {
+			rl_wire_free(&prompts);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		c.payload_bytes = (int64_t)prompts.len;
+		send_command(t, &c, prompts.buf);
+		rl_wire_free(&prompts);
+		if (collect(t, r, prompts_truncated, err, errlen))
+			return -1;
+	}
+	return pass_on(t, r, prompts_truncated, before, err, errlen);
+}
+
+int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_coords *c = &t->dist->coords;
+
+	if (t->dist->bridge) {
+		struct command cmd = {.kind = CMD_REFIT};
+
+		send_command(t, &cmd, NULL);
+	}
+	/* the first model replica holds what the generation ranks need */
+	if (c->rank[RL_AXIS_DP] != 0 || c->rank[RL_AXIS_CP] != 0)
+		return 0;
+	return rl_refit_send(t->model, t->dist->bridge, REFIT_BUCKET_BYTES, err, errlen);
+}
+
+void rl_remote_stop(struct rl_trainer *t)
+{
+	struct command c = {.kind = CMD_STOP};
+
+	if (t->dist && t->dist->bridge && !t->dist->generation)
+		send_command(t, &c, NULL);
+}
+
+/* A generation rank: its replica's share of the rollout c asks for. */
+static int serve_rollout(struct rl_trainer *t, const struct command *c,
+                         const unsigned char *payload, char *err, size_t errlen)
+{
+	struct rl_rollout r;
+	struct rl_wire w = {0};
+	int64_t truncated = 0;
+	int rc = -1, lo, hi;
+
+	if (c->n_groups < 1 || c->group_size < 1 ||
+	    rl_rollout_alloc(&r, c->n_groups, c->group_size)) {
+		snprintf(err, errlen, "a rollout command for %d x %d samples", c->n_groups,
+		         c->group_size);
+		return -1;
+	}
+	if (unpack_prompts(&r, payload, (size_t)c->payload_bytes, err, errlen) ||
+	    rl_rollout_generate(t, &r, c->seed, &truncated, err, errlen))
+		goto done;
+	/* the replica's tensor-parallel ranks made the same samples; the
+	 * first speaks for them */
+	if (t->dist->coords.rank[RL_AXIS_TP] == 0) {
+		rl_share_range(t->dp, r.n, &lo, &hi);
+		if (rl_wire_pack(&w, &r, lo, hi, truncated)) {
+			snprintf(err, errlen, "out of memory");
+			goto done;
+		}
+		int64_t size = (int64_t)w.len;
+		rl_comm_send(t->dist->bridge, &size, 1, RL_COMM_I64, 0, "rollout packet size");
+		rl_comm_send(t->dist->bridge, w.buf, w.len, RL_COMM_U8, 0, "rollout packet");
+	}
+	rc = 0;
+done:
+	rl_wire_free(&w);
+	rl_rollout_free(&r);
+	return rc;
+}
+
+int rl_generation_serve(struct rl_trainer *t, char *err, size_t errlen)
+{
+	unsigned char *payload = NULL;
+	int rc = -1;
+
+	for (;;) {
+		struct command c;
+
+		rl_comm_broadcast(t->dist->bridge, &c, sizeof c, RL_COMM_U8, 0,
+		                  "waiting for a command from training rank 0");
+		if (c.payload_bytes < 0) {
+			snprintf(err, errlen, "a command with a payload of %lld bytes",
+			         (long long)c.payload_bytes);
+			break;
+		}
+		if (c.payload_bytes > 0) {
+			unsigned char *grown = realloc(payload, (size_t)c.payload_bytes);
+			if (!grown) {
+				snprintf(err, errlen, "out of memory");
+				break;
+			}
+			payload = grown;
+			rl_comm_broadcast(t->dist->bridge, payload, (size_t)c.payload_bytes,
+			                  RL_COMM_U8, 0, "a command's payload");
+		}
+		if (c.kind == CMD_STOP) {
+			rc = 0;
+			break;
+		}
+		if (c.kind == CMD_GENERATE ? serve_rollout(t, &c, payload, err, errlen)
+		    : c.kind == CMD_REFIT  ? rl_refit_recv(t->model, t->dist->bridge, err, errlen)
+		                           : -1) {
+			if (c.kind != CMD_GENERATE && c.kind != CMD_REFIT)
+				snprintf(err, errlen, "an unknown command %d", c.kind);
+			break;
+		}
+	}
+	free(payload);
+	return rc;
+}

@@ -1,0 +1,30 @@
+/* Non-colocated generation: the training ranks ask the generation ranks
+ * for rollouts and hand them new weights. Training rank 0 leads: it sends
+ * each command over the bridge, collects the generation replicas' samples
+ * and passes them on to the other training ranks; the generation ranks do
+ * nothing but serve its commands, in order, until it says stop.
+ * defines: rl_remote_generate, rl_remote_refit, rl_remote_stop, rl_generation_serve */
+#ifndef RL_GRPO_REMOTE_H
+#define RL_GRPO_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/grpo/trainer.h"
+
+/* Every training rank: r's prompts sampled by the generation ranks with
+ * seed, and every sample of r filled as rl_rollout_generate fills its
+ * own share (tokens, generation logprobs, flags, response text), on every
+ * training rank. */
+int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
+                       int64_t *prompts_truncated, char *err, size_t errlen);
+/* Every training rank: the generation ranks take the weights as they are
+ * now (the first model replica sends them). */
+int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen);
+/* Training rank 0, at the end of the run: the generation ranks return. */
+void rl_remote_stop(struct rl_trainer *t);
+/* A generation rank, set up (rl_trainer_setup): serves until told to stop.
+ * Returns 0, or -1 with err. */
+int rl_generation_serve(struct rl_trainer *t, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,132 @@
+#!/bin/sh
+# Non-colocated generation in a real Slurm (srun --mpi=pmi2 --rl-config):
+# the plugin makes the last tasks generation ranks with their own tensor
+# parallelism; a run with 2 training and 2 generation ranks (generation
+# tensor parallelism 1 and 2; training tensor parallelism 2 beside
+# generation data parallelism 2) gives the first update's gradient and ten
+# steps' metrics of the colocated run on the same training layout (samples
+# are drawn per sample, so where they are drawn does not matter, and refit
+# hands over the exact weights): exactly, or within 1e-6 where the two
+# generate with different tensor parallelism; a checkpoint resumes bit-identically; the
+# built-in tiny run learns its task with 2 + 2 ranks; what cannot be laid
+# out is refused by name.
+# ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
+# shellcheck disable=SC2015
+. "$(dirname "$0")/lib.sh"
+slurm_start
+
+config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
+work=$(cd "$WORK" && pwd -P)
+# see dist_test.sh: a reward that differs within a group from the first step
+reward=$(cd "$top_srcdir/tests/slurm" && pwd -P)/digit_reward.awk
+small="grpo.max_num_steps=10 grpo.num_prompts_per_step=16 grpo.num_generations_per_prompt=8
+policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16"
+apart="policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=2"
+gtp=policy.generation.tensor_parallel_size tp=policy.parallel.tensor
+
+train() { # NAME NTASKS [KEY=VALUE...]
+	name=$1 n=$2
+	shift 2
+	# shellcheck disable=SC2086
+	RL_GRAD_DUMP=$work/$name.grads expect_status 0 "$name: srun --mpi=pmi2 -n $n rlrun $*" -- \
+		srun --mpi=pmi2 -n "$n" --rl-config="$config" "$RLRUN" $small data.env_name=digits \
+		"env.digits.command=awk -f $reward" logger.log_dir="$work/$name" "$@"
+}
+
+# ---- the plugin's roles ----
+# (the plugin takes overrides after rlrun only: a config file says it here)
+cat >"$work/apart.yaml" <<YAML
+defaults: $config
+policy:
+  generation:
+    colocated:
+      enabled: false
+      resources:
+        gpus_per_node: 2
+    tensor_parallel_size: 2
+YAML
+# shellcheck disable=SC2016
+expect_status 0 "srun -n 4 with 2 generation tasks (tensor parallel 2) places them" -- \
+	srun --mpi=pmi2 -n 4 --rl-config="$work/apart.yaml" sh -c \
+	'echo "$SLURM_PROCID $RL_ROLE tp $RL_TP_RANK/$RL_TP_SIZE dp $RL_DP_RANK/$RL_DP_SIZE"'
+sort "$WORK/out" >"$WORK/roles"
+printf '%s\n' "0 training tp 0/1 dp 0/2" "1 training tp 0/1 dp 1/2" \
+	"2 generation tp 0/2 dp 0/1" "3 generation tp 1/2 dp 0/1" >"$WORK/roles.want"
+cmp -s "$WORK/roles" "$WORK/roles.want" && ok "  tasks 0-1 train (dp 2), tasks 2-3 generate (tp 2)" ||
+	{
+		not_ok "  the roles are not as configured:"
+		sed 's/^/  | /' "$WORK/roles"
+	}
+
+# ---- the same run as colocated, wherever the samples are drawn ----
+train co-dp2 2
+train co-tp2 2 $tp=2
+# shellcheck disable=SC2086
+for layout in "nc-dp2-g2 4 $apart" "nc-dp2-gtp2 4 $apart $gtp=2" "nc-tp2-g2 4 $apart $tp=2"; do
+	set -- $layout
+	name=$1
+	train "$@"
+	case $name in nc-tp2*) ref=co-tp2 ;; *) ref=co-dp2 ;; esac
+	# Exact, but for the generation logprobs where the generation ranks'
+	# tensor parallelism is not the reference's: another split sums them
+	# in another order (token_mult_prob_error moves by 1e-7)
+	tol=0
+	case $name in *gtp2 | nc-tp2*) tol=1e-6 ;; esac
+	same_as "$name: first update's gradient = $ref's" grads "$work/$name.grads" "$work/$ref.grads" 0
+	same_as "$name: ten steps' metrics = $ref's" \
+		metrics "$work/$name/metrics.jsonl" "$work/$ref/metrics.jsonl" $tol
+	grep -q '"refit":[0-9]' "$work/$name/metrics.jsonl" && ok "  $name: refit is timed" ||
+		not_ok "  $name: no refit time in metrics.jsonl"
+done
+
+# ---- a checkpoint: step_2, resumed, redoes steps 3-4 exactly ----
+ckpt="checkpointing.enabled=true checkpointing.save_period=2 grpo.max_num_steps=4"
+# shellcheck disable=SC2086
+train ck 4 $apart $gtp=2 $ckpt checkpointing.checkpoint_dir="$work/ck.ck"
+mkdir -p "$work/re.ck" && cp -r "$work/ck.ck/step_2" "$work/re.ck/"
+# shellcheck disable=SC2086
+train re 4 $apart $gtp=2 $ckpt checkpointing.checkpoint_dir="$work/re.ck"
+strip() { sed -E 's/,"tokens_per_sec".*//' "$1"; }
+[ "$(strip "$work/re/metrics.jsonl")" = "$(sed -n 3,4p "$work/ck/metrics.jsonl" |
+	sed -E 's/,"tokens_per_sec".*//')" ] &&
+	ok "  resumed at step 2: steps 3-4 as the run that never stopped wrote them" ||
+	not_ok "  resumed at step 2: steps 3-4 differ from the original run's"
+
+# ---- what cannot be laid out ----
+expect_status 2 "4 generation tasks of 4 are refused" -- \
+	mpiexec -n 4 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" \
+	policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=4
+expect_grep "$WORK/err" "4 generation tasks leave none of the step's 4 to train" "  naming the tasks"
+expect_status 2 "generation tensor parallelism 3 over 2 tasks is refused" -- \
+	mpiexec -n 4 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" $apart $gtp=3
+expect_grep "$WORK/err" "tensor_parallel_size: 3 does not divide the 2 generation tasks" \
+	"  naming the key"
+expect_status 1 "pipeline parallelism beside generation ranks is refused" -- \
+	mpiexec -n 4 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" $apart \
+	policy.parallel.pipeline=2
+expect_grep "$WORK/err" "refits from one pipeline stage only" "  naming what is missing"
+
+# ---- the issue's bar: the tiny run learns with 2 training + 2 generation ranks ----
+# (the sanitizer and CUDA builds leave it to the plain build, as train_cli.sh does)
+mk=$top_builddir/Makefile
+if [ -f "$mk" ] && grep -Eq '^(SANITIZE_FLAGS = -|NVCC = .)' "$mk"; then
+	echo "skipping the full tiny run in this build"
+else
+	# shellcheck disable=SC2086
+	expect_status 0 "the built-in tiny run on 2 training + 2 generation ranks" -- \
+		timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 --rl-config="$config" \
+		"$RLRUN" logger.log_dir="$work/learn" $apart
+	m=$work/learn/metrics.jsonl
+	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	# train_cli.sh holds one rank to 0.9; two data-parallel ranks sum the
+	# gradients in another order, and this run (the colocated dp2 run,
+	# number for number) ends near 0.89: learning is the reward of the
+	# first steps multiplied several times over
+	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
+		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
+		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
+fi
+finish
