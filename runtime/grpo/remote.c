@@ -72,8 +72,8 @@ short_payload:
 
 /* Training rank 0: every generation replica's packet into r, in replica
  * order. */
-static int collect(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_truncated,
-                   char *err, size_t errlen)
+static int collect(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *got, char *err,
+                   size_t errlen)
 {
 	int gen_tp = (int)t->cfg->policy.generation.tensor_parallel_size;
 	int replicas = (rl_comm_size(t->dist->bridge) - 1) / gen_tp;
@@ -81,7 +81,8 @@ static int collect(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_
 
 	for (int k = 0; k < replicas; k++) {
 		int peer = 1 + k * gen_tp;
-		int64_t size, truncated;
+		int64_t size;
+		struct rl_wire_info info;
 
 		rl_comm_recv(t->dist->bridge, &size, 1, RL_COMM_I64, peer, "rollout packet size");
 		unsigned char *grown = size >= 0 ? realloc(buf, (size_t)size + 1) : NULL;
@@ -97,14 +98,17 @@ static int collect(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_
 		             "rollout packet");
 		char why[512];
 		if (rl_wire_unpack(buf, (size_t)size, r,
-		                   (int)t->cfg->policy.max_total_sequence_length, &truncated, why,
+		                   (int)t->cfg->policy.max_total_sequence_length, &info, why,
 		                   sizeof why)) {
 			snprintf(err, errlen, "generation replica %d: %s", k, why);
 			free(buf);
 			return -1;
 		}
+		/* every replica counted the prompts; the slowest sets the pace */
 		if (k == 0)
-			*prompts_truncated += truncated;
+			got->prompts_truncated = info.prompts_truncated;
+		if (info.generation_s > got->generation_s)
+			got->generation_s = info.generation_s;
 	}
 	free(buf);
 	for (int i = 0; i < r->n; i++)
@@ -116,8 +120,8 @@ static int collect(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_
 }
 
 /* Training rank 0's rollout to the other training ranks. */
-static int pass_on(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_truncated,
-                   int64_t before, char *err, size_t errlen)
+static int pass_on(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *info, char *err,
+                   size_t errlen)
 {
 	struct rl_comm *world = t->dist->g[RL_G_WORLD];
 	struct rl_wire w = {0};
@@ -127,7 +131,7 @@ static int pass_on(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_
 	if (rl_comm_size(world) == 1)
 		return 0;
 	bool leader = rl_comm_rank(world) == 0;
-	if (leader && rl_wire_pack(&w, r, 0, r->n, *prompts_truncated - before)) {
+	if (leader && rl_wire_pack(&w, r, 0, r->n, info)) {
 		snprintf(err, errlen, "out of memory");
 		size = -1;
 	} else {
@@ -143,43 +147,57 @@ static int pass_on(struct rl_trainer *t, struct rl_rollout *r, int64_t *prompts_
 		goto done;
 	}
 	rl_comm_broadcast(world, w.buf, (size_t)size, RL_COMM_U8, 0, "rollout");
-	int64_t truncated;
 	if (!leader &&
 	    rl_wire_unpack(w.buf, (size_t)size, r, (int)t->cfg->policy.max_total_sequence_length,
-	                   &truncated, err, errlen))
+	                   info, err, errlen))
 		goto done;
-	if (!leader)
-		*prompts_truncated += truncated;
 	rc = 0;
 done:
 	rl_wire_free(&w);
 	return rc;
 }
 
+int rl_remote_request(struct rl_trainer *t, const struct rl_rollout *r, uint64_t seed, char *err,
+                      size_t errlen)
+{
+	struct rl_wire prompts = {0};
+	struct command c = {.kind = CMD_GENERATE,
+	                    .n_groups = r->n_groups,
+	                    .group_size = r->group_size,
+	                    .seed = seed};
+
+	if (!t->dist->bridge)
+		return 0;
+	if (pack_prompts(r, &prompts)) {
+		rl_wire_free(&prompts);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	c.payload_bytes = (int64_t)prompts.len;
+	send_command(t, &c, prompts.buf);
+	rl_wire_free(&prompts);
+	return 0;
+}
+
+int rl_remote_receive(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *info,
+                      char *err, size_t errlen)
+{
+	memset(info, 0, sizeof *info);
+	if (t->dist->bridge && collect(t, r, info, err, errlen))
+		return -1;
+	return pass_on(t, r, info, err, errlen);
+}
+
 int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
                        int64_t *prompts_truncated, char *err, size_t errlen)
 {
-	int64_t before = *prompts_truncated;
+	struct rl_wire_info info;
 
-	if (t->dist->bridge) {
-		struct rl_wire prompts = {0};
-		struct command c = {.kind = CMD_GENERATE,
-		                    .n_groups = r->n_groups,
-		                    .group_size = r->group_size,
-		                    .seed = seed};
-
-		if (pack_prompts(r, &prompts)) {
-			rl_wire_free(&prompts);
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		c.payload_bytes = (int64_t)prompts.len;
-		send_command(t, &c, prompts.buf);
-		rl_wire_free(&prompts);
-		if (collect(t, r, prompts_truncated, err, errlen))
-			return -1;
-	}
-	return pass_on(t, r, prompts_truncated, before, err, errlen);
+	if (rl_remote_request(t, r, seed, err, errlen) ||
+	    rl_remote_receive(t, r, &info, err, errlen))
+		return -1;
+	*prompts_truncated += info.prompts_truncated;
+	return 0;
 }
 
 int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen)
@@ -211,7 +229,8 @@ static int serve_rollout(struct rl_trainer *t, const struct command *c,
 {
 	struct rl_rollout r;
 	struct rl_wire w = {0};
-	int64_t truncated = 0;
+	struct rl_wire_info info = {0};
+	double started = rl_now();
 	int rc = -1, lo, hi;
 
 	if (c->n_groups < 1 || c->group_size < 1 ||
@@ -221,13 +240,14 @@ static int serve_rollout(struct rl_trainer *t, const struct command *c,
 		return -1;
 	}
 	if (unpack_prompts(&r, payload, (size_t)c->payload_bytes, err, errlen) ||
-	    rl_rollout_generate(t, &r, c->seed, &truncated, err, errlen))
+	    rl_rollout_generate(t, &r, c->seed, &info.prompts_truncated, err, errlen))
 		goto done;
 	/* the replica's tensor-parallel ranks made the same samples; the
 	 * first speaks for them */
 	if (t->dist->coords.rank[RL_AXIS_TP] == 0) {
 		rl_share_range(t->dp, r.n, &lo, &hi);
-		if (rl_wire_pack(&w, &r, lo, hi, truncated)) {
+		info.generation_s = rl_now() - started;
+		if (rl_wire_pack(&w, &r, lo, hi, &info)) {
 			snprintf(err, errlen, "out of memory");
 			goto done;
 		}

@@ -3,13 +3,15 @@
  * each command over the bridge, collects the generation replicas' samples
  * and passes them on to the other training ranks; the generation ranks do
  * nothing but serve its commands, in order, until it says stop.
- * defines: rl_remote_generate, rl_remote_refit, rl_remote_stop, rl_generation_serve */
+ * defines: rl_remote_generate, rl_remote_request, rl_remote_receive, rl_remote_refit,
+ * rl_remote_stop, rl_generation_serve */
 #ifndef RL_GRPO_REMOTE_H
 #define RL_GRPO_REMOTE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/grpo/rollout_wire.h"
 #include "runtime/grpo/trainer.h"
 
 /* Every training rank: r's prompts sampled by the generation ranks with
@@ -18,6 +20,14 @@
  * training rank. */
 int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed,
                        int64_t *prompts_truncated, char *err, size_t errlen);
+/* The two halves of rl_remote_generate, for asynchronous GRPO: training
+ * rank 0 sends the request (the others return at once), and every
+ * training rank later receives what it asked for. Between them the
+ * generation ranks generate while training goes on. */
+int rl_remote_request(struct rl_trainer *t, const struct rl_rollout *r, uint64_t seed, char *err,
+                      size_t errlen);
+int rl_remote_receive(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *info,
+                      char *err, size_t errlen);
 /* Every training rank: the generation ranks take the weights as they are
  * now (the first model replica sends them). */
 int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen);

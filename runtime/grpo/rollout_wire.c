@@ -10,7 +10,7 @@
 
 struct packet_head {
 	int32_t lo, hi;
-	int64_t prompts_truncated;
+	struct rl_wire_info info;
 };
 
 struct sample_head {
@@ -38,9 +38,9 @@ int rl_wire_put(struct rl_wire *w, const void *p, size_t n)
 }
 
 int rl_wire_pack(struct rl_wire *w, const struct rl_rollout *r, int lo, int hi,
-                 int64_t prompts_truncated)
+                 const struct rl_wire_info *info)
 {
-	struct packet_head ph = {lo, hi, prompts_truncated};
+	struct packet_head ph = {lo, hi, *info};
 
 	if (rl_wire_put(w, &ph, sizeof ph))
 		return -1;
@@ -113,7 +113,7 @@ static int unpack_sample(struct reader *rd, struct rl_sample *s, int max_len, ch
 }
 
 int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, int max_len,
-                   int64_t *prompts_truncated, char *err, size_t errlen)
+                   struct rl_wire_info *info, char *err, size_t errlen)
 {
 	struct reader rd = {buf, buf + len};
 	struct packet_head ph;
@@ -140,7 +140,7 @@ int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, i
 		         (size_t)(rd.end - rd.p));
 		return -1;
 	}
-	*prompts_truncated = ph.prompts_truncated;
+	*info = ph.info;
 	return 0;
 }
 

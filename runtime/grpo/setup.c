@@ -42,10 +42,18 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "and data parallelism train)");
 		return -1;
 	}
-	if (c->grpo.async_grpo.enabled) {
+	if (c->grpo.async_grpo.enabled && c->grpo.async_grpo.max_trajectory_age_steps != 1) {
 		snprintf(err, errlen,
-		         "grpo.async_grpo.enabled: asynchronous GRPO is not "
-		         "implemented yet");
+		         "grpo.async_grpo.max_trajectory_age_steps: %lld; asynchronous GRPO keeps "
+		         "one rollout in flight in this release: set it to 1",
+		         (long long)c->grpo.async_grpo.max_trajectory_age_steps);
+		return -1;
+	}
+	if (c->grpo.async_grpo.enabled && c->checkpointing.enabled) {
+		snprintf(err, errlen,
+		         "grpo.async_grpo.enabled: the rollout in flight is not part of the "
+		         "checkpoint yet, so a resume could not be exact; set "
+		         "checkpointing.enabled=false for an asynchronous run");
 		return -1;
 	}
 	return 0;
@@ -314,6 +322,7 @@ void rl_trainer_free(struct rl_trainer *t)
 	rl_tokenizer_free(t->tok);
 	rl_data_source_close(&t->data);
 	rl_packed_free(&t->packed);
+	rl_rollout_free(&t->next);
 	free(t->row_lp);
 	free(t->row_grad);
 	free(t->stop_ids);

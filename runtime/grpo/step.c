@@ -236,30 +236,90 @@ static int set_advantages(const struct rl_trainer *t, struct rl_rollout *r)
 	return 0;
 }
 
-int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
-                    size_t errlen)
+/* A step's prompts from the data: 1 when the data ran out. */
+static int next_prompts(struct rl_trainer *t, struct rl_rollout *r, char *err, size_t errlen)
 {
-	struct rl_rollout r;
-	double t0 = rl_now(), t1;
-	int rc = -1;
-
-	if (rl_rollout_alloc(&r, (int)t->cfg->grpo.num_prompts_per_step,
+	if (rl_rollout_alloc(r, (int)t->cfg->grpo.num_prompts_per_step,
 	                     (int)t->cfg->grpo.num_generations_per_prompt)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	int got = rl_data_source_next(&t->data, r.n_groups, r.problems, r.answers, r.prompts, err,
-	                              errlen);
-	if (got <= 0) {
-		rc = got < 0 ? -1 : 1;
-		goto out;
+	int got = rl_data_source_next(&t->data, r->n_groups, r->problems, r->answers, r->prompts,
+	                              err, errlen);
+	return got < 0 ? -1 : got == 0 ? 1 : 0;
+}
+
+/* Asynchronous GRPO, one rollout in flight: step's rollout into r (the
+ * one asked for during the step before, or, with none, generated now),
+ * then the next step's asked for, so that the generation ranks make it
+ * while this step trains, on the weights of the step before. */
+static int async_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *r,
+                         struct rl_step_metrics *m, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	struct rl_wire_info info;
+	double t0 = rl_now();
+	int rc;
+
+	m->t.async = true;
+	if (t->next_ready) {
+		*r = t->next;
+		info = t->next_info;
+		memset(&t->next, 0, sizeof t->next);
+		t->next_ready = false;
+	} else {
+		if ((rc = next_prompts(t, r, err, errlen)))
+			return rc;
+		if (rl_remote_request(t, r, rl_step_seed((uint64_t)c->grpo.seed, step), err,
+		                      errlen) ||
+		    rl_remote_receive(t, r, &info, err, errlen))
+			return -1;
+		m->t.buffer_starvation = rl_now() - t0;
 	}
+	m->prompts_truncated = info.prompts_truncated;
+	m->t.generation = info.generation_s;
+	if (step >= c->grpo.max_num_steps)
+		return 0;
+	rc = next_prompts(t, &t->next, err, errlen);
+	if (rc == 0 &&
+	    rl_remote_request(t, &t->next, rl_step_seed((uint64_t)c->grpo.seed, step + 1), err,
+	                      errlen))
+		rc = -1;
+	if (rc)
+		rl_rollout_free(&t->next);
+	t->next_asked = rc == 0;
+	return rc < 0 ? -1 : 0;
+}
+
+int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+                    size_t errlen)
+{
+	struct rl_rollout r = {0};
+	double t0 = rl_now(), t1;
+	int rc = -1;
+
 	m->step = step;
-	if (rl_rollout_generate(t, &r, rl_step_seed((uint64_t)t->cfg->grpo.seed, step),
-	                        &m->prompts_truncated, err, errlen))
-		goto out;
-	t1 = rl_now();
-	m->t.generation = t1 - t0;
+	if (t->cfg->grpo.async_grpo.enabled) {
+		int got = async_rollout(t, step, &r, m, err, errlen);
+
+		if (got) {
+			rc = got;
+			goto out;
+		}
+		t1 = rl_now();
+	} else {
+		int got = next_prompts(t, &r, err, errlen);
+
+		if (got) {
+			rc = got;
+			goto out;
+		}
+		if (rl_rollout_generate(t, &r, rl_step_seed((uint64_t)t->cfg->grpo.seed, step),
+		                        &m->prompts_truncated, err, errlen))
+			goto out;
+		t1 = rl_now();
+		m->t.generation = t1 - t0;
+	}
 
 	int64_t failures = 0;
 	if (rl_rollout_score(t, &r, &failures, err, errlen))
@@ -288,10 +348,21 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	 * trained and the hand-over is nothing; it is timed all the same, so
 	 * the table keeps NeMo-RL's columns. Non-colocated, the weights go
 	 * to the generation ranks. */
+	if (t->next_asked) {
+		/* what the generation ranks did not finish while this step
+		 * trained */
+		t1 = rl_now();
+		if (rl_remote_receive(t, &t->next, &t->next_info, err, errlen))
+			goto out;
+		t->next_asked = false;
+		t->next_ready = true;
+		m->t.exposed_generation = rl_now() - t1;
+	}
 	t1 = rl_now();
 	if (t->remote_generation && rl_remote_refit(t, err, errlen))
 		goto out;
 	m->t.refit = rl_now() - t1;
+	m->t.weight_sync = m->t.refit;
 	m->t.total_step_time = rl_now() - t0;
 	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;
 	rc = 0;

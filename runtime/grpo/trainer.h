@@ -19,6 +19,7 @@
 #include "runtime/grpo/metrics.h"
 #include "runtime/grpo/rewards.h"
 #include "runtime/grpo/rollout.h"
+#include "runtime/grpo/rollout_wire.h"
 #include "runtime/grpo/schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
@@ -36,6 +37,11 @@ struct rl_trainer {
 	/* non-colocated: the generation ranks make the rollouts
 	 * (remote.h); on a generation rank, dist->generation */
 	bool remote_generation;
+	/* asynchronous GRPO: the next step's rollout, asked for before this
+	 * step trains (next_asked) and received after (next_ready) */
+	struct rl_rollout next;
+	struct rl_wire_info next_info;
+	bool next_asked, next_ready;
 	struct rl_zero zero;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
 	bool grad_dumped;

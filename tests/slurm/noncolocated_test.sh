@@ -8,8 +8,10 @@
 # are drawn per sample, so where they are drawn does not matter, and refit
 # hands over the exact weights): exactly, or within 1e-6 where the two
 # generate with different tensor parallelism; a checkpoint resumes bit-identically; the
-# built-in tiny run learns its task with 2 + 2 ranks; what cannot be laid
-# out is refused by name.
+# built-in tiny run learns its task with 2 + 2 ranks, synchronously and
+# asynchronously (trajectory age 1: the next rollout generated while a step
+# trains, its generation time hidden); what cannot be laid out or run yet is
+# refused by name.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -106,6 +108,35 @@ expect_status 1 "pipeline parallelism beside generation ranks is refused" -- \
 	policy.parallel.pipeline=2
 expect_grep "$WORK/err" "refits from one pipeline stage only" "  naming what is missing"
 
+# ---- asynchronous GRPO: the next rollout is generated while a step trains ----
+async="grpo.async_grpo.enabled=true loss_fn.use_importance_sampling_correction=true"
+# shellcheck disable=SC2086
+train async 4 $apart $async
+# step 1's rollout is the starting policy's own; every later one was made by
+# the weights one step older than those it trains (their logprobs differ);
+# the generation ranks' time is hidden behind training's, not added to it
+async_columns() { # FILE: "step generation exposed_generation token_mult_prob_error"
+	sed -nE 's/.*"step":([0-9]+).*"token_mult_prob_error":([-0-9.eE+]+).*"generation":([-0-9.eE+]+).*"exposed_generation":([-0-9.eE+]+).*/\1 \3 \4 \2/p' "$1"
+}
+async_columns "$work/async/metrics.jsonl" >"$WORK/async.cols"
+awk 'NR == 1 && $4 < 1.00001 { first = 1 }
+	NR > 1 && $4 > 1.0001 { aged++ }
+	NR > 1 { gen += $2; exposed += $3; n++ }
+	END { exit !(first && aged == n && n == 9 && exposed < gen / 2) }' "$WORK/async.cols" &&
+	ok "  async: step 1 on-policy, steps 2-10 one step old, generation hidden behind training" ||
+	{
+		not_ok "  async: not as expected (step generation exposed token_mult_prob_error):"
+		sed 's/^/  | /' "$WORK/async.cols"
+	}
+expect_status 1 "async with max_trajectory_age_steps 2 is refused" -- \
+	mpiexec -n 4 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" $apart $async \
+	grpo.async_grpo.max_trajectory_age_steps=2
+expect_grep "$WORK/err" "keeps one rollout in flight in this release" "  naming the key"
+expect_status 1 "async with checkpoints is refused" -- \
+	mpiexec -n 4 "$RLRUN" train "$config" $small logger.log_dir="$work/refused" $apart $async \
+	checkpointing.enabled=true checkpointing.checkpoint_dir="$work/refused.ck"
+expect_grep "$WORK/err" "the rollout in flight is not part of the checkpoint yet" "  saying why"
+
 # ---- the issue's bar: the tiny run learns with 2 training + 2 generation ranks ----
 # (the sanitizer and CUDA builds leave it to the plain build, as train_cli.sh does)
 mk=$top_builddir/Makefile
@@ -125,6 +156,18 @@ else
 	# gradients in another order, and this run (the colocated dp2 run,
 	# number for number) ends near 0.89: learning is the reward of the
 	# first steps multiplied several times over
+	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
+		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
+		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
+	# shellcheck disable=SC2086
+	expect_status 0 "the built-in tiny run, asynchronous (trajectory age 1)" -- \
+		timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 --rl-config="$config" \
+		"$RLRUN" logger.log_dir="$work/learn-async" $apart $async
+	m=$work/learn-async/metrics.jsonl
+	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
 	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
 		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
 		not_ok "  it does not learn: first 5 steps $first, last 5 $last"

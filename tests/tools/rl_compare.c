@@ -73,8 +73,10 @@ static int grads(const char *run_path, const char *ref_path, double tol)
 	}
 	/* two zero gradients agree whatever the code computes */
 	if (ref_total == 0) {
-		fprintf(stderr, "rl_compare: %s: the reference gradient is zero everywhere; "
-		                "it shows nothing\n", ref_path);
+		fprintf(stderr,
+		        "rl_compare: %s: the reference gradient is zero everywhere; "
+		        "it shows nothing\n",
+		        ref_path);
 		bad++;
 	}
 	printf("rl_compare: %d tensors, worst %s at %.3g (tolerance %g)\n", rl_st_count(ref),
@@ -92,7 +94,8 @@ static bool is_timer(const char *key)
 	    "policy_training",      "refit",
 	    "checkpointing",        "validation",
 	    "tokens_per_sec",       "mfu",
-	    "gen_logprob_max_diff",
+	    "gen_logprob_max_diff", "exposed_generation",
+	    "weight_sync",          "idle/buffer_starvation",
 	};
 	for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
 		if (strcmp(key, skip[i]) == 0)
