@@ -139,37 +139,30 @@ expect_grep "$WORK/err" "the rollout in flight is not part of the checkpoint yet
 
 # ---- the issue's bar: the tiny run learns with 2 training + 2 generation ranks ----
 # (the sanitizer and CUDA builds leave it to the plain build, as train_cli.sh does)
+# train_cli.sh holds one rank to 0.9; two data-parallel ranks sum the
+# gradients in another order, and the synchronous run (the colocated dp2
+# run, number for number) ends near 0.89: learning is the reward of the
+# first steps multiplied several times over
+learns() { # WHAT NAME [KEY=VALUE...]
+	what=$1 name=$2
+	shift 2
+	# shellcheck disable=SC2086
+	expect_status 0 "$what" -- timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 \
+		--rl-config="$config" "$RLRUN" logger.log_dir="$work/$name" $apart "$@"
+	m=$work/$name/metrics.jsonl
+	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
+		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
+		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
+		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
+}
 mk=$top_builddir/Makefile
 if [ -f "$mk" ] && grep -Eq '^(SANITIZE_FLAGS = -|NVCC = .)' "$mk"; then
 	echo "skipping the full tiny run in this build"
 else
-	# shellcheck disable=SC2086
-	expect_status 0 "the built-in tiny run on 2 training + 2 generation ranks" -- \
-		timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 --rl-config="$config" \
-		"$RLRUN" logger.log_dir="$work/learn" $apart
-	m=$work/learn/metrics.jsonl
-	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
-	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
-	# train_cli.sh holds one rank to 0.9; two data-parallel ranks sum the
-	# gradients in another order, and this run (the colocated dp2 run,
-	# number for number) ends near 0.89: learning is the reward of the
-	# first steps multiplied several times over
-	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
-		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
-		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
-	# shellcheck disable=SC2086
-	expect_status 0 "the built-in tiny run, asynchronous (trajectory age 1)" -- \
-		timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 --rl-config="$config" \
-		"$RLRUN" logger.log_dir="$work/learn-async" $apart $async
-	m=$work/learn-async/metrics.jsonl
-	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
-	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
-	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
-		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
-		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
+	learns "the built-in tiny run on 2 training + 2 generation ranks" learn
+	learns "the built-in tiny run, asynchronous (trajectory age 1)" learn-async $async
 fi
 finish
