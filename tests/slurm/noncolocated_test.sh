@@ -30,8 +30,10 @@ train() { # NAME NTASKS [KEY=VALUE...]
 	name=$1 n=$2
 	shift 2
 	# shellcheck disable=SC2086
+	# (lib.sh's 60 s is tight for 4 ranks on 2 busy cores)
 	RL_GRAD_DUMP=$work/$name.grads expect_status 0 "$name: srun --mpi=pmi2 -n $n rlrun $*" -- \
-		srun --mpi=pmi2 -n "$n" --rl-config="$config" "$RLRUN" $small data.env_name=digits \
+		timeout --foreground -k 5 300 env srun --mpi=pmi2 -n "$n" --rl-config="$config" \
+		"$RLRUN" $small data.env_name=digits \
 		"env.digits.command=awk -f $reward" logger.log_dir="$work/$name" "$@"
 }
 
