@@ -108,17 +108,28 @@ static int check_counts(const struct rl_job_spec *s, char *err, size_t errlen)
 	return 0;
 }
 
-bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank, int *tp_rank, int *dp_rank)
+bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank)
 {
-	int first = plan->layout.world,
-	    tp = plan->spec.generation_tp > 0 ? plan->spec.generation_tp : 1;
+	return rank >= plan->layout.world && rank < plan->spec.world;
+}
 
-	*tp_rank = *dp_rank = -1;
-	if (rank < first || rank >= plan->spec.world)
+bool rl_job_task_axis(const struct rl_job_plan *plan, int rank, enum rl_axis a, int *axis_rank,
+                      int *axis_size)
+{
+	if (!rl_job_generation_rank(plan, rank)) {
+		struct rl_coords c;
+
+		rl_layout_coords(&plan->layout, rank, &c);
+		rl_layout_axis(&plan->layout, &c, a, axis_rank, axis_size);
 		return false;
-	/* tensor-parallel peers adjacent, as in the training grid */
-	*tp_rank = (rank - first) % tp;
-	*dp_rank = (rank - first) / tp;
+	}
+	/* tensor-parallel peers adjacent, as in the training grid; every
+	 * other axis 0 of 1 */
+	int tp = plan->spec.generation_tp > 0 ? plan->spec.generation_tp : 1;
+	int mine = rank - plan->layout.world;
+
+	*axis_rank = a == RL_AXIS_TP ? mine % tp : a == RL_AXIS_DP ? mine / tp : 0;
+	*axis_size = a == RL_AXIS_TP ? tp : a == RL_AXIS_DP ? plan->spec.generation_ranks / tp : 1;
 	return true;
 }
 

@@ -4,8 +4,8 @@
  * The plugin, `rlrun plan` and rlrun itself all come through here, so the
  * three cannot disagree.
  * defines: struct rl_job_spec, struct rl_job_plan, struct rl_step_gpus,
- * struct rl_env, rl_job_plan_make, rl_plan_hw_from_topo, rl_step_gpus_parse,
- * rl_job_task_env, rl_axis_env_name, rl_layout_print_groups, rl_env_* */
+ * struct rl_env, rl_job_plan_make, rl_job_generation_rank, rl_job_task_axis, rl_plan_hw_from_topo,
+ * rl_step_gpus_parse, rl_job_task_env, rl_axis_env_name, rl_layout_print_groups, rl_env_* */
 #ifndef RL_JOB_H
 #define RL_JOB_H
 
@@ -37,7 +37,7 @@ struct rl_job_spec {
 struct rl_job_plan {
 	struct rl_job_spec spec;
 	struct rl_layout layout; /* the training ranks' */
-	bool have_hw; /* hw describes the node's GPUs */
+	bool have_hw;            /* hw describes the node's GPUs */
 	struct rl_plan_hw hw;
 	bool have_estimate;
 	struct rl_plan_estimate estimate;
@@ -57,10 +57,13 @@ int rl_plan_hw_from_topo(const struct rl_topo *topo, int n_nodes, int tasks_per_
 int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
                      struct rl_job_plan *plan, char *err, size_t errlen);
 
-/* A generation rank's place among the generation ranks (non-colocated):
- * true for rank >= layout.world, with its tensor-parallel and
- * data-parallel coordinates. */
-bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank, int *tp_rank, int *dp_rank);
+/* Whether rank generates (non-colocated): the ranks past layout.world. */
+bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank);
+/* rank's place on axis a as RL_<AXIS>_RANK/SIZE give it: in the training
+ * layout, or for a generation rank its TP and DP among the generation
+ * ranks (every other axis 0 of 1). Returns rl_job_generation_rank. */
+bool rl_job_task_axis(const struct rl_job_plan *plan, int rank, enum rl_axis a, int *axis_rank,
+                      int *axis_size);
 
 /* The GPUs Slurm gave the step on this node. */
 struct rl_step_gpus {

@@ -61,36 +61,24 @@ int rl_job_task_env(const struct rl_job_plan *plan, const struct rl_topo *topo,
                     int node_rank, int first_rank, int local_rank, const char *config_path,
                     struct rl_env *env)
 {
-	const struct rl_layout *l = &plan->layout;
 	const struct rl_task_place *place = &node->tasks[local_rank];
 	int rank = first_rank + local_rank;
-	struct rl_coords c;
 	char buf[4096];
 	int rc = 0;
 
 	memset(env, 0, sizeof *env);
-	rl_layout_coords(l, rank, &c);
 	if (config_path)
 		rc |= put(env, "RL_CONFIG", "%s", config_path);
 	rc |= put(env, "RL_RANK", "%d", rank);
 	rc |= put(env, "RL_WORLD_SIZE", "%d", plan->spec.world);
 	rc |= put(env, "RL_LOCAL_RANK", "%d", local_rank);
 	rc |= put(env, "RL_NODE_RANK", "%d", node_rank);
-	int gen_tp, gen_dp;
-	bool generation = rl_job_generation_rank(plan, rank, &gen_tp, &gen_dp);
-	rc |= put(env, "RL_ROLE", "%s", generation ? "generation" : "training");
+	rc |= put(env, "RL_ROLE", "%s",
+	          rl_job_generation_rank(plan, rank) ? "generation" : "training");
 	for (int a = 0; a < RL_N_AXES; a++) {
 		int axis_rank, axis_size;
 		char name[16];
-		rl_layout_axis(l, &c, a, &axis_rank, &axis_size);
-		if (generation) {
-			int tp = plan->spec.generation_tp;
-
-			axis_rank = a == RL_AXIS_TP ? gen_tp : a == RL_AXIS_DP ? gen_dp : 0;
-			axis_size = a == RL_AXIS_TP   ? tp
-			            : a == RL_AXIS_DP ? plan->spec.generation_ranks / tp
-			                              : 1;
-		}
+		rl_job_task_axis(plan, rank, a, &axis_rank, &axis_size);
 		rl_axis_env_name(a, "RANK", name, sizeof name);
 		rc |= put(env, name, "%d", axis_rank);
 		rl_axis_env_name(a, "SIZE", name, sizeof name);

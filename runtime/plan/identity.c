@@ -35,17 +35,8 @@ static const struct {
     {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
 };
 
-/* A generation rank's coordinates as the plugin exports them: TP and DP
- * among the generation ranks, every other axis 0 of 1. */
-static void generation_axis(const struct rl_identity *id, enum rl_axis a, int *rank, int *size)
-{
-	*rank = a == RL_AXIS_TP ? id->gen_tp_rank : a == RL_AXIS_DP ? id->gen_dp_rank : 0;
-	*size = a == RL_AXIS_TP   ? id->generation_tp
-	        : a == RL_AXIS_DP ? id->generation_ranks / id->generation_tp
-	                          : 1;
-}
-
-static int check_plugin_env(const struct rl_identity *id, char *err, size_t errlen)
+static int check_plugin_env(const struct rl_identity *id, const struct rl_job_plan *plan, char *err,
+                            size_t errlen)
 {
 	const char *role = getenv("RL_ROLE"),
 	           *want_role = id->generation ? "generation" : "training";
@@ -60,10 +51,7 @@ static int check_plugin_env(const struct rl_identity *id, char *err, size_t errl
 	for (int a = 0; a < RL_N_AXES; a++) {
 		char name[16];
 		int want_rank, want_size;
-		if (id->generation)
-			generation_axis(id, a, &want_rank, &want_size);
-		else
-			rl_layout_axis(&id->layout, &id->coords, a, &want_rank, &want_size);
+		rl_job_task_axis(plan, id->rank, a, &want_rank, &want_size);
 		rl_axis_env_name(a, "SIZE", name, sizeof name);
 		long size = env_long(name, err, errlen);
 		rl_axis_env_name(a, "RANK", name, sizeof name);
@@ -142,7 +130,6 @@ int rl_identity_get(const struct rl_config *cfg, struct rl_identity *id, char *e
 	rl_layout_coords(&id->layout, id->rank, &id->coords);
 	id->generation_ranks = plan.spec.generation_ranks;
 	id->generation_tp = plan.spec.generation_tp;
-	id->generation =
-	    rl_job_generation_rank(&plan, id->rank, &id->gen_tp_rank, &id->gen_dp_rank);
-	return id->from_plugin ? check_plugin_env(id, err, errlen) : 0;
+	id->generation = rl_job_generation_rank(&plan, id->rank);
+	return id->from_plugin ? check_plugin_env(id, &plan, err, errlen) : 0;
 }

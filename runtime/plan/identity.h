@@ -17,15 +17,13 @@ struct rl_identity {
 	int rank;
 	int world;
 	bool from_plugin;
-	const char *launcher; /* "slurm-rl plugin", "MPI (PMI)", "Slurm", "none" */
+	const char *launcher;    /* "slurm-rl plugin", "MPI (PMI)", "Slurm", "none" */
 	struct rl_layout layout; /* the training ranks' (rank < layout.world) */
 	struct rl_coords coords;
 	/* non-colocated generation: the last generation_ranks of world,
-	 * generation_tp-way tensor parallel; generation says this rank is one,
-	 * at gen_tp_rank, gen_dp_rank */
+	 * generation_tp-way tensor parallel; generation says this rank is one */
 	int generation_ranks, generation_tp;
 	bool generation;
-	int gen_tp_rank, gen_dp_rank;
 };
 
 /* Returns 0, or -1 with err: a rank variable that is not a number, or
