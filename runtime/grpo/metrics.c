@@ -166,7 +166,7 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	put_num(o, "validation", m->t.validation);
 	if (m->t.async) {
 		put_num(o, "exposed_generation", m->t.exposed_generation);
-		put_num(o, "weight_sync", m->t.weight_sync);
+		put_num(o, "weight_sync", m->t.refit);
 		put_num(o, "idle/buffer_starvation", m->t.buffer_starvation);
 	}
 	return o;

@@ -19,10 +19,10 @@ struct rl_step_timers {
 	double total_step_time, generation, reward_calculation, policy_and_reference_logprobs,
 	    policy_training, refit, checkpointing, validation;
 	/* asynchronous GRPO (NeMo-RL's names): the trainer's wait for the next
-	 * rollout once it has trained, the weights' hand-over, and its wait
-	 * at the start of a step with no rollout ready; generation is then the
-	 * generation ranks' own time for the rollout trained on */
-	double exposed_generation, weight_sync, buffer_starvation;
+	 * rollout once it has trained, and its wait at the start of a step with
+	 * no rollout ready (refit is written again as weight_sync); generation
+	 * is then the generation ranks' own time for the rollout trained on */
+	double exposed_generation, buffer_starvation;
 	bool async;
 };
 

@@ -362,7 +362,6 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	if (t->remote_generation && rl_remote_refit(t, err, errlen))
 		goto out;
 	m->t.refit = rl_now() - t1;
-	m->t.weight_sync = m->t.refit;
 	m->t.total_step_time = rl_now() - t0;
 	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;
 	rc = 0;
