@@ -35,3 +35,9 @@ finish() {
 	echo "$((checks - failures)) passed, $failures failed"
 	[ "$failures" = 0 ]
 }
+
+# mean of reward_mean over lines FIRST..LAST of a metrics.jsonl
+reward_mean() { # FILE FIRST LAST
+	sed -nE "$2,$3s/.*\"reward_mean\":([-0-9.eE+]+).*/\1/p" "$1" |
+		awk '{ s += $1; n++ } END { if (n) printf "%.4f\n", s / n; else print "nan" }'
+}

@@ -6,11 +6,6 @@
 
 cd "$WORK" || exit 1
 
-# mean of reward_mean over lines FIRST..LAST of a metrics.jsonl
-reward_mean() { # FILE FIRST LAST
-	sed -nE "$2,$3s/.*\"reward_mean\":([-0-9.eE+]+).*/\1/p" "$1" |
-		awk '{ s += $1; n++ } END { if (n) printf "%.4f\n", s / n; else print "nan" }'
-}
 
 # The bar: first 5 steps at most 0.3, last 5 at least 0.9, for the
 # default seed and another one. The learning is the same in every build, so

@@ -1,7 +1,7 @@
 /* What the model tests on MPI ranks share: a pass/fail count per rank
  * (summed on rank 0 at the end), the deterministic random numbers every
  * rank draws alike, and the relative difference they compare with.
- * defines: check, must, lcg, uniform, rel_diff */
+ * defines: check, must, lcg, uniform, rel_diff, finish_ranks */
 #ifndef RL_TESTS_MPI_CHECK_H
 #define RL_TESTS_MPI_CHECK_H
 
@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "runtime/comm/comm.h"
 
 static int passed, failed, me;
 
@@ -60,6 +62,20 @@ static inline double rel_diff(const float *a, const float *b, size_t n)
 		nb += (double)b[i] * b[i];
 	}
 	return nb > 0 ? sqrt(d / nb) : sqrt(d);
+}
+
+/* Every rank's counts summed and reported on rank 0 as "NAME: N ranks: P
+ * passed, F failed", MPI finalized; the process's exit status. */
+static inline int finish_ranks(struct rl_comm_world *w, struct rl_comm *world, const char *name)
+{
+	int counts[2] = {passed, failed};
+
+	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "results");
+	if (me == 0)
+		printf("%s: %d ranks: %d passed, %d failed\n", name, rl_comm_size(world), counts[0],
+		       counts[1]);
+	rl_comm_world_finalize(w);
+	return counts[1] ? 1 : 0;
 }
 
 #endif

@@ -328,10 +328,5 @@ int main(void)
 		      "4 experts over 3 ranks were not refused (%s)", err);
 		rl_model_free(m);
 	}
-	int counts[2] = {passed, failed};
-	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "results");
-	if (me == 0)
-		printf("test_moe_model: %d ranks: %d passed, %d failed\n", W, counts[0], counts[1]);
-	rl_comm_world_finalize(w);
-	return counts[1] ? 1 : 0;
+	return finish_ranks(w, world, "test_moe_model");
 }

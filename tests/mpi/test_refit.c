@@ -158,10 +158,5 @@ int main(void)
 				one_case(world, false, true, train_tp, gen_tp, buckets[b]);
 				one_case(world, true, false, train_tp, gen_tp, buckets[b]);
 			}
-	int counts[2] = {passed, failed};
-	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "counts");
-	if (me == 0)
-		printf("test_refit: %d passed, %d failed\n", counts[0], counts[1]);
-	rl_comm_world_finalize(w);
-	return counts[1] != 0;
+	return finish_ranks(w, world, "test_refit");
 }

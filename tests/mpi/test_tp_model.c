@@ -367,11 +367,5 @@ int main(void)
 		compare_pipeline(world, tp.size == 2 ? 3 : 6, tp.size == 2 ? 2 : 3, &tied);
 	}
 
-	int counts[2] = {passed, failed};
-	rl_comm_all_reduce(world, counts, 2, RL_COMM_I32, RL_COMM_SUM, "results");
-	if (me == 0)
-		printf("test_tp_model: %d ranks: %d passed, %d failed\n", tp.size, counts[0],
-		       counts[1]);
-	rl_comm_world_finalize(w);
-	return counts[1] ? 1 : 0;
+	return finish_ranks(w, world, "test_tp_model");
 }

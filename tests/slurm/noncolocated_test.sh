@@ -152,10 +152,9 @@ learns() { # WHAT NAME [KEY=VALUE...]
 	expect_status 0 "$what" -- timeout --foreground -k 5 600 env srun --mpi=pmi2 -n 4 \
 		--rl-config="$config" "$RLRUN" logger.log_dir="$work/$name" $apart "$@"
 	m=$work/$name/metrics.jsonl
-	first=$(sed -nE '1,5s/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$m" |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
-	last=$(tail -5 "$m" | sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' |
-		awk '{ s += $1 } END { printf "%.4f", s / NR }')
+	steps=$(wc -l <"$m")
+	first=$(reward_mean "$m" 1 5)
+	last=$(reward_mean "$m" $((steps - 4)) "$steps")
 	awk -v f="$first" -v l="$last" 'BEGIN { exit !(f <= 0.3 && l >= 0.8) }' &&
 		ok "  it learns: first 5 steps $first <= 0.3, last 5 $last >= 0.8" ||
 		not_ok "  it does not learn: first 5 steps $first, last 5 $last"
