@@ -1,7 +1,7 @@
 /* What the model tests on MPI ranks share: a pass/fail count per rank
  * (summed on rank 0 at the end), the deterministic random numbers every
  * rank draws alike, and the relative difference they compare with.
- * defines: check, must, lcg, uniform, rel_diff, finish_ranks */
+ * defines: check, must, lcg, uniform, rel_diff, start_ranks, finish_ranks */
 #ifndef RL_TESTS_MPI_CHECK_H
 #define RL_TESTS_MPI_CHECK_H
 
@@ -62,6 +62,20 @@ static inline double rel_diff(const float *a, const float *b, size_t n)
 		nb += (double)b[i] * b[i];
 	}
 	return nb > 0 ? sqrt(d / nb) : sqrt(d);
+}
+
+/* MPI up (expect_world ranks; 0: any number) and me set; exits 1 with a
+ * message naming the test where it cannot start. */
+static inline void start_ranks(struct rl_comm_world **w, struct rl_comm **world, int expect_world,
+                               const char *name)
+{
+	char err[512];
+
+	if (rl_comm_world_init(w, world, expect_world, 60, err, sizeof err)) {
+		fprintf(stderr, "%s: %s\n", name, err);
+		exit(1);
+	}
+	me = rl_comm_rank(*world);
 }
 
 /* Every rank's counts summed and reported on rank 0 as "NAME: N ranks: P

@@ -295,11 +295,7 @@ int main(void)
 	struct rl_comm *world;
 	char err[512];
 
-	if (rl_comm_world_init(&w, &world, 0, 60, err, sizeof err)) {
-		fprintf(stderr, "test_moe_model: %s\n", err);
-		return 1;
-	}
-	me = rl_comm_rank(world);
+	start_ranks(&w, &world, 0, "test_moe_model");
 	int W = rl_comm_size(world);
 	const struct layout on2[] = {{1, 2, false}, {2, 2, false}, {2, 2, true}, {2, 1, false}};
 	const struct layout on4[] = {{1, 2, false}, {1, 4, false}, {2, 2, false},

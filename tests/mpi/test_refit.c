@@ -143,13 +143,8 @@ int main(void)
 {
 	struct rl_comm_world *w;
 	struct rl_comm *world;
-	char err[512];
 
-	if (rl_comm_world_init(&w, &world, 4, 60, err, sizeof err)) {
-		fprintf(stderr, "test_refit: %s\n", err);
-		return 1;
-	}
-	me = rl_comm_rank(world);
+	start_ranks(&w, &world, 4, "test_refit");
 	/* one tensor per bucket, a few, all of them */
 	static const size_t buckets[] = {4, 8192, 64u << 20};
 	for (int train_tp = 1; train_tp <= 2; train_tp++)

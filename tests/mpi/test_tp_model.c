@@ -322,11 +322,7 @@ int main(void)
 	struct rl_tp_group tp;
 	char err[512];
 
-	if (rl_comm_world_init(&w, &world, 0, 60, err, sizeof err)) {
-		fprintf(stderr, "test_tp_model: %s\n", err);
-		return 1;
-	}
-	me = rl_comm_rank(world);
+	start_ranks(&w, &world, 0, "test_tp_model");
 	rl_tp_group_bind(&tp, world);
 	cut.tp = tp;
 	cut.pp.size = 1;
