@@ -159,6 +159,11 @@ int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_
 
 char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen)
 {
+	return rl_ckpt_read_whole(path, 64u << 20, len, err, errlen);
+}
+
+char *rl_ckpt_read_whole(const char *path, size_t limit, size_t *len, char *err, size_t errlen)
+{
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t cap = 0, n = 0;
@@ -170,7 +175,7 @@ char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen)
 	for (;;) {
 		if (n + 4096 + 1 > cap) {
 			cap = cap ? cap * 2 : 8192;
-			char *more = cap <= (64u << 20) ? realloc(buf, cap) : NULL;
+			char *more = cap <= limit + 4096 + 1 ? realloc(buf, cap) : NULL;
 			if (!more) {
 				snprintf(err, errlen, "%s: too large or out of memory", path);
 				goto fail;

@@ -5,7 +5,7 @@
  * problem number), see rlrun(1).
  * defines: struct rl_ckpt_run_state, rl_ckpt_model_signature,
  * rl_ckpt_run_state_json, rl_ckpt_run_state_parse, rl_ckpt_run_state_read,
- * rl_ckpt_read_text */
+ * rl_ckpt_read_text, rl_ckpt_read_whole */
 #ifndef RL_CKPT_RUN_STATE_H
 #define RL_CKPT_RUN_STATE_H
 
@@ -55,5 +55,7 @@ int rl_ckpt_run_state_read(struct rl_ckpt_run_state *s, const char *dir, char *e
 
 /* A whole small file (at most 64 MiB), NUL-terminated; *len without it. */
 char *rl_ckpt_read_text(const char *path, size_t *len, char *err, size_t errlen);
+/* The same with another limit, in bytes. */
+char *rl_ckpt_read_whole(const char *path, size_t limit, size_t *len, char *err, size_t errlen);
 
 #endif

@@ -19,6 +19,7 @@
 #include "runtime/ckpt/run_state.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/grpo/checkpoint.h"
+#include "runtime/grpo/replay_buffer.h"
 #include "runtime/grpo/slurm_job.h"
 #include "runtime/grpo/trainer.h"
 
@@ -212,9 +213,13 @@ static char *run_state_text(const struct rl_trainer *t, int64_t step,
 	    .restart_count = job.restart_count,
 	    .metrics = rl_metrics_json(m),
 	};
-	struct rl_data_position pos;
+	struct rl_data_position pos = t->next_position;
 
-	rl_data_source_position(&t->data, &pos);
+	/* with a rollout in flight, the data as it stood before its prompts:
+	 * the resume takes them again and checks them against the buffer's,
+	 * and a resume that does not use the buffer goes on as it should */
+	if (!t->next_ready)
+		rl_data_source_position(&t->data, &pos);
 	s.data_epoch = pos.epoch;
 	s.data_position = pos.position;
 	s.data_examples = pos.examples;
@@ -258,6 +263,10 @@ static int write_files(struct rl_ckpt_save *s, const char *root, int rank)
 	     rl_ckpt_write_file(s->dir, RL_CKPT_CONFIG, s->config, strlen(s->config),
 	                        &s->config_sum, s->err, sizeof s->err)))
 		return -1;
+	if (rank == 0 && s->buffer.len &&
+	    rl_ckpt_write_file(s->dir, RL_CKPT_ROLLOUT_BUFFER, s->buffer.buf, s->buffer.len,
+	                       &s->buffer_sum, s->err, sizeof s->err))
+		return -1;
 	return 0;
 }
 
@@ -296,7 +305,7 @@ static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *a
 			         s->step, r);
 			return -1;
 		}
-	man.files = calloc((size_t)n + 2, sizeof *man.files);
+	man.files = calloc((size_t)n + 3, sizeof *man.files);
 	if (!man.files) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -311,6 +320,12 @@ static int commit(struct rl_trainer *t, struct rl_ckpt_save *s, const int64_t *a
 	snprintf(man.files[n + 1].name, sizeof man.files[n + 1].name, "%s", RL_CKPT_CONFIG);
 	man.files[n + 1].sum = s->config_sum;
 	man.n_files = n + 2;
+	if (s->buffer.len) {
+		snprintf(man.files[n + 2].name, sizeof man.files[n + 2].name, "%s",
+		         RL_CKPT_ROLLOUT_BUFFER);
+		man.files[n + 2].sum = s->buffer_sum;
+		man.n_files++;
+	}
 	if (rl_ckpt_manifest_write(s->dir, &man, err, errlen) ||
 	    rl_ckpt_commit(c->checkpoint_dir, s->step, err, errlen))
 		goto out;
@@ -407,10 +422,19 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 	}
 	if (copy_to_host(t, s, err, errlen))
 		return -1;
+	if (t->next_asked) {
+		/* every rank is here: the step receives its rollout before it ends */
+		snprintf(err, errlen,
+		         "checkpoint step_%" PRId64 ": a rollout is still being generated", step);
+		return -1;
+	}
+	s->buffer.len = 0;
 	if (rl_trainer_rank(t) == 0) {
 		s->run_state = run_state_text(t, step, m);
 		s->config = config_text(t->cfg);
-		if (!s->run_state || !s->config) {
+		if (!s->run_state || !s->config ||
+		    (t->next_ready &&
+		     rl_replay_buffer_pack(&s->buffer, &t->next, step + 1, &t->next_info))) {
 			snprintf(err, errlen, "out of memory writing the run state");
 			return -1;
 		}
@@ -446,6 +470,7 @@ void rl_trainer_save_free(struct rl_trainer *t)
 	free(s->pieces);
 	free(s->run_state);
 	free(s->config);
+	rl_wire_free(&s->buffer);
 	free(s);
 	t->ckpt = NULL;
 }

@@ -13,6 +13,7 @@
 #include "runtime/ckpt/reshard.h"
 #include "runtime/ckpt/shard.h"
 #include "runtime/grpo/metrics.h"
+#include "runtime/grpo/rollout_wire.h"
 
 struct rl_trainer;
 
@@ -29,11 +30,12 @@ struct rl_ckpt_save {
 	struct rl_ckpt_piece *pieces;
 	int n_pieces, pieces_cap;
 	char *run_state, *config; /* the first rank's extra files */
+	struct rl_wire buffer;    /* and the rollout in flight; len 0: none */
 	char dir[4200];           /* tmp_step_N */
 	/* what the thread reports */
 	int rc;
 	char err[1024];
-	struct rl_ckpt_file_sum shard_sum, run_state_sum, config_sum;
+	struct rl_ckpt_file_sum shard_sum, run_state_sum, config_sum, buffer_sum;
 	double started, finished; /* rl_now(): the host copy began, the files were durable */
 	/* after a commit: its step, and the longest any rank took from the
 	 * start of its host copy to durable files (the first rank knows it,

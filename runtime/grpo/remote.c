@@ -33,43 +33,6 @@ static void send_command(struct rl_trainer *t, struct command *c, void *payload)
 		                  "a command's payload");
 }
 
-static int pack_prompts(const struct rl_rollout *r, struct rl_wire *w)
-{
-	for (int g = 0; g < r->n_groups; g++) {
-		int32_t len = (int32_t)strlen(r->prompts[g]);
-
-		if (rl_wire_put(w, &len, sizeof len) || rl_wire_put(w, r->prompts[g], (size_t)len))
-			return -1;
-	}
-	return 0;
-}
-
-static int unpack_prompts(struct rl_rollout *r, const unsigned char *p, size_t n, char *err,
-                          size_t errlen)
-{
-	const unsigned char *end = p + n;
-
-	for (int g = 0; g < r->n_groups; g++) {
-		int32_t len;
-
-		if ((size_t)(end - p) < sizeof len)
-			goto short_payload;
-		memcpy(&len, p, sizeof len);
-		p += sizeof len;
-		if (len < 0 || (size_t)(end - p) < (size_t)len)
-			goto short_payload;
-		if (!(r->prompts[g] = strndup((const char *)p, (size_t)len))) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		p += len;
-	}
-	return 0;
-short_payload:
-	snprintf(err, errlen, "the prompts of a rollout command are cut short");
-	return -1;
-}
-
 /* Training rank 0: every generation replica's packet into r, in replica
  * order. */
 static int collect(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *got, char *err,
@@ -168,7 +131,7 @@ int rl_remote_request(struct rl_trainer *t, const struct rl_rollout *r, uint64_t
 
 	if (!t->dist->bridge)
 		return 0;
-	if (pack_prompts(r, &prompts)) {
+	if (rl_wire_pack_prompts(&prompts, r)) {
 		rl_wire_free(&prompts);
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -239,7 +202,7 @@ static int serve_rollout(struct rl_trainer *t, const struct command *c,
 		         c->group_size);
 		return -1;
 	}
-	if (unpack_prompts(&r, payload, (size_t)c->payload_bytes, err, errlen) ||
+	if (rl_wire_unpack_prompts(payload, (size_t)c->payload_bytes, &r, err, errlen) ||
 	    rl_rollout_generate(t, &r, c->seed, &info.prompts_truncated, err, errlen))
 		goto done;
 	/* the replica's tensor-parallel ranks made the same samples; the

@@ -19,6 +19,7 @@
 #include "runtime/ckpt/store.h"
 #include "runtime/ckpt/verify.h"
 #include "runtime/grpo/checkpoint.h"
+#include "runtime/grpo/replay_buffer.h"
 #include "runtime/grpo/trainer.h"
 
 /* true on every rank when it is true on every rank */
@@ -182,6 +183,94 @@ static int apply_staged(struct rl_trainer *t, const struct staged *st,
 	return 0;
 }
 
+static bool lists(const struct rl_ckpt_manifest *man, const char *name)
+{
+	for (int i = 0; i < man->n_files; i++)
+		if (strcmp(man->files[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* Why buffer b, sound in itself, does not fit this run (a config changed
+ * since), or NULL. */
+static const char *misfit(const struct rl_trainer *t, const struct rl_rollout *b)
+{
+	const struct rl_config *c = t->cfg;
+
+	if (b->n_groups != c->grpo.num_prompts_per_step ||
+	    b->group_size != c->grpo.num_generations_per_prompt)
+		return "grpo.num_prompts_per_step or num_generations_per_prompt changed";
+	for (int i = 0; i < b->n; i++)
+		if (b->s[i].len > c->policy.max_total_sequence_length)
+			return "a sample is longer than policy.max_total_sequence_length now";
+	return NULL;
+}
+
+/* Asynchronous GRPO: the rollout the checkpoint's run had in flight
+ * becomes the next step's, as that run would have trained on it. The
+ * data stands before its prompts (checkpoint.c); they are taken again and
+ * must be the buffer's. A run that is not asynchronous, or whose steps no
+ * longer fit the buffer, generates the step anew from the same prompts. */
+static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
+                       char *err, size_t errlen)
+{
+	int64_t step = man->step + 1;
+	struct rl_rollout b;
+	struct rl_wire_info info;
+	const char *why = "grpo.async_grpo.enabled is false";
+	struct rl_sample *generated;
+	int rc = -1, got;
+
+	if (!lists(man, RL_CKPT_ROLLOUT_BUFFER))
+		return 0;
+	if (!t->cfg->grpo.async_grpo.enabled) {
+		memset(&b, 0, sizeof b);
+		goto anew;
+	}
+	if (rl_replay_buffer_read(dir, step, INT32_MAX, &b, &info, err, errlen))
+		return -1;
+	if ((why = misfit(t, &b)))
+		goto anew;
+	rl_data_source_position(&t->data, &t->next_position);
+	got = rl_trainer_next_prompts(t, &t->next, err, errlen);
+	if (got) {
+		if (got > 0)
+			snprintf(err, errlen,
+			         "%s/%s holds step %" PRId64 "'s rollout, but the data has no "
+			         "prompts left for that step",
+			         dir, RL_CKPT_ROLLOUT_BUFFER, step);
+		goto out;
+	}
+	for (int g = 0; g < b.n_groups; g++)
+		if (strcmp(b.prompts[g], t->next.prompts[g]) != 0) {
+			snprintf(err, errlen,
+			         "%s/%s: prompt %d of step %" PRId64 " is not the one the data "
+			         "gives now (did the data set change since the checkpoint?)",
+			         dir, RL_CKPT_ROLLOUT_BUFFER, g, step);
+			goto out;
+		}
+	/* the samples move; the problems and answers stay the data's */
+	generated = b.s;
+	b.s = t->next.s;
+	t->next.s = generated;
+	t->next_info = info;
+	t->next_ready = true;
+	rc = 0;
+	goto out;
+anew:
+	if (t->progress)
+		fprintf(t->progress,
+		        "rlrun train: note: %s/%s, the rollout in flight, is not used (%s); step "
+		        "%" PRId64 " generates its rollout anew\n",
+		        dir, RL_CKPT_ROLLOUT_BUFFER, why, step);
+	rc = 0;
+out:
+	rl_rollout_free(&b);
+	if (rc)
+		rl_rollout_free(&t->next);
+	return rc;
+}
+
 static void say_resumed(struct rl_trainer *t, const char *dir, const struct rl_ckpt_run_state *s)
 {
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
@@ -284,11 +373,18 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 				fprintf(stderr, "rlrun train: rank %d: %s is not loadable: %s\n",
 				        rl_trainer_rank(t), dir, why);
 			set_aside(t, c->checkpoint_dir, steps[i]);
-		} else if (all_ok(t, read && apply_staged(t, &st, &s, err, errlen) == 0,
+		} else if (all_ok(t,
+		                  read && apply_staged(t, &st, &s, err, errlen) == 0 &&
+		                      take_buffer(t, dir, &man, err, errlen) == 0,
 		                  "checkpoint load")) {
 			loaded = true;
 			*done_steps = s.step;
 			say_resumed(t, dir, &s);
+			if (t->next_ready && t->progress)
+				fprintf(t->progress,
+				        "rlrun train: step %" PRId64 " trains on the rollout in "
+				        "flight that %s/%s holds, as the saved run would have\n",
+				        s.step + 1, dir, RL_CKPT_ROLLOUT_BUFFER);
 		} else {
 			/* a verified checkpoint that does not fit this run is the
 			 * user's to sort out, not a reason to go further back */

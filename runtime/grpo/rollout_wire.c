@@ -2,6 +2,7 @@
  * then each sample's head, tokens, generation logprobs and response text,
  * all in the host's byte order (the two ends are ranks of one run). */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,46 @@ int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, i
 		return -1;
 	}
 	*info = ph.info;
+	return 0;
+}
+
+int rl_wire_pack_prompts(struct rl_wire *w, const struct rl_rollout *r)
+{
+	for (int g = 0; g < r->n_groups; g++) {
+		size_t len = strlen(r->prompts[g]);
+		int32_t len32 = (int32_t)len;
+
+		if (len > INT32_MAX || rl_wire_put(w, &len32, sizeof len32) ||
+		    rl_wire_put(w, r->prompts[g], len))
+			return -1;
+	}
+	return 0;
+}
+
+int rl_wire_unpack_prompts(const unsigned char *buf, size_t len, struct rl_rollout *r, char *err,
+                           size_t errlen)
+{
+	struct reader rd = {buf, buf + len};
+
+	for (int g = 0; g < r->n_groups; g++) {
+		int32_t n;
+
+		if (take(&rd, &n, sizeof n) || n < 0 || (size_t)(rd.end - rd.p) < (size_t)n) {
+			snprintf(err, errlen, "the prompts are cut short at prompt %d of %d", g,
+			         r->n_groups);
+			return -1;
+		}
+		if (!(r->prompts[g] = strndup((const char *)rd.p, (size_t)n))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		rd.p += n;
+	}
+	if (rd.p != rd.end) {
+		snprintf(err, errlen, "%zu bytes follow the %d prompts", (size_t)(rd.end - rd.p),
+		         r->n_groups);
+		return -1;
+	}
 	return 0;
 }
 

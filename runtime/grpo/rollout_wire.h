@@ -3,7 +3,7 @@
  * sample (tokens, generation logprobs, flags, the decoded response) in a
  * self-describing buffer that is checked as it is read back.
  * defines: struct rl_wire, struct rl_wire_info, rl_wire_pack, rl_wire_unpack, rl_wire_put,
- * rl_wire_free */
+ * rl_wire_pack_prompts, rl_wire_unpack_prompts, rl_wire_free */
 #ifndef RL_GRPO_ROLLOUT_WIRE_H
 #define RL_GRPO_ROLLOUT_WIRE_H
 
@@ -35,6 +35,13 @@ int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, i
                    struct rl_wire_info *info, char *err, size_t errlen);
 /* n bytes of p appended to w. Returns 0, or -1 out of memory. */
 int rl_wire_put(struct rl_wire *w, const void *p, size_t n);
+/* r's prompts, each as its length and its bytes, appended to w. Returns
+ * 0, or -1 out of memory. */
+int rl_wire_pack_prompts(struct rl_wire *w, const struct rl_rollout *r);
+/* Exactly r->n_groups prompts of rl_wire_pack_prompts (buf, len) into
+ * r->prompts, which must be empty. Returns 0, or -1 with err. */
+int rl_wire_unpack_prompts(const unsigned char *buf, size_t len, struct rl_rollout *r, char *err,
+                           size_t errlen);
 void rl_wire_free(struct rl_wire *w);
 
 #endif

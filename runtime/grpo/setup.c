@@ -49,13 +49,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         (long long)c->grpo.async_grpo.max_trajectory_age_steps);
 		return -1;
 	}
-	if (c->grpo.async_grpo.enabled && c->checkpointing.enabled) {
-		snprintf(err, errlen,
-		         "grpo.async_grpo.enabled: the rollout in flight is not part of the "
-		         "checkpoint yet, so a resume could not be exact; set "
-		         "checkpointing.enabled=false for an asynchronous run");
-		return -1;
-	}
 	return 0;
 }
 

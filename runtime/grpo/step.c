@@ -236,8 +236,7 @@ static int set_advantages(const struct rl_trainer *t, struct rl_rollout *r)
 	return 0;
 }
 
-/* A step's prompts from the data: 1 when the data ran out. */
-static int next_prompts(struct rl_trainer *t, struct rl_rollout *r, char *err, size_t errlen)
+int rl_trainer_next_prompts(struct rl_trainer *t, struct rl_rollout *r, char *err, size_t errlen)
 {
 	if (rl_rollout_alloc(r, (int)t->cfg->grpo.num_prompts_per_step,
 	                     (int)t->cfg->grpo.num_generations_per_prompt)) {
@@ -268,7 +267,7 @@ static int async_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *
 		memset(&t->next, 0, sizeof t->next);
 		t->next_ready = false;
 	} else {
-		if ((rc = next_prompts(t, r, err, errlen)))
+		if ((rc = rl_trainer_next_prompts(t, r, err, errlen)))
 			return rc;
 		if (rl_remote_request(t, r, rl_step_seed((uint64_t)c->grpo.seed, step), err,
 		                      errlen) ||
@@ -280,7 +279,10 @@ static int async_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *
 	m->t.generation = info.generation_s;
 	if (step >= c->grpo.max_num_steps)
 		return 0;
-	rc = next_prompts(t, &t->next, err, errlen);
+	/* a checkpoint of this step saves the data where it stood before the
+	 * rollout in flight, which it saves beside (replay_buffer.h) */
+	rl_data_source_position(&t->data, &t->next_position);
+	rc = rl_trainer_next_prompts(t, &t->next, err, errlen);
 	if (rc == 0 &&
 	    rl_remote_request(t, &t->next, rl_step_seed((uint64_t)c->grpo.seed, step + 1), err,
 	                      errlen))
@@ -308,7 +310,7 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 		}
 		t1 = rl_now();
 	} else {
-		int got = next_prompts(t, &r, err, errlen);
+		int got = rl_trainer_next_prompts(t, &r, err, errlen);
 
 		if (got) {
 			rc = got;

@@ -2,7 +2,7 @@
  * trainer (setup, the step, the policy passes); not a public API.
  * defines: struct rl_trainer, rl_mb_token_budget, rl_trainer_setup, rl_trainer_free,
  * rl_trainer_open_metrics, rl_trainer_rank, rl_trainer_world_size, rl_trainer_is_main,
- * rl_trainer_step, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
+ * rl_trainer_step, rl_trainer_next_prompts, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
  * rl_policy_train */
 #ifndef RL_GRPO_TRAINER_H
 #define RL_GRPO_TRAINER_H
@@ -38,9 +38,11 @@ struct rl_trainer {
 	 * (remote.h); on a generation rank, dist->generation */
 	bool remote_generation;
 	/* asynchronous GRPO: the next step's rollout, asked for before this
-	 * step trains (next_asked) and received after (next_ready) */
+	 * step trains (next_asked) and received after (next_ready), and where
+	 * the data stood before its prompts were taken */
 	struct rl_rollout next;
 	struct rl_wire_info next_info;
+	struct rl_data_position next_position;
 	bool next_asked, next_ready;
 	struct rl_zero zero;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
@@ -96,6 +98,9 @@ void rl_trainer_free(struct rl_trainer *t);
 int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
                     size_t errlen);
 
+/* A step's prompts from the data into r (allocated here): 0, 1 when the
+ * data ran out, or -1 with err. */
+int rl_trainer_next_prompts(struct rl_trainer *t, struct rl_rollout *r, char *err, size_t errlen);
 /* The sampling seed of a step: the run's seed and the step, mixed, so that
  * a step's samples depend on nothing else (a resumed run redraws them).
  * Validation uses negative steps. */
