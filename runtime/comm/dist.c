@@ -12,11 +12,18 @@ static const struct {
 	const char *mask; /* NULL: not a mask of the dense grid */
 	int expert;
 } groups[RL_N_GROUPS] = {
-    [RL_G_WORLD] = {"world", NULL, 0},    [RL_G_TP] = {"tp", "tp", 0},
-    [RL_G_CP] = {"cp", "cp", 0},          [RL_G_DP] = {"dp", "dp", 0},
-    [RL_G_PP] = {"pp", "pp", 0},          [RL_G_DP_CP] = {"dp-cp", "dp-cp", 0},
-    [RL_G_TP_DP] = {"tp-dp", "tp-dp", 0}, [RL_G_MP] = {"tp-pp", "tp-pp", 0},
-    [RL_G_EP] = {"ep", "ep", 1},          [RL_G_EMBEDDING] = {"embedding", NULL, 0},
+    [RL_G_WORLD] = {"world", NULL, 0},
+    [RL_G_TP] = {"tp", "tp", 0},
+    [RL_G_CP] = {"cp", "cp", 0},
+    [RL_G_DP] = {"dp", "dp", 0},
+    [RL_G_PP] = {"pp", "pp", 0},
+    [RL_G_DP_CP] = {"dp-cp", "dp-cp", 0},
+    [RL_G_TP_DP] = {"tp-dp", "tp-dp", 0},
+    [RL_G_MP] = {"tp-pp", "tp-pp", 0},
+    [RL_G_EP] = {"ep", "ep", 1},
+    [RL_G_EDP] = {"edp", "dp", 1},
+    [RL_G_EXPERT_MP] = {"expert-mp", "tp-ep-pp", 1},
+    [RL_G_EMBEDDING] = {"embedding", NULL, 0},
 };
 
 const char *rl_group_name(enum rl_group g)
@@ -119,6 +126,9 @@ int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_d
 
 		if (g == RL_G_EMBEDDING)
 			embedding_place(d, &color, &key);
+		else if ((g == RL_G_EDP || g == RL_G_EXPERT_MP) &&
+		         d->layout.expert_size[RL_AXIS_EP] == 1)
+			color = key = -1; /* the experts are dense tensors then */
 		else if (place(&d->layout, groups[g].mask, groups[g].expert, d->rank, &color, &key,
 		               err, errlen))
 			goto fail;

@@ -20,6 +20,12 @@ enum rl_group {
 	RL_G_TP_DP,
 	RL_G_MP, /* tp-pp: the ranks that hold one copy of the model */
 	RL_G_EP,
+	/* under expert parallelism (NULL without): the ranks that hold the
+	 * same experts, over which their gradients are reduced (the expert
+	 * grid's dp), and the ranks that hold one copy of every expert
+	 * (its tp-ep-pp) */
+	RL_G_EDP,
+	RL_G_EXPERT_MP,
 	/* the first and the last pipeline stage: the tied embedding's two
 	 * copies; NULL on the stages between */
 	RL_G_EMBEDDING,

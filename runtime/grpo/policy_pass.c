@@ -281,7 +281,7 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 		if (rl_model_reduce_grads(t->model, err, errlen) ||
 		    rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
 		    (dump && rl_grad_dump_write(t, stats->loss, err, errlen)) ||
-		    rl_zero_update(&t->zero, t->model, max_norm, grad_norm, err, errlen))
+		    rl_zero_update(&t->zero, NULL, t->model, max_norm, grad_norm, err, errlen))
 			return -1;
 	} else {
 		t->opt.hp.lr = lr;

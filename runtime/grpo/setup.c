@@ -30,8 +30,9 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		snprintf(err, errlen,
 		         "policy.parallel: GRPO training runs with tensor, pipeline, context and "
 		         "data parallelism only in this release (a mixture of experts trains with "
-		         "its experts on every rank; expert parallelism is in the model, not yet "
-		         "in the optimizer); set expert and expert_tensor to 1 and give the sizes "
+		         "its experts on every rank; expert parallelism is in the model and the "
+		         "distributed optimizer, but not yet in generation, refit and "
+		         "checkpoints); set expert and expert_tensor to 1 and give the sizes "
 		         "(more ranks become data parallel)");
 		return -1;
 	}
@@ -201,8 +202,8 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	if (t->dist) {
 		/* Megatron's default bucket is 40M parameters; small models get
 		 * one bucket */
-		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], t->model,
-		                 &hp, 40 << 20, err, errlen))
+		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], t->model, 0,
+		                 t->model->n_elems, &hp, 40 << 20, err, errlen))
 			return -1;
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;

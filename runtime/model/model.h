@@ -202,6 +202,10 @@ struct rl_model {
 	bool freeze_router;
 
 	int64_t n_elems;
+	/* under expert parallelism, the experts' tensors are the flat
+	 * buffers' [expert_start, n_elems), after every dense tensor; without,
+	 * expert_start is n_elems */
+	int64_t expert_start;
 	float *flat;
 	float *flat_grad;
 	float *inv_freq; /* head_dim / 2 rotary frequencies (backend memory) */

@@ -281,6 +281,7 @@ static int build_table(struct rl_model *m)
 	bool first = rl_model_first_stage(m), last = rl_model_last_stage(m);
 	int max = 3 + c->n_layers * (RL_P_PER_LAYER + 3 * sh->n_experts);
 	int64_t embed = -1, norm = -1, head = -1;
+	bool experts_apart = sh->ep.size > 1;
 
 	m->params = calloc((size_t)max, sizeof *m->params);
 	m->layer = calloc((size_t)c->n_layers * RL_P_PER_LAYER, sizeof *m->layer);
@@ -304,8 +305,9 @@ static int build_table(struct rl_model *m)
 				continue;
 			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
 			if (is_expert((enum rl_layer_param)p)) {
-				m->layer[i * RL_P_PER_LAYER + p] =
-				    add_expert_stack(m, i, (enum rl_layer_param)p, rows, cols);
+				if (!experts_apart)
+					m->layer[i * RL_P_PER_LAYER + p] = add_expert_stack(
+					    m, i, (enum rl_layer_param)p, rows, cols);
 				continue;
 			}
 			struct rl_param *x = add_param(m, rows, cols, split, "model.layers.%d.%s",
@@ -324,6 +326,22 @@ static int build_table(struct rl_model *m)
 		           : add_param(m, c->vocab_size, c->hidden_size, 0, "lm_head.weight") -
 		                 m->params;
 	}
+	/* under expert parallelism the experts are reduced and updated over
+	 * other ranks than the dense tensors: they get a region of their own
+	 * at the end of the flat buffers */
+	m->expert_start = m->n_elems;
+	for (int i = sh->first_layer; experts_apart && i < sh->first_layer + sh->n_layers; i++)
+		for (int p = 0; p < RL_P_PER_LAYER; p++) {
+			int64_t rows, cols;
+			int split;
+
+			if (!layer_has(c, i, (enum rl_layer_param)p) ||
+			    !is_expert((enum rl_layer_param)p))
+				continue;
+			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
+			m->layer[i * RL_P_PER_LAYER + p] =
+			    add_expert_stack(m, i, (enum rl_layer_param)p, rows, cols);
+		}
 	m->embed = first ? &m->params[embed] : NULL;
 	m->final_norm = last ? &m->params[norm] : NULL;
 	m->lm_head = last ? &m->params[head] : NULL;

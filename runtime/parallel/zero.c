@@ -29,8 +29,8 @@ static int64_t shard_offset(const struct rl_zero *z, int b)
 	return bucket_start(z, b) / rl_comm_size(z->group);
 }
 
-/* Adds flat floats [lo, hi) that sit at shard index at + (x - from) for x
- * in [from, from + real), minus the replicas, to z's pieces. */
+/* Adds the region's floats [from, from + real), which sit at shard index
+ * at onwards, minus the replicas, to z's pieces. */
 static void add_pieces(struct rl_zero *z, const struct rl_model *m, int64_t from, int64_t real,
                        int64_t at)
 {
@@ -39,7 +39,7 @@ static void add_pieces(struct rl_zero *z, const struct rl_model *m, int64_t from
 	/* parameters lie in increasing offsets; a replica cuts a hole */
 	for (int i = 0; i < m->n_params && x < end; i++) {
 		const struct rl_param *p = &m->params[i];
-		int64_t lo = p->offset, hi = p->offset + p->numel;
+		int64_t lo = p->offset - z->base, hi = lo + p->numel;
 
 		if (!p->replica || hi <= x || lo >= end)
 			continue;
@@ -52,8 +52,8 @@ static void add_pieces(struct rl_zero *z, const struct rl_model *m, int64_t from
 }
 
 int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
-                 const struct rl_model *m, const struct rl_adamw_hparams *hp,
-                 int64_t bucket_floats, char *err, size_t errlen)
+                 const struct rl_model *m, int64_t base, int64_t n,
+                 const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	int64_t p = rl_comm_size(group);
@@ -63,7 +63,8 @@ int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
 	z->mp = mp;
 	z->ops = ops;
 	z->hp = *hp;
-	z->n = m->n_elems;
+	z->base = base;
+	z->n = n;
 	z->bucket = (bucket_floats < p ? p : bucket_floats) / p * p;
 	z->n_buckets = (int)((z->n + z->bucket - 1) / z->bucket);
 	for (int b = 0; b < z->n_buckets; b++)
@@ -102,7 +103,8 @@ int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
 		if (real < slice &&
 		    ops->zero(dst, (size_t)slice * sizeof(float), NULL)) /* padding */
 			goto copy_failed;
-		if (real > 0 && ops->copy(dst, m->flat + from, (size_t)real * sizeof(float), NULL))
+		if (real > 0 &&
+		    ops->copy(dst, m->flat + base + from, (size_t)real * sizeof(float), NULL))
 			goto copy_failed;
 	}
 	return 0;
@@ -145,7 +147,7 @@ int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_
 	(void)err;
 	(void)errlen;
 	for (int b = 0; b < z->n_buckets; b++)
-		rl_comm_reduce_scatter(z->group, bucket_source(z, m->flat_grad, b),
+		rl_comm_reduce_scatter(z->group, bucket_source(z, m->flat_grad + z->base, b),
 		                       z->grad + shard_offset(z, b), (size_t)(bucket_len(z, b) / p),
 		                       RL_COMM_F32, RL_COMM_SUM, "gradient reduce-scatter");
 	return 0;
@@ -180,33 +182,51 @@ int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errle
 	return 0;
 }
 
-int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,
-                   size_t errlen)
+/* The squares of this region's gradient, each tensor once, summed over
+ * every rank. */
+static int sum_squares(struct rl_zero *z, double *ss)
+{
+	*ss = 0;
+	for (int i = 0; i < z->n_pieces; i++)
+		if (z->ops->sum_squares(ss, z->grad + z->pieces[i].at, z->pieces[i].len, NULL))
+			return -1;
+	rl_comm_all_reduce(z->group, ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
+	if (z->mp)
+		rl_comm_all_reduce(z->mp, ss, 1, RL_COMM_F64, RL_COMM_SUM,
+		                   "gradient norm over the model's parts");
+	return 0;
+}
+
+/* The slices clipped by coef (< 1) or not, one AdamW step, and the new
+ * weights gathered into m. */
+static int step(struct rl_zero *z, struct rl_model *m, float coef)
 {
 	const struct rl_ops *ops = z->ops;
-	double ss = 0;
 
-	for (int i = 0; i < z->n_pieces; i++)
-		if (ops->sum_squares(&ss, z->grad + z->pieces[i].at, z->pieces[i].len, NULL))
-			goto failed;
-	rl_comm_all_reduce(z->group, &ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
-	if (z->mp)
-		rl_comm_all_reduce(z->mp, &ss, 1, RL_COMM_F64, RL_COMM_SUM,
-		                   "gradient norm over the model's parts");
-	*norm = sqrt(ss);
-	if (max_norm > 0) {
-		/* torch computes the coefficient in fp32 from the fp32 norm */
-		float coef = (float)max_norm / ((float)*norm + 1e-6f);
-		if (coef < 1.0f && ops->scale(z->grad, z->shard, coef, NULL))
-			goto failed;
-	}
+	if (coef < 1.0f && ops->scale(z->grad, z->shard, coef, NULL))
+		return -1;
 	z->step++;
-	if (ops->adamw_step(z->master, z->grad, z->m, z->v, z->shard, &z->hp, z->step, NULL) ||
-	    gather(z, z->master, m->flat, "parameter all-gather"))
+	return ops->adamw_step(z->master, z->grad, z->m, z->v, z->shard, &z->hp, z->step, NULL) ||
+	       gather(z, z->master, m->flat + z->base, "parameter all-gather");
+}
+
+int rl_zero_update(struct rl_zero *z, struct rl_zero *experts, struct rl_model *m, double max_norm,
+                   double *norm, char *err, size_t errlen)
+{
+	double ss, expert_ss = 0;
+	float coef = 1.0f;
+
+	if (sum_squares(z, &ss) || (experts && sum_squares(experts, &expert_ss)))
+		goto failed;
+	*norm = sqrt(ss + expert_ss);
+	/* torch computes the coefficient in fp32 from the fp32 norm */
+	if (max_norm > 0)
+		coef = (float)max_norm / ((float)*norm + 1e-6f);
+	if (step(z, m, coef) || (experts && step(experts, m, coef)))
 		goto failed;
 	return 0;
 failed:
-	snprintf(err, errlen, "the %s backend failed during the distributed update", ops->name);
+	snprintf(err, errlen, "the %s backend failed during the distributed update", z->ops->name);
 	return -1;
 }
 
@@ -214,10 +234,12 @@ void rl_zero_slice(const struct rl_zero *z, int b, int64_t *from, int64_t *len, 
 {
 	int64_t slice = bucket_len(z, b) / rl_comm_size(z->group);
 
-	*from = bucket_start(z, b) + rl_comm_rank(z->group) * slice;
-	*len = z->n - *from < slice ? z->n - *from : slice;
+	int64_t start = bucket_start(z, b) + rl_comm_rank(z->group) * slice;
+
+	*len = z->n - start < slice ? z->n - start : slice;
 	if (*len < 0)
 		*len = 0;
+	*from = z->base + start;
 	*at = shard_offset(z, b);
 }
 

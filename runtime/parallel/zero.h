@@ -1,8 +1,11 @@
-/* The distributed optimizer (ZeRO-1, as Megatron-Core's): the model's flat
- * gradient is reduce-scattered over the data-parallel group bucket by
- * bucket, each rank keeps the fp32 master weights and the Adam moments of
- * its slice of every bucket only, updates that slice, and the new weights
- * are all-gathered back into every rank's model.
+/* The distributed optimizer (ZeRO-1, as Megatron-Core's): a region of the
+ * model's flat gradient is reduce-scattered over the data-parallel group
+ * bucket by bucket, each rank keeps the fp32 master weights and the Adam
+ * moments of its slice of every bucket only, updates that slice, and the
+ * new weights are all-gathered back into every rank's model. Under expert
+ * parallelism the model has two regions, as Megatron's two buffers: the
+ * dense tensors over the data-parallel ranks, the experts over the
+ * expert-data-parallel ones (the ranks that hold the same experts).
  * defines: struct rl_zero, rl_zero_init, rl_zero_free, rl_zero_reduce_grads,
  * rl_zero_gather_grads, rl_zero_update, rl_zero_slice, rl_zero_restore */
 #ifndef RL_PARALLEL_ZERO_H
@@ -20,13 +23,15 @@ struct rl_zero_piece {
 };
 
 struct rl_zero {
-	struct rl_comm *group; /* dp-cp */
-	struct rl_comm *mp;    /* the ranks that hold one copy of the model; NULL: this one */
+	struct rl_comm *group; /* dp-cp; for the experts, the expert grid's dp */
+	/* the ranks that hold one copy of the region (tp-pp; for the experts,
+	 * the expert grid's tp-ep-pp); NULL: this one */
+	struct rl_comm *mp;
 	const struct rl_ops *ops;
 	struct rl_adamw_hparams hp;
-	int64_t step;   /* updates taken */
-	int64_t n;      /* floats in the model's flat buffers */
-	int64_t bucket; /* floats per bucket, a multiple of the group's size */
+	int64_t step;    /* updates taken */
+	int64_t base, n; /* the region: the model's flat floats [base, base + n) */
+	int64_t bucket;  /* floats per bucket, a multiple of the group's size */
 	int n_buckets;
 	int64_t shard;                /* floats this rank owns, over every bucket */
 	float *master, *grad, *m, *v; /* [shard], backend memory */
@@ -37,35 +42,37 @@ struct rl_zero {
 	int n_pieces;
 };
 
-/* bucket_floats: the reduce-scatter granularity (rounded to the group
- * size). mp: the group over which the model is cut (tensor and pipeline
- * parallel), NULL for none. Takes the master weights from the model as it
- * is now. */
+/* The region [base, base + n) of m's flat buffers, which must be laid out
+ * alike on every rank of group. bucket_floats: the reduce-scatter
+ * granularity (rounded to the group size). mp: the group over which the
+ * region is cut (tensor and pipeline parallel), NULL for none. Takes the
+ * master weights from the model as it is now. */
 int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
-                 const struct rl_model *m,
+                 const struct rl_model *m, int64_t base, int64_t n,
                  const struct rl_adamw_hparams *hp, int64_t bucket_floats, char *err,
                  size_t errlen);
 void rl_zero_free(struct rl_zero *z);
 
 /* The sum over the group of every rank's gradient, this rank's slices. */
 int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_t errlen);
-/* After rl_zero_reduce_grads: the whole summed gradient into full (n
- * floats, backend memory) on every rank. */
+/* After rl_zero_reduce_grads: the region's whole summed gradient into
+ * full (its n floats, backend memory) on every rank. */
 int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errlen);
-/* After rl_zero_reduce_grads: the global gradient norm into *norm (over
- * every rank's slice and every part of the model, each tensor once, as
- * torch.nn.utils.clip_grad_norm_ over the whole model), the slices clipped to max_norm (> 0; <= 0 only measures), one
- * AdamW step with hp.lr as set now, and the new weights in m on every
- * rank. */
-int rl_zero_update(struct rl_zero *z, struct rl_model *m, double max_norm, double *norm, char *err,
-                   size_t errlen);
+/* After rl_zero_reduce_grads of z and experts (NULL: a model with one
+ * region): the global gradient norm into *norm (over every rank's slice
+ * and every part of the model, each tensor once, as
+ * torch.nn.utils.clip_grad_norm_ over the whole model), the slices of
+ * both clipped to max_norm (> 0; <= 0 only measures), one AdamW step with
+ * hp.lr as set now, and the new weights in m on every rank. */
+int rl_zero_update(struct rl_zero *z, struct rl_zero *experts, struct rl_model *m, double max_norm,
+                   double *norm, char *err, size_t errlen);
 
 /* This rank's slice of bucket b: the model's flat floats [*from, *from +
  * *len) (len 0: the slice is all padding), at shard index *at. */
 void rl_zero_slice(const struct rl_zero *z, int b, int64_t *from, int64_t *len, int64_t *at);
 
 /* After a checkpoint was loaded into m: the master weights from m, the
- * moments from exp_avg and exp_avg_sq (n floats each, this rank's whole
+ * moments from exp_avg and exp_avg_sq (m->n_elems floats each, this rank's whole
  * cut of the model, host memory) and the update count. */
 int rl_zero_restore(struct rl_zero *z, const struct rl_model *m, const float *exp_avg,
                     const float *exp_avg_sq, int64_t step, char *err, size_t errlen);

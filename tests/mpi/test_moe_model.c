@@ -7,7 +7,11 @@
  * give the whole one's log-probabilities at every token, the same
  * load-balancing loss (balanced over the whole batch), and, once the
  * dense gradients are summed over DP and the experts' over EDP, the same
- * gradient for every parameter. Prints "N passed, M failed" on rank 0. */
+ * gradient for every parameter. The distributed optimizer, with the
+ * experts in a region of their own reduced over EDP, must then take the
+ * whole model's clipped AdamW step: the same gradient norm, each tensor
+ * counted once, and the same new weights. Prints "N passed, M failed" on
+ * rank 0. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +23,7 @@
 #include "runtime/model/model.h"
 #include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/tp_group.h"
+#include "runtime/parallel/zero.h"
 #include "topology/layout.h"
 #include "tests/mpi/mpi_check.h"
 
@@ -176,7 +181,46 @@ struct reference {
 	float lp[T], c[T];
 	double aux;
 	struct rl_model *m;
+	/* one clipped AdamW step of the whole model on its gradient: the
+	 * gradient norm and the new weights */
+	double norm;
+	float *updated;
 };
+
+/* eps as large as the gradients, so that the step follows their size
+ * (and a clipping coefficient gone wrong shows), not only their sign */
+static const struct rl_adamw_hparams adamw = {
+    .lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-2f, .weight_decay = 0.1f};
+
+static double max_norm_of(double norm)
+{
+	return 0.5 * norm; /* the clipping takes part */
+}
+
+static void reference_update(struct reference *ref)
+{
+	struct rl_model *m = ref->m;
+	size_t n = (size_t)m->n_elems;
+	float *grad = malloc(n * sizeof *grad), *mom1 = calloc(n, sizeof *mom1),
+	      *mom2 = calloc(n, sizeof *mom2);
+	double ss = 0;
+
+	ref->updated = malloc(n * sizeof *ref->updated);
+	must(!grad || !mom1 || !mom2 || !ref->updated, "reference update", "out of memory");
+	memcpy(grad, m->flat_grad, n * sizeof *grad);
+	memcpy(ref->updated, m->flat, n * sizeof *grad);
+	for (size_t k = 0; k < n; k++)
+		ss += (double)grad[k] * grad[k];
+	ref->norm = sqrt(ss);
+	float coef = (float)max_norm_of(ref->norm) / ((float)ref->norm + 1e-6f);
+	for (size_t k = 0; k < n; k++)
+		grad[k] *= coef;
+	must(rl_adamw_step_cpu(ref->updated, grad, mom1, mom2, (int64_t)n, &adamw, 1, NULL),
+	     "reference update", "adamw");
+	free(grad);
+	free(mom1);
+	free(mom2);
+}
 
 static void reference_of(const struct variant *v, struct reference *ref)
 {
@@ -198,6 +242,7 @@ static void reference_of(const struct variant *v, struct reference *ref)
 	     "whole model", err);
 	ref->aux = rl_acts_aux_loss(ref->m, a);
 	rl_acts_free(ref->m, a);
+	reference_update(ref);
 }
 
 static void compare_layout(struct rl_comm *world, const struct variant *v,
@@ -280,6 +325,63 @@ static void compare_layout(struct rl_comm *world, const struct variant *v,
 		total += is_expert(ref->m->params[i].name);
 	check(held == total, "%s: the ep group holds %d expert tensors of %d", name, held, total);
 
+	/* The distributed optimizer: the dense tensors over dp, the experts
+	 * (their own region under expert parallelism) over edp; the norm
+	 * counts each tensor once, and the step is the whole model's. */
+	struct rl_comm *expert_mp = group_of(world, &l, "tp-ep-pp", 1);
+	struct rl_zero dense, experts;
+	bool apart = part->expert_start < part->n_elems;
+	check(apart == (lay->ep > 1), "%s: the experts %s a region of their own", name,
+	      apart ? "have" : "do not have");
+	must(rl_model_forward(part, a, &mine.b, err, sizeof err) ||
+	         rl_model_logprobs(part, a, lp, 1.0f, 16, err, sizeof err) ||
+	         rl_model_zero_grad(part) || rl_model_backward(part, a, dlp, err, sizeof err) ||
+	         rl_model_reduce_grads(part, err, sizeof err),
+	     name, err);
+	/* buckets of 100 floats: many of them, the last one padded */
+	must(rl_zero_init(&dense, dp, tp, part, 0, part->expert_start, &adamw, 100, err,
+	                  sizeof err) ||
+	         (apart &&
+	          rl_zero_init(&experts, edp, expert_mp, part, part->expert_start,
+	                       part->n_elems - part->expert_start, &adamw, 100, err, sizeof err)),
+	     name, err);
+	double norm = 0;
+	must(rl_zero_reduce_grads(&dense, part, err, sizeof err) ||
+	         (apart && rl_zero_reduce_grads(&experts, part, err, sizeof err)) ||
+	         rl_zero_update(&dense, apart ? &experts : NULL, part, max_norm_of(ref->norm),
+	                        &norm, err, sizeof err),
+	     name, err);
+	check(fabs(norm - ref->norm) <= 1e-5 * ref->norm, "%s: gradient norm %.9g, whole %.9g",
+	      name, norm, ref->norm);
+	double worst = 0;
+	for (int i = 0; i < part->n_params; i++) {
+		const struct rl_param *p = &part->params[i], *wp = find(ref->m, p->name);
+		float *full = wp ? malloc((size_t)wp->numel * sizeof(float)) : NULL;
+
+		if (!full)
+			continue;
+		must(rl_model_gather_param(part, i, p->data, full, err, sizeof err), "gather", err);
+		/* what the step moved, against what the whole model's moved */
+		const float *before = wp->data, *after = ref->updated + wp->offset;
+		for (int64_t k = 0; k < wp->numel; k++)
+			full[k] -= before[k];
+		float *want = malloc((size_t)wp->numel * sizeof(float));
+		for (int64_t k = 0; k < wp->numel; k++)
+			want[k] = after[k] - before[k];
+		double rel = rel_diff(full, want, (size_t)wp->numel);
+		worst = rel > worst ? rel : worst;
+		check(rel <= 1e-4, "%s: the step of %s differs by %.3g", name, p->name, rel);
+		free(want);
+		free(full);
+	}
+	if (me == 0)
+		printf("# %s: gradient norm %.6g, the step within %.2g of the whole model's\n",
+		       name, norm, worst);
+	rl_zero_free(&dense);
+	if (apart)
+		rl_zero_free(&experts);
+	rl_comm_free(expert_mp);
+
 	rl_acts_free(part, a);
 	rl_model_free(part);
 	rl_comm_free(tp);
@@ -310,6 +412,7 @@ int main(void)
 		for (size_t j = 0; j < n_lays; j++)
 			compare_layout(world, &variants[i], &ref, &lays[j]);
 		rl_model_free(ref.m);
+		free(ref.updated);
 	}
 	/* experts that do not divide are refused by name */
 	{
