@@ -118,6 +118,13 @@ struct rl_cfg_policy {
 	struct rl_opt_float max_grad_norm;
 	int64_t make_sequence_length_divisible_by;
 	struct rl_cfg_parallel parallel;
+	/* a mixture of experts: NeMo-RL's megatron_cfg.freeze_moe_router and
+	 * the load-balancing loss's coefficient (null: config.json's
+	 * router_aux_loss_coef) */
+	struct {
+		bool freeze_router;
+		struct rl_opt_float aux_loss_coef;
+	} moe;
 	struct {
 		bool enabled;
 		struct rl_opt_int train_mb_tokens;   /* null resolves from the batch sizes */

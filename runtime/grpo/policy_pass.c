@@ -234,7 +234,9 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	/* a mixture of experts' load-balancing loss: a mean over the
 	 * micro-batches of every data-parallel rank, as Megatron scales it */
 	int ranks = t->dp ? rl_comm_size(t->dp) : 1;
-	float aux = (float)(t->model->cfg.moe.aux_loss_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
+	const struct rl_opt_float *coef = &t->cfg->policy.moe.aux_loss_coef;
+	double aux_coef = coef->set ? coef->value : t->model->cfg.moe.aux_loss_coef;
+	float aux = (float)(aux_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
 	for (int i = 0; i < t->n_acts; i++)
 		rl_acts_set_aux_loss_coef(t->acts[i], aux);
 	struct rl_pipeline pl = pipeline_of(t, &p);
@@ -265,6 +267,37 @@ static void sum_stats(struct rl_trainer *t, struct rl_loss_stats *st)
 }
 
 /* One optimizer update over the global batch which[0..n). */
+/* policy.moe.freeze_router: a frozen router gets no gradient, but AdamW's
+ * weight decay would still shrink it (torch leaves a parameter that
+ * requires no gradient out of the optimizer): its weights are copied
+ * before each update (keep) and put back after (!keep). */
+static int frozen_routers(struct rl_trainer *t, bool keep)
+{
+	struct rl_model *m = t->model;
+	const struct rl_ops *ops = m->ops;
+	int64_t at = 0;
+
+	if (!t->frozen) {
+		for (int l = 0; l < m->cfg.n_layers; l++) {
+			const struct rl_param *r = m->layer[l * RL_P_PER_LAYER + RL_P_ROUTER];
+			at += r ? r->numel : 0;
+		}
+		if (!(t->frozen = malloc((size_t)at * sizeof(float) + 1)))
+			return -1;
+		at = 0;
+	}
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		struct rl_param *r = m->layer[l * RL_P_PER_LAYER + RL_P_ROUTER];
+		size_t bytes = r ? (size_t)r->numel * sizeof(float) : 0;
+
+		if (r && (keep ? ops->to_host(t->frozen + at, r->data, bytes, NULL)
+		               : ops->from_host(r->data, t->frozen + at, bytes, NULL)))
+			return -1;
+		at += r ? r->numel : 0;
+	}
+	return 0;
+}
+
 static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                               struct rl_loss_stats *stats, double *grad_norm, char *err,
                               size_t errlen)
@@ -276,6 +309,11 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 	float lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
 	/* the first update of this process: of the run, or after a resume */
 	bool dump = t->grad_dump && !t->grad_dumped;
+	bool freeze = t->model->freeze_router;
+	if (freeze && frozen_routers(t, true)) {
+		snprintf(err, errlen, "out of memory keeping the frozen routers");
+		return -1;
+	}
 	if (t->dist) {
 		t->zero.hp.lr = lr;
 		if (rl_model_reduce_grads(t->model, err, errlen) ||
@@ -293,6 +331,11 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 			         t->model->ops->name);
 			return -1;
 		}
+	}
+	if (freeze && frozen_routers(t, false)) {
+		snprintf(err, errlen, "the %s backend cannot restore the frozen routers",
+		         t->model->ops->name);
+		return -1;
 	}
 	t->grad_dumped |= dump;
 	t->optimizer_steps++;

@@ -69,6 +69,25 @@ static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* policy.moe: only a mixture of experts has routers to freeze or to
+ * balance; on another model the keys would do nothing, silently. */
+static int moe_options(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+
+	if (t->model->cfg.moe.n_experts == 0 &&
+	    (c->policy.moe.freeze_router || c->policy.moe.aux_loss_coef.set)) {
+		snprintf(err, errlen,
+		         "policy.moe.%s: %s is not a mixture of experts (its config.json has no "
+		         "experts): it has no router",
+		         c->policy.moe.freeze_router ? "freeze_router" : "aux_loss_coef",
+		         c->policy.model_name);
+		return -1;
+	}
+	t->model->freeze_router = c->policy.moe.freeze_router;
+	return 0;
+}
+
 static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
@@ -115,6 +134,8 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		if (rl_model_split(&t->model, &cut, err, errlen))
 			return -1;
 	}
+	if (moe_options(t, err, errlen))
+		return -1;
 	if (rl_builtin_is(tok_dir))
 		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
 	return rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
@@ -320,5 +341,6 @@ void rl_trainer_free(struct rl_trainer *t)
 	free(t->row_lp);
 	free(t->row_grad);
 	free(t->stop_ids);
+	free(t->frozen);
 	memset(t, 0, sizeof *t);
 }

@@ -2,8 +2,8 @@
  * trainer (setup, the step, the policy passes); not a public API.
  * defines: struct rl_trainer, rl_mb_token_budget, rl_trainer_setup, rl_trainer_free,
  * rl_trainer_open_metrics, rl_trainer_rank, rl_trainer_world_size, rl_trainer_is_main,
- * rl_trainer_step, rl_trainer_next_prompts, rl_step_seed, rl_rollout_generate, rl_policy_logprobs, rl_policy_gradients,
- * rl_policy_train */
+ * rl_trainer_step, rl_trainer_next_prompts, rl_step_seed, rl_rollout_generate, rl_policy_logprobs,
+ * rl_policy_gradients, rl_policy_train */
 #ifndef RL_GRPO_TRAINER_H
 #define RL_GRPO_TRAINER_H
 
@@ -65,6 +65,9 @@ struct rl_trainer {
 	float *row_grad; /* per packed row: d loss / d logprob */
 	int max_mb_tokens;
 
+	/* policy.moe.freeze_router: the routers' weights, put back after
+	 * each update (host memory; NULL until the first) */
+	float *frozen;
 	int64_t samples_per_step, updates_per_step;
 	int64_t optimizer_steps; /* taken so far */
 	float logit_scale;       /* 1 / temperature, as the sampler scales */

@@ -109,4 +109,62 @@ expect_status 0 "a Qwen3-MoE model trains" -- "$RLRUN" train grpo.max_num_steps=
 expect_grep "$WORK/out" "Qwen3MoeForCausalLM" "  names the family"
 expect_grep moe/metrics.jsonl '"step":2,.*"token_mult_prob_error":1\.00000' \
 	"  generation and training logprobs agree"
+
+# policy.moe.freeze_router: the routers keep their starting weights, bit
+# for bit, through updates with weight decay (which would shrink a router
+# that only gets no gradient), on one rank and on two (the distributed
+# optimizer); the other weights train, and without the key the routers do
+moe=$top_srcdir/tests/fixtures/models/qwen3-moe
+compare=$top_builddir/tests/tools/rl_compare
+moe_run() { # NAME LAUNCHER... -- [KEY=VALUE...]
+	name=$1
+	shift
+	launcher=
+	while [ "$1" != -- ]; do
+		launcher="$launcher $1"
+		shift
+	done
+	shift
+	# shellcheck disable=SC2086
+	expect_status 0 "Qwen3-MoE trains: $name" -- $launcher "$RLRUN" train grpo.max_num_steps=2 \
+		policy.model_name="$moe" policy.optimizer.kwargs.weight_decay=0.1 logger.log_dir="$name" \
+		checkpointing.enabled=true checkpointing.checkpoint_dir="$name.ck" "$@"
+	expect_status 0 "  exported to Hugging Face files" -- \
+		"$RLRUN" ckpt export "$name.ck/step_2" --hf "$name.hf"
+}
+# same RUN REFERENCE PART: yes when RUN's tensors named *PART* equal the
+# reference's bit for bit, no when they differ, and neither (with the
+# reason on stderr) when they could not be compared (rl_compare exits 2):
+# a run that wrote nothing must not pass as "trained"
+same() {
+	"$compare" grads "$1" "$2" 0 "$3" >/dev/null 2>"$WORK/compare.err"
+	case $? in
+	0) echo yes ;;
+	1) echo no ;;
+	*) sed 's/^/  | /' "$WORK/compare.err" >&2 ;;
+	esac
+}
+moe_run frozen -- policy.moe.freeze_router=true
+moe_run frozen-dp2 mpiexec -n 2 -- policy.moe.freeze_router=true
+moe_run free --
+start=$moe/model.safetensors
+for name in frozen frozen-dp2; do
+	[ "$(same "$name.hf/model.safetensors" "$start" mlp.gate.weight)" = yes ] &&
+		ok "  $name: the routers are the starting model's, bit for bit" ||
+		not_ok "  $name: the frozen routers changed"
+	[ "$(same "$name.hf/model.safetensors" "$start" q_proj)" = no ] &&
+		ok "  $name: the attention trained" || not_ok "  $name: the attention did not train"
+done
+[ "$(same free.hf/model.safetensors "$start" mlp.gate.weight)" = no ] &&
+	ok "  free: the routers trained" || not_ok "  free: the routers did not train"
+expect_status 1 "policy.moe.freeze_router on a model without experts is refused" -- \
+	"$RLRUN" train grpo.max_num_steps=1 policy.moe.freeze_router=true logger.log_dir=refused
+expect_grep "$WORK/err" "policy.moe.freeze_router: builtin:.* is not a mixture of experts" \
+	"  naming the key"
+# policy.moe.aux_loss_coef replaces config.json's router_aux_loss_coef:
+# at 0 the routers get another gradient than at its 0.05
+moe_run aux0 -- policy.moe.aux_loss_coef=0
+[ "$(same aux0.hf/model.safetensors free.hf/model.safetensors mlp.gate.weight)" = no ] &&
+	ok "  aux_loss_coef=0: the routers train otherwise" ||
+	not_ok "  aux_loss_coef=0 changed nothing"
 finish

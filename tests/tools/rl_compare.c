@@ -1,6 +1,7 @@
 /* Compares what two runs wrote, within a tolerance:
- *   rl_compare grads RUN.safetensors REFERENCE.safetensors TOL
- *     every tensor of the reference (RL_GRAD_DUMP's file) against the run's
+ *   rl_compare grads RUN.safetensors REFERENCE.safetensors TOL [PART]
+ *     every tensor of the reference (RL_GRAD_DUMP's file, or weights)
+ *     whose name contains PART (default: all) against the run's
  *     same-named one: ||run - ref|| / ||ref|| <= TOL, norm-wise per tensor
  *     (element-wise ratios explode where a gradient is near 0)
  *   rl_compare metrics RUN.jsonl REFERENCE.jsonl TOL
@@ -19,13 +20,13 @@
 
 #include "runtime/model/safetensors.h"
 
-static int grads(const char *run_path, const char *ref_path, double tol)
+static int grads(const char *run_path, const char *ref_path, double tol, const char *part)
 {
 	struct rl_st_archive *run, *ref;
 	char err[512];
 	double worst = 0, ref_total = 0;
 	const char *worst_name = "";
-	int bad = 0;
+	int bad = 0, compared = 0;
 
 	if (rl_st_open(&run, run_path, err, sizeof err) ||
 	    rl_st_open(&ref, ref_path, err, sizeof err)) {
@@ -37,6 +38,9 @@ static int grads(const char *run_path, const char *ref_path, double tol)
 		const struct rl_st_tensor *a = rl_st_find(run, b->name);
 		int64_t n = 1;
 
+		if (!strstr(b->name, part))
+			continue;
+		compared++;
 		for (int d = 0; d < b->ndim; d++)
 			n *= b->shape[d];
 		float *x = malloc((size_t)n * sizeof *x + 1),
@@ -72,15 +76,14 @@ static int grads(const char *run_path, const char *ref_path, double tol)
 		free(y);
 	}
 	/* two zero gradients agree whatever the code computes */
-	if (ref_total == 0) {
-		fprintf(stderr,
-		        "rl_compare: %s: the reference gradient is zero everywhere; "
-		        "it shows nothing\n",
-		        ref_path);
+	if (ref_total == 0 || compared == 0) {
+		fprintf(stderr, "rl_compare: %s: %s; it shows nothing\n", ref_path,
+		        compared ? "the reference is zero everywhere"
+		                 : "no tensor's name contains the part asked for");
 		bad++;
 	}
-	printf("rl_compare: %d tensors, worst %s at %.3g (tolerance %g)\n", rl_st_count(ref),
-	       worst_name, worst, tol);
+	printf("rl_compare: %d tensors, worst %s at %.3g (tolerance %g)\n", compared, worst_name,
+	       worst, tol);
 	rl_st_close(run);
 	rl_st_close(ref);
 	return bad ? 1 : 0;
@@ -187,10 +190,11 @@ static int metrics(const char *run_path, const char *ref_path, double tol)
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && strcmp(argv[1], "grads") == 0)
-		return grads(argv[2], argv[3], atof(argv[4]));
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "grads") == 0)
+		return grads(argv[2], argv[3], atof(argv[4]), argc == 6 ? argv[5] : "");
 	if (argc == 5 && strcmp(argv[1], "metrics") == 0)
 		return metrics(argv[2], argv[3], atof(argv[4]));
-	fprintf(stderr, "usage: rl_compare grads|metrics RUN REFERENCE TOLERANCE\n");
+	fprintf(stderr, "usage: rl_compare grads RUN REFERENCE TOLERANCE [PART]\n"
+	                "       rl_compare metrics RUN REFERENCE TOLERANCE\n");
 	return 2;
 }
