@@ -27,13 +27,15 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		return -1;
 	}
 	if (par->autoplan || par->expert > 1 || par->expert_tensor > 1) {
-		snprintf(err, errlen,
-		         "policy.parallel: GRPO training runs with tensor, pipeline, context and "
-		         "data parallelism only in this release (a mixture of experts trains with "
-		         "its experts on every rank; expert parallelism is in the model and the "
-		         "distributed optimizer, but not yet in generation, refit and "
-		         "checkpoints); set expert and expert_tensor to 1 and give the sizes "
-		         "(more ranks become data parallel)");
+		snprintf(
+		    err, errlen,
+		    "policy.parallel: GRPO training runs with tensor, pipeline, context and "
+		    "data parallelism only in this release (a mixture of experts trains with "
+		    "its experts on every rank; expert parallelism is in the model, generation "
+		    "and the distributed optimizer, but not yet in GRPO's training passes, "
+		    "whose micro-batches every rank of ep would have to run in step, nor in "
+		    "refit and checkpoints); set expert and expert_tensor to 1 and give the sizes "
+		    "(more ranks become data parallel)");
 		return -1;
 	}
 	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {

@@ -8,6 +8,7 @@
 
 #include "runtime/generate/generate.h"
 #include "runtime/generate/rng.h"
+#include "runtime/model/kv_cache.h"
 #include "runtime/grpo/advantage.h"
 #include "runtime/grpo/remote.h"
 #include "runtime/grpo/share.h"
@@ -160,6 +161,10 @@ int rl_rollout_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t see
 		                out + start, err, errlen))
 			goto done;
 	}
+	/* under expert parallelism, the ranks of ep that are done serve the
+	 * others' experts until every one is */
+	if (rl_model_decode_drain(t->model, err, errlen))
+		goto done;
 	for (int i = lo; i < hi; i++) {
 		if (take_output(&r->s[i], seq_prompt[i], seq_len[i], &out[i])) {
 			snprintf(err, errlen, "out of memory");

@@ -253,11 +253,14 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
 	if (m->shard.ep.size > 1) {
-		/* every rank of ep would have to decode in step with the others,
-		 * and data-parallel ranks stop at different lengths */
-		snprintf(err, errlen,
-		         "decode: generation under expert parallelism is not implemented");
-		return -1;
+		if (pp->size > 1) {
+			snprintf(err, errlen,
+			         "decode: generation under expert and pipeline parallelism "
+			         "together is not implemented");
+			return -1;
+		}
+		/* a step of this rank's: the ranks draining take part */
+		m->shard.ep.max_int(m->shard.ep.ctx, 1, "decode: a rank of ep decodes");
 	}
 	for (int g = 0; g < n_groups; g++) {
 		s->first[g] = T;
@@ -299,4 +302,33 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
 		              pp->size - 1, "decode: logits from the last stage");
 	return 0;
+}
+
+int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	const struct rl_ep_group *ep = &m->shard.ep;
+	struct rl_moe_acts moe = {0};
+	int rc = 0;
+
+	if (ep->size <= 1)
+		return 0;
+	/* no rows: the router and the combine see none, the experts see what
+	 * the other ranks send */
+	float *none = ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
+	if (!none) {
+		/* the others wait in the next exchange until the watchdog stops
+		 * the run */
+		snprintf(err, errlen, "decode: out of memory");
+		return -1;
+	}
+	while (rc == 0 && ep->max_int(ep->ctx, 0, "decode: a rank of ep decodes"))
+		for (int l = m->shard.first_layer;
+		     rc == 0 && l < m->shard.first_layer + m->shard.n_layers; l++)
+			if (rl_layer_is_moe(&m->cfg, l) &&
+			    rl_moe_forward(m, l, &moe, none, 0, NULL, none, false, err, errlen))
+				rc = -1;
+	rl_moe_acts_free(ops, &moe);
+	ops->release(none);
+	return rc;
 }

@@ -2,8 +2,12 @@
  * step feeds each of several sequences some new tokens (the whole prompt at
  * prefill, one token per decode step), appends their keys and values to the
  * sequence's cache and returns the logits of each sequence's last new token.
+ * Under expert parallelism every rank of an ep group runs each sparse
+ * layer's exchange together: a rank decodes in step with the others, and
+ * once it has nothing left it serves their tokens routed to its experts
+ * (rl_model_decode_drain) until every rank is done.
  * defines: struct rl_kv_cache, rl_kv_cache_new, rl_kv_cache_free,
- * rl_model_decode */
+ * rl_model_decode, rl_model_decode_drain */
 #ifndef RL_MODEL_KV_CACHE_H
 #define RL_MODEL_KV_CACHE_H
 
@@ -31,5 +35,11 @@ void rl_kv_cache_free(const struct rl_model *m, struct rl_kv_cache *kv);
 int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
                     const int *n_new, const int32_t *ids, float *logits_host, char *err,
                     size_t errlen);
+/* After this rank's last rl_model_decode of a generation (or none): under
+ * expert parallelism, takes part in the other ranks' steps, with no
+ * tokens of its own, until no rank of ep decodes any more. Every rank of
+ * ep must call it, at the end of the same generation; nothing without
+ * expert parallelism. */
+int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen);
 
 #endif

@@ -133,6 +133,8 @@ struct rl_ep_group {
 	/* count ints of send to each rank, count from each into recv (host) */
 	void (*all_to_all_int)(void *ctx, const int32_t *send, int32_t *recv, size_t count,
 	                       const char *what);
+	/* the largest v of the group's ranks */
+	int (*max_int)(void *ctx, int v, const char *what);
 };
 
 /* This rank's cut of the model. Tensor parallelism (Megatron's): q/k/v,
