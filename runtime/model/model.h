@@ -8,7 +8,7 @@
  * defines: struct rl_param, struct rl_model, struct rl_batch, struct rl_acts,
  * rl_model_load, rl_model_new_random, rl_model_swap_weights, rl_model_save,
  * rl_model_free, rl_acts_new, rl_acts_free, rl_model_forward, rl_model_logits,
- * rl_model_logprobs, rl_model_backward */
+ * rl_model_logprobs, rl_model_backward, rl_model_idle_forward, rl_model_idle_backward */
 #ifndef RL_MODEL_MODEL_H
 #define RL_MODEL_MODEL_H
 
@@ -291,6 +291,16 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogprob_host, char *err,
                       size_t errlen);
 int rl_model_zero_grad(struct rl_model *m);
+/* Expert parallelism (ep_idle.c): a micro-batch this rank does not have
+ * while other ranks of its ep group run theirs: each sparse layer with no
+ * rows of its own, serving the others' tokens routed to its experts (whose
+ * gradients get their terms). A rank with fewer micro-batches than the
+ * group's most runs the difference as idle forward passes, each followed
+ * by its idle backward pass when training, in step with the others'
+ * passes. a: acts of the model, for the backward to find the forward's
+ * routing. Nothing without expert parallelism. */
+int rl_model_idle_forward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen);
+int rl_model_idle_backward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen);
 /* Mixture of experts: the coefficient the load-balancing loss enters the
  * backward pass with (config.json's router_aux_loss_coef unless set; 0
  * turns it off); and after rl_model_forward, the loss itself, coefficient

@@ -11,7 +11,7 @@ export ASAN_OPTIONS
 
 for n in 2 4; do
 	expect_status 0 "mpiexec -n $n test_moe_model" -- \
-		mpiexec -n "$n" "$top_builddir/tests/mpi/test_moe_model"
+		timeout --foreground -k 5 600 mpiexec -n "$n" "$top_builddir/tests/mpi/test_moe_model"
 	expect_grep "$WORK/out" ' 0 failed' "  its checks ran and passed"
 done
 finish

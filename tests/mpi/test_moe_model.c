@@ -126,21 +126,39 @@ static void whole_batch(int vocab, struct batch *w)
 	w->b = (struct rl_batch){T, N_SEQS, w->ids, w->cu, w->targets};
 }
 
-/* This data-parallel rank's sequences; origin: their tokens in the whole */
+/* Sequences seqs[0..n) of the whole batch; origin: their tokens in it */
+static void pick(const struct batch *w, const int *seqs, int n_seqs, struct batch *out)
+{
+	int n = 0;
+
+	out->cu[0] = 0;
+	for (int i = 0; i < n_seqs; i++) {
+		for (int t = cu[seqs[i]]; t < cu[seqs[i] + 1]; t++, n++) {
+			out->ids[n] = w->ids[t];
+			out->targets[n] = w->targets[t];
+			out->origin[n] = t;
+		}
+		out->cu[i + 1] = n;
+	}
+	out->b = (struct rl_batch){n, n_seqs, out->ids, out->cu, out->targets};
+}
+
+/* This data-parallel rank's sequences (r, r + dp, ...) into seqs; their
+ * number */
+static int seqs_of(int dp_rank, int dp, int *seqs)
+{
+	int n = 0;
+
+	for (int q = dp_rank; q < N_SEQS; q += dp)
+		seqs[n++] = q;
+	return n;
+}
+
 static void share_of(const struct batch *w, int dp_rank, int dp, struct batch *mine)
 {
-	int n = 0, seqs = 0;
+	int seqs[N_SEQS];
 
-	mine->cu[0] = 0;
-	for (int q = dp_rank; q < N_SEQS; q += dp) {
-		for (int t = cu[q]; t < cu[q + 1]; t++, n++) {
-			mine->ids[n] = w->ids[t];
-			mine->targets[n] = w->targets[t];
-			mine->origin[n] = t;
-		}
-		mine->cu[++seqs] = n;
-	}
-	mine->b = (struct rl_batch){n, seqs, mine->ids, mine->cu, mine->targets};
+	pick(w, seqs, seqs_of(dp_rank, dp, seqs), mine);
 }
 
 static struct rl_comm *group_of(struct rl_comm *world, const struct rl_layout *l, const char *mask,
@@ -185,6 +203,9 @@ struct reference {
 	float lp[T], c[T];
 	double aux;
 	struct rl_model *m;
+	/* the gradient without the load-balancing loss, which each
+	 * micro-batch would balance on its own */
+	float *grad_no_aux;
 	/* one clipped AdamW step of the whole model on its gradient: the
 	 * gradient norm and the new weights */
 	double norm;
@@ -239,6 +260,16 @@ static void reference_of(const struct variant *v, struct reference *ref)
 	struct rl_acts *a = rl_acts_new(ref->m, T);
 	for (int t = 0; t < T; t++)
 		ref->c[t] = uniform(&s);
+	rl_acts_set_aux_loss_coef(a, 0);
+	must(rl_model_forward(ref->m, a, &w.b, err, sizeof err) ||
+	         rl_model_logprobs(ref->m, a, ref->lp, 1.0f, 16, err, sizeof err) ||
+	         rl_model_zero_grad(ref->m) ||
+	         rl_model_backward(ref->m, a, ref->c, err, sizeof err),
+	     "whole model without the load-balancing loss", err);
+	ref->grad_no_aux = malloc((size_t)ref->m->n_elems * sizeof(float));
+	must(!ref->grad_no_aux, "whole model", "out of memory");
+	memcpy(ref->grad_no_aux, ref->m->flat_grad, (size_t)ref->m->n_elems * sizeof(float));
+	rl_acts_set_aux_loss_coef(a, (float)c.moe.aux_loss_coef);
 	must(rl_model_forward(ref->m, a, &w.b, err, sizeof err) ||
 	         rl_model_logprobs(ref->m, a, ref->lp, 1.0f, 16, err, sizeof err) ||
 	         rl_model_zero_grad(ref->m) ||
@@ -308,6 +339,70 @@ static void compare_generation(const char *name, struct rl_model *part, struct r
 		rl_gen_outputs_free(got, n);
 		rl_gen_outputs_free(want, n_want);
 	}
+}
+
+/* Micro-batches in step: data-parallel rank r runs its sequences as
+ * 1 + r micro-batches, and the ranks with fewer run idle passes until
+ * every rank of the group has run the most; the summed gradient is the
+ * whole batch's (both without the load-balancing loss). */
+static void compare_microbatches(const char *name, struct rl_model *part,
+                                 const struct reference *ref, int dp_rank, int dp,
+                                 struct rl_comm *world, struct rl_comm *dp_group,
+                                 struct rl_comm *edp)
+{
+	struct batch w, mb;
+	int seqs[N_SEQS], n = seqs_of(dp_rank, dp, seqs);
+	int k = 1 + dp_rank < n ? 1 + dp_rank : n, most = k;
+	char err[512];
+	float lp[T], dlp[T];
+
+	whole_batch(part->cfg.vocab_size, &w);
+	/* every rank of the routers' token group runs as many passes */
+	rl_comm_all_reduce(world, &most, 1, RL_COMM_I32, RL_COMM_MAX, "micro-batches");
+	struct rl_acts *a = rl_acts_new(part, T);
+	must(!a, name, "out of memory");
+	rl_acts_set_aux_loss_coef(a, 0);
+	must(rl_model_zero_grad(part), name, "zero_grad");
+	for (int i = 0; i < most; i++) {
+		if (i >= k) {
+			must(rl_model_idle_forward(part, a, err, sizeof err) ||
+			         rl_model_idle_backward(part, a, err, sizeof err),
+			     name, err);
+			continue;
+		}
+		/* micro-batch i: an even share of this rank's sequences */
+		int lo = n * i / k, hi = n * (i + 1) / k;
+		pick(&w, seqs + lo, hi - lo, &mb);
+		for (int t = 0; t < mb.b.n_tokens; t++)
+			dlp[t] = ref->c[mb.origin[t]];
+		must(rl_model_forward(part, a, &mb.b, err, sizeof err) ||
+		         rl_model_logprobs(part, a, lp, 1.0f, 16, err, sizeof err) ||
+		         rl_model_backward(part, a, dlp, err, sizeof err),
+		     name, err);
+	}
+	must(rl_model_reduce_grads(part, err, sizeof err), name, err);
+	double worst = 0;
+	for (int i = 0; i < part->n_params; i++) {
+		struct rl_param *p = &part->params[i];
+		const struct rl_param *wp = find(ref->m, p->name);
+		bool by_edp = is_expert(p->name);
+
+		rl_comm_all_reduce(by_edp ? edp : dp_group, p->grad, (size_t)p->numel, RL_COMM_F32,
+		                   RL_COMM_SUM, "micro-batch grads");
+		float *full = wp ? malloc((size_t)wp->numel * sizeof(float)) : NULL;
+		if (!full)
+			continue;
+		must(rl_model_gather_param(part, i, p->grad, full, err, sizeof err), "gather", err);
+		double rel = rel_diff(full, ref->grad_no_aux + wp->offset, (size_t)wp->numel);
+		worst = rel > worst ? rel : worst;
+		check(rel <= TOL, "%s: micro-batches in step: gradient of %s differs by %.3g", name,
+		      p->name, rel);
+		free(full);
+	}
+	if (me == 0)
+		printf("# %s: %d micro-batches at most, the gradient within %.2g\n", name, most,
+		       worst);
+	rl_acts_free(part, a);
 }
 
 static void compare_layout(struct rl_comm *world, const struct variant *v,
@@ -391,6 +486,9 @@ static void compare_layout(struct rl_comm *world, const struct variant *v,
 	check(held == total, "%s: the ep group holds %d expert tensors of %d", name, held, total);
 
 	compare_generation(name, part, ref->m, co.rank[RL_AXIS_DP], l.size[RL_AXIS_DP]);
+	if (lay->ep > 1)
+		compare_microbatches(name, part, ref, co.rank[RL_AXIS_DP], l.size[RL_AXIS_DP],
+		                     world, dp, edp);
 
 	/* The distributed optimizer: the dense tensors over dp, the experts
 	 * (their own region under expert parallelism) over edp; the norm
@@ -480,6 +578,7 @@ int main(void)
 			compare_layout(world, &variants[i], &ref, &lays[j]);
 		rl_model_free(ref.m);
 		free(ref.updated);
+		free(ref.grad_no_aux);
 	}
 	/* experts that do not divide are refused by name */
 	{
