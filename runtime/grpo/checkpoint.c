@@ -104,38 +104,53 @@ static int plan_moments(struct rl_trainer *t, struct rl_ckpt_save *s)
 				return -1;
 			continue;
 		}
-		for (int k = 0; k < t->zero.n_buckets; k++) {
+		/* an expert's moments are in the experts' region */
+		const struct rl_zero *z =
+		    p->offset >= t->model->expert_start ? &t->zero_experts : &t->zero;
+		for (int k = 0; k < z->n_buckets; k++) {
 			int64_t from, len, at;
 
-			rl_zero_slice(&t->zero, k, &from, &len, &at);
+			rl_zero_slice(z, k, &from, &len, &at);
 			int64_t lo = from > p->offset ? from : p->offset;
 			int64_t hi =
 			    from + len < p->offset + p->numel ? from + len : p->offset + p->numel;
 			if (lo >= hi)
 				continue;
 			if (add_piece(s, &b, RL_CKPT_EXP_AVG, lo - p->offset, hi - lo,
-			              t->zero.m + at + (lo - from)) ||
+			              z->m + at + (lo - from)) ||
 			    add_piece(s, &b, RL_CKPT_EXP_AVG_SQ, lo - p->offset, hi - lo,
-			              t->zero.v + at + (lo - from)))
+			              z->v + at + (lo - from)))
 				return -1;
 		}
 	}
 	return 0;
 }
 
+/* Which of the ranks that hold the same tensors writes each: spread over
+ * them in turn; the experts' holders under expert parallelism are their
+ * own group. */
+struct spread {
+	int size, rank, next;
+};
+
+static struct spread spread_over(struct rl_comm *c)
+{
+	return (struct spread){c ? rl_comm_size(c) : 1, c ? rl_comm_rank(c) : 0, 0};
+}
+
 static int plan(struct rl_trainer *t, struct rl_ckpt_save *s)
 {
 	const struct rl_model *m = t->model;
-	struct rl_comm *spread = t->dist ? t->dist->g[RL_G_DP_CP] : NULL;
-	int n_spread = spread ? rl_comm_size(spread) : 1, me = spread ? rl_comm_rank(spread) : 0;
-	int k = 0;
+	struct spread dense = spread_over(t->dist ? t->dist->g[RL_G_DP_CP] : NULL);
+	struct spread experts = spread_over(t->dist ? t->dist->g[RL_G_EDP] : NULL);
 
 	s->n_pieces = 0;
 	for (int i = 0; i < m->n_params; i++) {
 		const struct rl_param *p = &m->params[i];
+		struct spread *by = p->offset >= m->expert_start ? &experts : &dense;
 		struct rl_ckpt_block b;
 
-		if (!saved_here(p) || k++ % n_spread != me)
+		if (!saved_here(p) || by->next++ % by->size != by->rank)
 			continue;
 		rl_trainer_param_block(t, i, &b);
 		if (add_piece(s, &b, RL_CKPT_WEIGHT, 0, p->numel, p->data))

@@ -151,6 +151,13 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 		snprintf(err, errlen, "out of memory for the gradient dump");
 		goto out;
 	}
+	if (m->shard.ep.size > 1) {
+		/* rank 0 holds only its own experts */
+		snprintf(err, errlen,
+		         "RL_GRAD_DUMP: the gradient dump does not gather the experts under "
+		         "expert parallelism yet");
+		goto out;
+	}
 	const float *grad = m->flat_grad;
 	if (t->dist) {
 		dev = m->ops->alloc(bytes);

@@ -166,6 +166,27 @@ static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p)
 	                            p,     pass_tokens, logprobs_forward, train_backward};
 }
 
+/* Expert parallelism: the most micro-batches a rank of this one's ep
+ * group has (asked before any pass: a rank asking after its own passes
+ * would wait for ranks waiting for it in an exchange); n without. */
+static int ep_most(const struct rl_trainer *t, int n)
+{
+	const struct rl_ep_group *ep = &t->model->shard.ep;
+
+	return ep->size > 1 ? ep->max_int(ep->ctx, n, "micro-batches of the ep group") : n;
+}
+
+/* The passes this rank has no micro-batch for, up to most (ep_idle.c). */
+static int idle_passes(struct rl_trainer *t, int n, int most, bool backward, char *err,
+                       size_t errlen)
+{
+	for (int i = n; i < most; i++)
+		if (rl_model_idle_forward(t->model, t->acts[0], err, errlen) ||
+		    (backward && rl_model_idle_backward(t->model, t->acts[0], err, errlen)))
+			return -1;
+	return 0;
+}
+
 int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
                        size_t errlen)
 {
@@ -188,10 +209,14 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 		snprintf(err, errlen, "out of memory planning micro-batches");
 		goto out;
 	}
+	int most = ep_most(t, p.mb.n);
 	if (reference)
 		rl_model_swap_weights(t->model, &t->ref_weights);
 	struct rl_pipeline pl = pipeline_of(t, &p);
-	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
+	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen) ||
+	             idle_passes(t, p.mb.n, most, false, err, errlen)
+	         ? -1
+	         : 0;
 	if (reference)
 		rl_model_swap_weights(t->model, &t->ref_weights);
 	if (rc == 0 &&
@@ -239,9 +264,13 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	float aux = (float)(aux_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
 	for (int i = 0; i < t->n_acts; i++)
 		rl_acts_set_aux_loss_coef(t->acts[i], aux);
+	int most = ep_most(t, p.mb.n);
 	struct rl_pipeline pl = pipeline_of(t, &p);
 	pl.forward = train_forward;
-	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);
+	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen) ||
+	             idle_passes(t, p.mb.n, most, true, err, errlen)
+	         ? -1
+	         : 0;
 out:
 	rl_microbatches_free(&p.mb);
 	return rc;
@@ -266,7 +295,6 @@ static void sum_stats(struct rl_trainer *t, struct rl_loss_stats *st)
 	*st = (struct rl_loss_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 }
 
-/* One optimizer update over the global batch which[0..n). */
 /* policy.moe.freeze_router: a frozen router gets no gradient, but AdamW's
  * weight decay would still shrink it (torch leaves a parameter that
  * requires no gradient out of the optimizer): its weights are copied
@@ -298,6 +326,7 @@ static int frozen_routers(struct rl_trainer *t, bool keep)
 	return 0;
 }
 
+/* One optimizer update over the global batch which[0..n). */
 static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                               struct rl_loss_stats *stats, double *grad_norm, char *err,
                               size_t errlen)
@@ -315,11 +344,16 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 		return -1;
 	}
 	if (t->dist) {
+		struct rl_zero *experts = t->zero_experts.group ? &t->zero_experts : NULL;
+
 		t->zero.hp.lr = lr;
+		if (experts)
+			experts->hp.lr = lr;
 		if (rl_model_reduce_grads(t->model, err, errlen) ||
 		    rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
+		    (experts && rl_zero_reduce_grads(experts, t->model, err, errlen)) ||
 		    (dump && rl_grad_dump_write(t, stats->loss, err, errlen)) ||
-		    rl_zero_update(&t->zero, NULL, t->model, max_norm, grad_norm, err, errlen))
+		    rl_zero_update(&t->zero, experts, t->model, max_norm, grad_norm, err, errlen))
 			return -1;
 	} else {
 		t->opt.hp.lr = lr;

@@ -170,7 +170,10 @@ static int apply_staged(struct rl_trainer *t, const struct staged *st,
 	}
 	if (t->dist) {
 		if (rl_zero_restore(&t->zero, m, st->mom1, st->mom2, s->optimizer_steps, err,
-		                    errlen))
+		                    errlen) ||
+		    (t->zero_experts.group &&
+		     rl_zero_restore(&t->zero_experts, m, st->mom1, st->mom2, s->optimizer_steps,
+		                     err, errlen)))
 			return -1;
 	} else if (ops->from_host(t->opt.m, st->mom1, n * sizeof *st->mom1, NULL) ||
 	           ops->from_host(t->opt.v, st->mom2, n * sizeof *st->mom2, NULL)) {

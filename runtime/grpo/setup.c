@@ -12,6 +12,7 @@
 #include "runtime/grpo/trainer.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/builtin.h"
+#include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
 
@@ -26,16 +27,25 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         c->policy.precision);
 		return -1;
 	}
-	if (par->autoplan || par->expert > 1 || par->expert_tensor > 1) {
+	if (par->autoplan || par->expert_tensor > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel: GRPO training runs with tensor, pipeline, context, data "
+		         "and expert parallelism (expert tensor parallelism 1) in this release; "
+		         "give the sizes and set expert_tensor to 1");
+		return -1;
+	}
+	if (par->expert > 1 && par->pipeline > 1) {
 		snprintf(
 		    err, errlen,
-		    "policy.parallel: GRPO training runs with tensor, pipeline, context and "
-		    "data parallelism only in this release (a mixture of experts trains with "
-		    "its experts on every rank; expert parallelism is in the model, generation "
-		    "and the distributed optimizer, but not yet in GRPO's training passes, "
-		    "whose micro-batches every rank of ep would have to run in step, nor in "
-		    "refit and checkpoints); set expert and expert_tensor to 1 and give the sizes "
-		    "(more ranks become data parallel)");
+		    "policy.parallel.expert: expert parallelism beside pipeline parallelism is "
+		    "not implemented yet; set pipeline to 1 or expert to 1");
+		return -1;
+	}
+	if (par->expert > 1 && !c->policy.generation.colocated.enabled) {
+		snprintf(err, errlen,
+		         "policy.parallel.expert: non-colocated generation refits whole tensors "
+		         "from the first model replica, which does not hold every expert under "
+		         "expert parallelism; set expert to 1 or generate colocated");
 		return -1;
 	}
 	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {
@@ -129,6 +139,7 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
 		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
 		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
+		rl_ep_group_bind(&cut.ep, t->dist->g[RL_G_EP]);
 		/* the routers' load statistics over the ranks that share a
 		 * micro-batch: data-parallel ranks may run different numbers
 		 * of them */
@@ -225,8 +236,16 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	if (t->dist) {
 		/* Megatron's default bucket is 40M parameters; small models get
 		 * one bucket */
-		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], t->model, 0,
-		                 t->model->n_elems, &hp, 40 << 20, err, errlen))
+		const struct rl_model *m = t->model;
+
+		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], m, 0,
+		                 m->expert_start, &hp, 40 << 20, err, errlen))
+			return -1;
+		/* the experts, held by other ranks than the dense tensors */
+		if (m->expert_start < m->n_elems &&
+		    rl_zero_init(&t->zero_experts, t->dist->g[RL_G_EDP], t->dist->g[RL_G_EXPERT_MP],
+		                 m, m->expert_start, m->n_elems - m->expert_start, &hp, 40 << 20,
+		                 err, errlen))
 			return -1;
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;
@@ -330,6 +349,7 @@ void rl_trainer_free(struct rl_trainer *t)
 	if (t->model) {
 		rl_optimizer_free(&t->opt);
 		rl_zero_free(&t->zero);
+		rl_zero_free(&t->zero_experts);
 		for (int i = 0; i < t->n_acts; i++)
 			rl_acts_free(t->model, t->acts[i]);
 		free(t->acts);

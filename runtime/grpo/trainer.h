@@ -45,6 +45,8 @@ struct rl_trainer {
 	struct rl_data_position next_position;
 	bool next_asked, next_ready;
 	struct rl_zero zero;
+	/* under expert parallelism, the experts' region (group NULL without) */
+	struct rl_zero zero_experts;
 	const char *grad_dump; /* see rlrun(1), RL_GRAD_DUMP */
 	bool grad_dumped;
 
