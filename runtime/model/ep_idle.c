@@ -16,23 +16,27 @@ static bool has_experts(const struct rl_model *m, const struct rl_acts *a, int l
 	return rl_layer_is_moe(&m->cfg, l) && a->layers[l].moe;
 }
 
-static int stage_only(const struct rl_model *m, char *err, size_t errlen)
+/* 1: an idle pass has work to do, 0: none without expert parallelism,
+ * -1: not implemented (err). */
+static int applies(const struct rl_model *m, char *err, size_t errlen)
 {
+	if (m->shard.ep.size <= 1)
+		return 0;
 	if (m->shard.pp.size > 1) {
 		snprintf(err, errlen,
 		         "an idle pass under expert and pipeline parallelism together is not "
 		         "implemented");
 		return -1;
 	}
-	return 0;
+	return 1;
 }
 
 int rl_model_idle_forward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
 {
-	if (m->shard.ep.size <= 1)
-		return 0;
-	if (stage_only(m, err, errlen))
-		return -1;
+	int go = applies(m, err, errlen);
+
+	if (go <= 0)
+		return go;
 	/* no rows: any buffer of hidden_size floats stands for them */
 	float *none = a->x_final;
 	for (int l = m->shard.first_layer; l < m->shard.first_layer + m->shard.n_layers; l++)
@@ -44,10 +48,10 @@ int rl_model_idle_forward(struct rl_model *m, struct rl_acts *a, char *err, size
 
 int rl_model_idle_backward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
 {
-	if (m->shard.ep.size <= 1)
-		return 0;
-	if (stage_only(m, err, errlen))
-		return -1;
+	int go = applies(m, err, errlen);
+
+	if (go <= 0)
+		return go;
 	float *none = a->x_final;
 	for (int l = m->shard.first_layer + m->shard.n_layers - 1; l >= m->shard.first_layer; l--)
 		if (has_experts(m, a, l) && rl_moe_backward(m, l, a->layers[l].moe, none, none,
