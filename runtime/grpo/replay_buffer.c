@@ -32,21 +32,31 @@ int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t
 	return rl_wire_pack(w, r, 0, r->n, info);
 }
 
-int rl_replay_buffer_read(const char *dir, int64_t step, int max_len, struct rl_rollout *r,
-                          struct rl_wire_info *info, char *err, size_t errlen)
+/* DIR's buffer file, for messages */
+static void path_of(char *path, size_t n, const char *dir)
+{
+	snprintf(path, n, "%s/%s", dir, RL_CKPT_ROLLOUT_BUFFER);
+}
+
+unsigned char *rl_replay_buffer_load(const char *dir, size_t *len, char *err, size_t errlen)
+{
+	char path[4200];
+
+	path_of(path, sizeof path, dir);
+	/* a rollout of a few thousand long samples is hundreds of MB */
+	return (unsigned char *)rl_ckpt_read_whole(path, (size_t)1 << 40, len, err, errlen);
+}
+
+int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir, int64_t step,
+                           int max_len, struct rl_rollout *r, struct rl_wire_info *info, char *err,
+                           size_t errlen)
 {
 	char path[4200], why[512];
-	size_t len;
 	struct head h;
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
-	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_ROLLOUT_BUFFER);
-	/* a rollout of a few thousand long samples is hundreds of MB */
-	unsigned char *buf =
-	    (unsigned char *)rl_ckpt_read_whole(path, (size_t)1 << 40, &len, err, errlen);
-	if (!buf)
-		return -1;
+	path_of(path, sizeof path, dir);
 	if (len < sizeof h || memcmp(buf, magic, sizeof magic) != 0) {
 		snprintf(err, errlen, "%s: not a rollout buffer (%zu bytes without its head)", path,
 		         len);
@@ -92,7 +102,6 @@ int rl_replay_buffer_read(const char *dir, int64_t step, int max_len, struct rl_
 		}
 	rc = 0;
 out:
-	free(buf);
 	if (rc)
 		rl_rollout_free(r);
 	return rc;

@@ -5,7 +5,8 @@
  * from newer weights. rollout_buffer.bin holds a head, the step's prompts
  * and one rollout_wire.h packet of every sample, in the host's byte order
  * (as the shard files, little-endian).
- * defines: RL_CKPT_ROLLOUT_BUFFER, rl_replay_buffer_pack, rl_replay_buffer_read */
+ * defines: RL_CKPT_ROLLOUT_BUFFER, rl_replay_buffer_pack, rl_replay_buffer_load,
+ * rl_replay_buffer_parse */
 #ifndef RL_GRPO_REPLAY_BUFFER_H
 #define RL_GRPO_REPLAY_BUFFER_H
 
@@ -21,11 +22,15 @@
  * `step`, with info. Returns 0, or -1 out of memory. */
 int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t step,
                           const struct rl_wire_info *info);
-/* DIR/rollout_buffer.bin into r (allocated here: prompts and samples, no
- * problems or answers, which the data gives) and *info. It must be the
- * rollout of `step`; max_len bounds a sample. Returns 0, or -1 with err
- * naming the file and what in it is wrong. */
-int rl_replay_buffer_read(const char *dir, int64_t step, int max_len, struct rl_rollout *r,
-                          struct rl_wire_info *info, char *err, size_t errlen);
+/* DIR/rollout_buffer.bin's bytes (malloc'd; *len of them), or NULL with
+ * err naming the file. */
+unsigned char *rl_replay_buffer_load(const char *dir, size_t *len, char *err, size_t errlen);
+/* Those bytes (DIR's, named in messages) into r (allocated here: prompts
+ * and samples, no problems or answers, which the data gives) and *info.
+ * They must be the rollout of `step`; max_len bounds a sample. Returns 0,
+ * or -1 with err naming the file and what in it is wrong. */
+int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir, int64_t step,
+                           int max_len, struct rl_rollout *r, struct rl_wire_info *info, char *err,
+                           size_t errlen);
 
 #endif

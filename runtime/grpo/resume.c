@@ -209,11 +209,46 @@ static const char *misfit(const struct rl_trainer *t, const struct rl_rollout *b
 	return NULL;
 }
 
+/* The buffer file's bytes on every training rank, which all need the
+ * whole of it: read once, by the first, and broadcast, rather than read
+ * by every rank from the shared file system. NULL with err where it
+ * failed (agreed on). Collective. */
+static unsigned char *buffer_bytes(struct rl_trainer *t, const char *dir, size_t *len, char *err,
+                                   size_t errlen)
+{
+	bool first = rl_trainer_rank(t) == 0;
+	unsigned char *buf = first ? rl_replay_buffer_load(dir, len, err, errlen) : NULL;
+	int64_t size = buf ? (int64_t)*len : -1;
+
+	if (!t->dist)
+		return buf;
+	rl_comm_broadcast(t->dist->g[RL_G_WORLD], &size, 1, RL_COMM_I64, 0, "rollout buffer size");
+	if (size < 0) {
+		if (!first)
+			snprintf(err, errlen, "rank 0 cannot read %s/%s", dir,
+			         RL_CKPT_ROLLOUT_BUFFER);
+		return NULL;
+	}
+	if (!first && !(buf = malloc((size_t)size + 1)))
+		snprintf(err, errlen, "out of memory for %s/%s (%lld bytes)", dir,
+		         RL_CKPT_ROLLOUT_BUFFER, (long long)size);
+	/* every rank takes part in the broadcast, or none does */
+	if (!all_ok(t, buf != NULL, "rollout buffer memory")) {
+		free(buf);
+		return NULL;
+	}
+	rl_comm_broadcast(t->dist->g[RL_G_WORLD], buf, (size_t)size, RL_COMM_U8, 0,
+	                  "rollout buffer");
+	*len = (size_t)size;
+	return buf;
+}
+
 /* Asynchronous GRPO: the rollout the checkpoint's run had in flight
  * becomes the next step's, as that run would have trained on it. The
  * data stands before its prompts (checkpoint.c); they are taken again and
  * must be the buffer's. A run that is not asynchronous, or whose steps no
- * longer fit the buffer, generates the step anew from the same prompts. */
+ * longer fit the buffer, generates the step anew from the same prompts.
+ * Collective: every rank decides alike, on the same bytes. */
 static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
                        char *err, size_t errlen)
 {
@@ -222,7 +257,9 @@ static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ck
 	struct rl_wire_info info;
 	const char *why = "grpo.async_grpo.enabled is false";
 	struct rl_sample *generated;
-	int rc = -1, got;
+	unsigned char *bytes;
+	size_t len;
+	int rc = -1, got, parsed;
 
 	if (!lists(man, RL_CKPT_ROLLOUT_BUFFER))
 		return 0;
@@ -230,7 +267,11 @@ static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ck
 		memset(&b, 0, sizeof b);
 		goto anew;
 	}
-	if (rl_replay_buffer_read(dir, step, INT32_MAX, &b, &info, err, errlen))
+	if (!(bytes = buffer_bytes(t, dir, &len, err, errlen)))
+		return -1;
+	parsed = rl_replay_buffer_parse(bytes, len, dir, step, INT32_MAX, &b, &info, err, errlen);
+	free(bytes);
+	if (parsed)
 		return -1;
 	if ((why = misfit(t, &b)))
 		goto anew;
@@ -376,10 +417,11 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 				fprintf(stderr, "rlrun train: rank %d: %s is not loadable: %s\n",
 				        rl_trainer_rank(t), dir, why);
 			set_aside(t, c->checkpoint_dir, steps[i]);
-		} else if (all_ok(t,
-		                  read && apply_staged(t, &st, &s, err, errlen) == 0 &&
-		                      take_buffer(t, dir, &man, err, errlen) == 0,
-		                  "checkpoint load")) {
+		} else if (all_ok(t, read && apply_staged(t, &st, &s, err, errlen) == 0,
+		                  "checkpoint load") &&
+		           /* on every rank, or on none: it broadcasts */
+		           all_ok(t, take_buffer(t, dir, &man, err, errlen) == 0,
+		                  "rollout buffer")) {
 			loaded = true;
 			*done_steps = s.step;
 			say_resumed(t, dir, &s);

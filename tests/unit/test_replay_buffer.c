@@ -35,6 +35,21 @@ static void build(struct rl_rollout *r)
 	}
 }
 
+/* The file read and parsed, as a resume does on one rank. */
+static int read_buffer(const char *dir, int64_t step, int max_len, struct rl_rollout *r,
+                       struct rl_wire_info *info, char *err, size_t errlen)
+{
+	size_t len;
+	unsigned char *bytes = rl_replay_buffer_load(dir, &len, err, errlen);
+
+	memset(r, 0, sizeof *r);
+	if (!bytes)
+		return -1;
+	int rc = rl_replay_buffer_parse(bytes, len, dir, step, max_len, r, info, err, errlen);
+	free(bytes);
+	return rc;
+}
+
 static char *write_buffer(const struct rl_rollout *r, int64_t step, const struct rl_wire_info *info,
                           size_t *len)
 {
@@ -76,7 +91,7 @@ static void expect_refused(const char *dir, int64_t step, const char *why)
 	struct rl_wire_info info;
 	char err[1024] = "";
 
-	cr_expect_eq(rl_replay_buffer_read(dir, step, MAX_LEN, &back, &info, err, sizeof err), -1,
+	cr_expect_eq(read_buffer(dir, step, MAX_LEN, &back, &info, err, sizeof err), -1,
 	             "a damaged buffer was read (%s)", why);
 	expect_contains(err, RL_CKPT_ROLLOUT_BUFFER);
 	expect_contains(err, why);
@@ -92,8 +107,7 @@ Test(replay_buffer, a_rollout_comes_back_field_for_field)
 
 	build(&r);
 	char *dir = write_buffer(&r, 7, &info, &len);
-	cr_assert_eq(rl_replay_buffer_read(dir, 7, MAX_LEN, &back, &got, err, sizeof err), 0, "%s",
-	             err);
+	cr_assert_eq(read_buffer(dir, 7, MAX_LEN, &back, &got, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(back.n_groups, GROUPS);
 	cr_assert_eq(back.group_size, GROUP_SIZE);
 	cr_expect_eq(got.prompts_truncated, 2);
@@ -160,7 +174,7 @@ Test(replay_buffer, another_step_a_cut_or_a_damage_is_refused_by_name)
 	dir = write_buffer(&r, 7, &info, &len);
 	struct rl_rollout back;
 	char err[1024] = "";
-	cr_expect_eq(rl_replay_buffer_read(dir, 7, 4, &back, &info, err, sizeof err), -1);
+	cr_expect_eq(read_buffer(dir, 7, 4, &back, &info, err, sizeof err), -1);
 	expect_contains(err, "(at most 4)");
 	remove_tree(dir);
 	free(dir);
@@ -173,7 +187,7 @@ Test(replay_buffer, a_missing_file_is_named)
 	struct rl_wire_info info;
 	char err[1024] = "", *dir = tmp_dir();
 
-	cr_expect_eq(rl_replay_buffer_read(dir, 1, MAX_LEN, &back, &info, err, sizeof err), -1);
+	cr_expect_eq(read_buffer(dir, 1, MAX_LEN, &back, &info, err, sizeof err), -1);
 	expect_contains(err, RL_CKPT_ROLLOUT_BUFFER);
 	expect_contains(err, "No such file");
 	remove_tree(dir);
