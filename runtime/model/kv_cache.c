@@ -303,32 +303,3 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		              pp->size - 1, "decode: logits from the last stage");
 	return 0;
 }
-
-int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
-{
-	const struct rl_ops *ops = m->ops;
-	const struct rl_ep_group *ep = &m->shard.ep;
-	struct rl_moe_acts moe = {0};
-	int rc = 0;
-
-	if (ep->size <= 1)
-		return 0;
-	/* no rows: the router and the combine see none, the experts see what
-	 * the other ranks send */
-	float *none = ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
-	if (!none) {
-		/* the others wait in the next exchange until the watchdog stops
-		 * the run */
-		snprintf(err, errlen, "decode: out of memory");
-		return -1;
-	}
-	while (rc == 0 && ep->max_int(ep->ctx, 0, "decode: a rank of ep decodes"))
-		for (int l = m->shard.first_layer;
-		     rc == 0 && l < m->shard.first_layer + m->shard.n_layers; l++)
-			if (rl_layer_is_moe(&m->cfg, l) &&
-			    rl_moe_forward(m, l, &moe, none, 0, NULL, none, false, err, errlen))
-				rc = -1;
-	rl_moe_acts_free(ops, &moe);
-	ops->release(none);
-	return rc;
-}

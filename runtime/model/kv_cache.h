@@ -39,7 +39,7 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
  * expert parallelism, takes part in the other ranks' steps, with no
  * tokens of its own, until no rank of ep decodes any more. Every rank of
  * ep must call it, at the end of the same generation; nothing without
- * expert parallelism. */
+ * expert parallelism. In ep_idle.c, beside the training's idle passes. */
 int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen);
 
 #endif
