@@ -5,6 +5,7 @@
  * gives decide the shapes of everything else, so they are needed there
  * anyway. Permuting rows into expert order is the embedding gather.
  * defines: rl_grouped_linear_forward_fn, rl_grouped_linear_backward_fn,
+ * rl_grouped_linear_bad_groups,
  * rl_moe_combine_forward_fn, rl_moe_combine_backward_fn and their cpu and
  * cuda ops */
 #ifndef RL_KERNELS_MOE_H
@@ -28,6 +29,18 @@ typedef int (*rl_grouped_linear_forward_fn)(float *y, const float *x, const floa
 typedef int (*rl_grouped_linear_backward_fn)(float *dx, float *dw, const float *dy, const float *x,
                                              const float *w, const int32_t *offsets, int groups,
                                              int in_dim, int out_dim, void *stream);
+/* Whether the group arguments break that contract (offsets host memory):
+ * the argument check every backend's grouped GEMM makes, 1 or 0. */
+static inline int rl_grouped_linear_bad_groups(const int32_t *offsets, int groups, int in_dim,
+                                               int out_dim)
+{
+	if (!offsets || groups <= 0 || in_dim <= 0 || out_dim <= 0 || offsets[0] != 0)
+		return 1;
+	for (int g = 0; g < groups; g++)
+		if (offsets[g + 1] < offsets[g])
+			return 1;
+	return 0;
+}
 /* out[t, :] = sum over j < k, in order, of weight[t k + j] y[slot[t k + j], :]
  * for t < n_tokens (written, not added to); a slot of -1 adds nothing.
  * slot and weight are backend memory; slots lie in [-1, n_slots) and no

@@ -7,21 +7,11 @@
 
 #include "kernels/moe.h"
 
-static int bad_groups(const int32_t *offsets, int groups, int in_dim, int out_dim)
-{
-	if (!offsets || groups <= 0 || in_dim <= 0 || out_dim <= 0 || offsets[0] != 0)
-		return 1;
-	for (int g = 0; g < groups; g++)
-		if (offsets[g + 1] < offsets[g])
-			return 1;
-	return 0;
-}
-
 int rl_grouped_linear_forward_cpu(float *y, const float *x, const float *w, const int32_t *offsets,
                                   int groups, int in_dim, int out_dim, void *stream)
 {
 	(void)stream;
-	if (!y || !x || !w || bad_groups(offsets, groups, in_dim, out_dim))
+	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
 		return -1;
 	for (int g = 0; g < groups; g++) {
 		int rows = offsets[g + 1] - offsets[g];
@@ -41,7 +31,8 @@ int rl_grouped_linear_backward_cpu(float *dx, float *dw, const float *dy, const 
                                    int out_dim, void *stream)
 {
 	(void)stream;
-	if (!dy || (dx && !w) || (dw && !x) || bad_groups(offsets, groups, in_dim, out_dim))
+	if (!dy || (dx && !w) || (dw && !x) ||
+	    rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
 		return -1;
 	for (int g = 0; g < groups; g++) {
 		int rows = offsets[g + 1] - offsets[g];

@@ -190,17 +190,6 @@ static __global__ void __launch_bounds__(GL_THREADS)
 			                            e.row1 - e.row0, (int)m0, (int)n0, as, bs);
 }
 
-/* The same checks as the CPU op's, on host memory only. */
-static int bad_groups(const int32_t *offsets, int groups, int in_dim, int out_dim)
-{
-	if (!offsets || groups <= 0 || in_dim <= 0 || out_dim <= 0 || offsets[0] != 0)
-		return 1;
-	for (int g = 0; g < groups; g++)
-		if (offsets[g + 1] < offsets[g])
-			return 1;
-	return 0;
-}
-
 static unsigned gl_grid_dim(int dim, int tile)
 {
 	int64_t t = rl_ceil_div(dim, tile);
@@ -273,7 +262,7 @@ extern "C" int rl_grouped_linear_forward_cuda(float *y, const float *x, const fl
 	struct gl_entry *host, *dev;
 	int rc;
 
-	if (!y || !x || !w || bad_groups(offsets, groups, in_dim, out_dim))
+	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
 		return -1;
 	host = gl_table(offsets, groups, true, false, &n_rows, &n_whole);
 	if (n_rows == 0)
@@ -305,7 +294,8 @@ extern "C" int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float
 	cudaStream_t st = rl_stream(stream);
 	int rc = 0;
 
-	if (!dy || (dx && !w) || (dw && !x) || bad_groups(offsets, groups, in_dim, out_dim))
+	if (!dy || (dx && !w) || (dw && !x) ||
+	    rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
 		return -1;
 	if (!dx && !dw)
 		return 0;
