@@ -116,7 +116,7 @@ expect_grep moe/metrics.jsonl '"step":2,.*"token_mult_prob_error":1\.00000' \
 # optimizer); the other weights train, and without the key the routers do
 moe=$top_srcdir/tests/fixtures/models/qwen3-moe
 compare=$top_builddir/tests/tools/rl_compare
-# MPICH's own leak at exit (see comm_test.sh), for the runs of several ranks
+# MPICH's own leak at exit (see tests/mpi/lib.sh), for the runs of several ranks
 mpi_asan=${ASAN_OPTIONS:-}:detect_leaks=0
 moe_run() { # NAME LAUNCHER... -- [KEY=VALUE...]
 	name=$1

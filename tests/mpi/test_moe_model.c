@@ -30,6 +30,7 @@
 #include "runtime/parallel/zero.h"
 #include "topology/layout.h"
 #include "tests/mpi/mpi_check.h"
+#include "tests/mpi/random_model.h"
 
 #define TOL 2e-5
 
@@ -75,25 +76,15 @@ static void config_of(const struct variant *v, struct rl_model_config *c)
 	c->moe.aux_loss_coef = 0.3;
 }
 
-/* Norms other than 1 and biases other than 0, and routers spread wide
- * enough that tokens pick clearly different experts. */
-static struct rl_model *random_model(const struct rl_model_config *c)
+/* The same weights on every rank and in every call, with routers spread
+ * wide enough that tokens pick clearly different experts. */
+static struct rl_model *test_model(const struct rl_model_config *c)
 {
-	struct rl_model *m;
-	char err[256];
+	struct rl_model *m = random_model(c, 7, 99);
 
-	if (rl_model_new_random(&m, c, "test", &rl_ops_cpu, 7, 0.2, err, sizeof err)) {
-		fprintf(stderr, "rank %d: %s\n", me, err);
-		exit(1);
-	}
 	for (int i = 0; i < m->n_params; i++) {
 		struct rl_param *p = &m->params[i];
-		uint32_t s = 99u + (uint32_t)i;
 
-		if (p->ndim == 1)
-			for (int64_t k = 0; k < p->numel; k++)
-				p->data[k] =
-				    (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
 		if (strstr(p->name, "mlp.gate.weight"))
 			for (int64_t k = 0; k < p->numel; k++)
 				p->data[k] *= 5.0f;
@@ -255,7 +246,7 @@ static void reference_of(const struct variant *v, struct reference *ref)
 	uint32_t s = 11;
 
 	config_of(v, &c);
-	ref->m = random_model(&c);
+	ref->m = test_model(&c);
 	whole_batch(c.vocab_size, &w);
 	struct rl_acts *a = rl_acts_new(ref->m, T);
 	for (int t = 0; t < T; t++)
@@ -430,7 +421,7 @@ static void compare_layout(struct rl_comm *world, const struct variant *v,
 	cut.cp.size = 1;
 	cut.sequence_parallel = lay->sp;
 	config_of(v, &c);
-	struct rl_model *part = random_model(&c);
+	struct rl_model *part = test_model(&c);
 	must(rl_model_split(&part, &cut, err, sizeof err), name, err);
 
 	struct batch w, mine;
@@ -585,7 +576,7 @@ int main(void)
 		struct rl_model_config c;
 		struct rl_model_cut cut = {0};
 		config_of(&variants[1], &c);
-		struct rl_model *m = random_model(&c), *before = m;
+		struct rl_model *m = test_model(&c), *before = m;
 		cut.tp.size = cut.pp.size = cut.cp.size = 1;
 		cut.ep.size = 3;
 		check(rl_model_split(&m, &cut, err, sizeof err) == -1 && m == before &&

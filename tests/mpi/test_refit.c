@@ -19,6 +19,7 @@
 #include "runtime/model/model.h"
 #include "runtime/parallel/tp_group.h"
 #include "tests/mpi/mpi_check.h"
+#include "tests/mpi/random_model.h"
 
 static void config_of(struct rl_model_config *c, bool qwen3, bool tie)
 {
@@ -39,26 +40,6 @@ static void config_of(struct rl_model_config *c, bool qwen3, bool tie)
 	c->qk_norm = qwen3;
 	c->bos_token_id = -1;
 	c->torch_dtype = RL_F32;
-}
-
-static struct rl_model *random_model(const struct rl_model_config *c, uint64_t seed)
-{
-	struct rl_model *m;
-	char err[256];
-
-	must(rl_model_new_random(&m, c, "test", &rl_ops_cpu, seed, 0.2, err, sizeof err), "model",
-	     err);
-	/* norms and biases drawn too: a new model's 1s and 0s would hide a
-	 * tensor that was never sent */
-	for (int i = 0; i < m->n_params; i++) {
-		struct rl_param *p = &m->params[i];
-		uint32_t s = (uint32_t)(seed * 131u) + (uint32_t)i;
-
-		if (p->ndim == 1)
-			for (int64_t k = 0; k < p->numel; k++)
-				p->data[k] = uniform(&s);
-	}
-	return m;
 }
 
 /* The test's own cut: rows or columns [start, start + len) of a whole
@@ -109,7 +90,8 @@ static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, 
 	struct rl_comm *tp_comm = split(world, tp == 2 ? (gen ? 1 : 0) : 2 + me, role_rank, "tp");
 	struct rl_comm *bridge = split(world, me == 0 || gen ? 0 : -1, gen ? me - 1 : 0, "bridge");
 	config_of(&c, qwen3, tie);
-	struct rl_model *trained = random_model(&c, 7), *m = random_model(&c, gen ? 8 : 7);
+	struct rl_model *trained = random_model(&c, 7, 7 * 131),
+	                *m = random_model(&c, gen ? 8 : 7, gen ? 8 * 131 : 7 * 131);
 	rl_tp_group_bind(&cut.tp, tp_comm);
 	cut.pp.size = 1;
 	cut.cp.size = 1;

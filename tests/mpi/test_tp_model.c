@@ -25,6 +25,7 @@
 #include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
 #include "tests/mpi/mpi_check.h"
+#include "tests/mpi/random_model.h"
 
 #define TOL 1e-5
 
@@ -57,27 +58,10 @@ static void config_of(const struct variant *v, struct rl_model_config *c)
 	c->torch_dtype = RL_F32;
 }
 
-/* A new model's norms are 1 and its biases 0, which would hide a bias
- * added twice or a norm weight applied to the wrong rows. */
-static struct rl_model *random_model(const struct rl_model_config *c)
+/* the same weights on every rank and in every call */
+static struct rl_model *test_model(const struct rl_model_config *c)
 {
-	struct rl_model *m;
-	char err[256];
-
-	if (rl_model_new_random(&m, c, "test", &rl_ops_cpu, 7, 0.2, err, sizeof err)) {
-		fprintf(stderr, "rank %d: %s\n", me, err);
-		exit(1);
-	}
-	for (int i = 0; i < m->n_params; i++) {
-		struct rl_param *p = &m->params[i];
-		uint32_t s = 99u + (uint32_t)i;
-
-		if (p->ndim == 1)
-			for (int64_t k = 0; k < p->numel; k++)
-				p->data[k] =
-				    (strstr(p->name, "norm") ? 1.0f : 0.0f) + 0.3f * uniform(&s);
-	}
-	return m;
+	return random_model(c, 7, 99);
 }
 
 /* Three sequences, 19 tokens: sequence parallelism over 2 or 4 ranks pads. */
@@ -246,7 +230,7 @@ static void compare_pipeline(struct rl_comm *world, int layers, int first_layers
 	     "embedding group", err);
 	config_of(v, &c);
 	c.n_layers = layers;
-	struct rl_model *whole = random_model(&c), *part = random_model(&c);
+	struct rl_model *whole = test_model(&c), *part = test_model(&c);
 	cut.tp.size = 1;
 	cut.cp.size = 1;
 	cut.first_stage_layers = first_layers;
@@ -331,7 +315,7 @@ int main(void)
 		struct rl_model_config c;
 
 		config_of(v, &c);
-		struct rl_model *whole = random_model(&c), *part = random_model(&c);
+		struct rl_model *whole = test_model(&c), *part = test_model(&c);
 		cut.sequence_parallel = v->sp;
 		must(rl_model_split(&part, &cut, err, sizeof err), v->name, err);
 		compare_passes(v, whole, part);
@@ -347,7 +331,7 @@ int main(void)
 		struct rl_model_config c;
 
 		config_of(&odd, &c);
-		struct rl_model *m = random_model(&c), *before = m;
+		struct rl_model *m = test_model(&c), *before = m;
 		cut.sequence_parallel = false;
 		check(rl_model_split(&m, &cut, err, sizeof err) == -1 && m == before &&
 		          strstr(err, "does not divide") != NULL,
