@@ -122,21 +122,19 @@ static void back_off(unsigned polls)
 	nanosleep(&ts, NULL);
 }
 
-static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what)
+/* Polls req until it completes; this rank is "waiting" meanwhile, in the
+ * watchdog's answers, on the operation described in desc. */
+static void wait_started(struct rl_comm *c, void *req, const char *desc)
 {
 	struct rl_comm_world *w = c->world;
 	char err[512];
-	void *req = NULL;
 
 	pthread_mutex_lock(&w->lock);
-	w->now.seq++;
 	w->now.waiting = 1;
-	describe(c, op, what, w->now.what, sizeof w->now.what);
+	snprintf(w->now.what, sizeof w->now.what, "%s", desc);
 	pthread_mutex_unlock(&w->lock);
 
 	double start = rl_comm_now();
-	if (c->be->start(c, op, &req, err, sizeof err))
-		rl_watchdog_fire(w, c, 0, err);
 	for (unsigned polls = 0;; polls++) {
 		int rc = c->be->test(c, req, err, sizeof err);
 
@@ -157,6 +155,106 @@ static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what
 	pthread_mutex_lock(&w->lock);
 	w->now.waiting = 0;
 	pthread_mutex_unlock(&w->lock);
+}
+
+/* Numbers the operation and starts it on the backend; desc gets its
+ * description. */
+static void *start(struct rl_comm *c, const struct rl_comm_op *op, const char *what, char *desc,
+                   size_t desc_len)
+{
+	struct rl_comm_world *w = c->world;
+	char err[512];
+	void *req = NULL;
+
+	describe(c, op, what, desc, desc_len);
+	pthread_mutex_lock(&w->lock);
+	w->now.seq++;
+	pthread_mutex_unlock(&w->lock);
+	if (c->be->start(c, op, &req, err, sizeof err)) {
+		pthread_mutex_lock(&w->lock);
+		snprintf(w->now.what, sizeof w->now.what, "%s", desc);
+		pthread_mutex_unlock(&w->lock);
+		rl_watchdog_fire(w, c, 0, err);
+	}
+	return req;
+}
+
+static void run(struct rl_comm *c, const struct rl_comm_op *op, const char *what)
+{
+	char desc[sizeof c->world->now.what];
+	void *req = start(c, op, what, desc, sizeof desc);
+
+	wait_started(c, req, desc);
+}
+
+struct rl_comm_request {
+	struct rl_comm *c;
+	void *req;
+	char desc[sizeof((struct rl_comm_activity *)0)->what];
+};
+
+/* Without memory for the request, the operation runs to its end here
+ * and NULL stands for one that is complete. */
+static struct rl_comm_request *start_request(struct rl_comm *c, const struct rl_comm_op *op,
+                                             const char *what)
+{
+	struct rl_comm_request *r = malloc(sizeof *r);
+
+	if (!r) {
+		run(c, op, what);
+		return NULL;
+	}
+	r->c = c;
+	r->req = start(c, op, what, r->desc, sizeof r->desc);
+	return r;
+}
+
+struct rl_comm_request *rl_comm_start_broadcast(struct rl_comm *c, void *buf, size_t count,
+                                                enum rl_comm_dtype t, int root, const char *what)
+{
+	struct rl_comm_op o = {.kind = RL_OP_BROADCAST,
+	                       .send = buf,
+	                       .recv = buf,
+	                       .count = count,
+	                       .dtype = t,
+	                       .peer = root};
+	return start_request(c, &o, what);
+}
+
+struct rl_comm_request *rl_comm_start_send(struct rl_comm *c, const void *buf, size_t count,
+                                           enum rl_comm_dtype t, int peer, const char *what)
+{
+	struct rl_comm_op o = {
+	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
+	return start_request(c, &o, what);
+}
+
+bool rl_comm_test(struct rl_comm_request *r)
+{
+	char err[512];
+
+	if (!r)
+		return true;
+	int rc = r->c->be->test(r->c, r->req, err, sizeof err);
+	if (rc < 0) {
+		struct rl_comm_world *w = r->c->world;
+
+		pthread_mutex_lock(&w->lock);
+		snprintf(w->now.what, sizeof w->now.what, "%s", r->desc);
+		pthread_mutex_unlock(&w->lock);
+		rl_watchdog_fire(w, r->c, 0, err);
+	}
+	if (rc == 1)
+		free(r);
+	return rc == 1;
+}
+
+void rl_comm_wait(struct rl_comm_request *r)
+{
+	if (!r)
+		return;
+	wait_started(r->c, r->req, r->desc);
+	free(r);
 }
 
 void rl_comm_set_patient(struct rl_comm *c, bool patient)

@@ -13,7 +13,8 @@
  * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
  * rl_comm_split, rl_comm_free, rl_comm_set_patient, rl_comm_all_reduce, rl_comm_reduce_scatter,
  * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
- * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, rl_comm_abort_run */
+ * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, struct rl_comm_request,
+ * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_test, rl_comm_wait, rl_comm_abort_run */
 #ifndef RL_COMM_COMM_H
 #define RL_COMM_COMM_H
 
@@ -105,6 +106,22 @@ void rl_comm_all_to_all_v(struct rl_comm *c, const void *send, const size_t *sen
                           void *recv, const size_t *recv_counts, enum rl_comm_dtype t,
                           const char *what);
 void rl_comm_barrier(struct rl_comm *c, const char *what);
+
+/* An operation started and not waited for: what one role sends another
+ * that is busy with its own phase (a command to a generation rank in the
+ * middle of a rollout, which takes it when it gets there). The buffer must
+ * stay as it is until the operation completes. Started operations of a
+ * group match the other ranks' calls in the order they were started, as
+ * blocking ones do. NULL is a request already complete. */
+struct rl_comm_request;
+struct rl_comm_request *rl_comm_start_broadcast(struct rl_comm *c, void *buf, size_t count,
+                                                enum rl_comm_dtype t, int root, const char *what);
+struct rl_comm_request *rl_comm_start_send(struct rl_comm *c, const void *buf, size_t count,
+                                           enum rl_comm_dtype t, int peer, const char *what);
+/* Never waits: true once r completed, and r is then freed. */
+bool rl_comm_test(struct rl_comm_request *r);
+/* Waits for r, watched as every collective is, and frees it. */
+void rl_comm_wait(struct rl_comm_request *r);
 
 /* A rank that cannot go on (bad data, a failed reward program) ends the
  * whole run at once instead of leaving the others to time out: prints msg
