@@ -65,7 +65,8 @@ const struct rl_key rl_schema[] = {
      .doc = "train on a replay buffer while generation continues"},
     {"grpo.async_grpo.max_trajectory_age_steps", RL_T_INT,
      OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
-     .doc = "oldest trajectory (in steps) that training may use"},
+     .doc = "steps between the weights that generate a rollout and those it trains; "
+            "that many rollouts are generated while a step trains"},
     NOT_YET_UNLESS("grpo.reward_shaping", NULL,
                    "reward shaping is not implemented; shape rewards in an env command"),
     NOT_YET_UNLESS("grpo.reward_scaling", NULL,

@@ -228,12 +228,15 @@ static char *run_state_text(const struct rl_trainer *t, int64_t step,
 	    .restart_count = job.restart_count,
 	    .metrics = rl_metrics_json(m),
 	};
-	struct rl_data_position pos = t->next_position;
+	struct rl_data_position pos;
 
-	/* with a rollout in flight, the data as it stood before its prompts:
-	 * the resume takes them again and checks them against the buffer's,
-	 * and a resume that does not use the buffer goes on as it should */
-	if (!t->next_ready)
+	/* with rollouts in flight, the data as it stood before the first's
+	 * prompts: the resume takes them again and checks them against the
+	 * buffer's, and a resume that does not use the buffer goes on as it
+	 * should */
+	if (t->ahead.n > 0)
+		pos = t->ahead.q[0].before;
+	else
 		rl_data_source_position(&t->data, &pos);
 	s.data_epoch = pos.epoch;
 	s.data_position = pos.position;
@@ -243,6 +246,22 @@ static char *run_state_text(const struct rl_trainer *t, int64_t step,
 	char *text = rl_ckpt_run_state_json(&s);
 	json_decref(s.metrics);
 	return text;
+}
+
+/* The rollouts in flight as rollout_buffer.bin's bytes (none: no file). */
+static int pack_buffer(const struct rl_trainer *t, struct rl_wire *w)
+{
+	const struct rl_ahead *a = &t->ahead;
+
+	if (a->n == 0)
+		return 0;
+	if (rl_replay_buffer_begin(w, a->n))
+		return -1;
+	for (int k = 0; k < a->n; k++)
+		if (rl_replay_buffer_pack(w, &a->q[k].r, a->q[k].step, a->q[k].weights_step,
+		                          &a->q[k].info))
+			return -1;
+	return 0;
 }
 
 /* RL_CKPT_WRITE_DELAY (rlrun(1)): the tests' way to land a signal or a
@@ -437,19 +456,15 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 	}
 	if (copy_to_host(t, s, err, errlen))
 		return -1;
-	if (t->next_asked) {
-		/* every rank is here: the step receives its rollout before it ends */
-		snprintf(err, errlen,
-		         "checkpoint step_%" PRId64 ": a rollout is still being generated", step);
+	/* every rank is here: the rollouts in flight are finished and saved
+	 * with the step */
+	if (rl_async_receive_all(t, err, errlen))
 		return -1;
-	}
 	s->buffer.len = 0;
 	if (rl_trainer_rank(t) == 0) {
 		s->run_state = run_state_text(t, step, m);
 		s->config = config_text(t->cfg);
-		if (!s->run_state || !s->config ||
-		    (t->next_ready &&
-		     rl_replay_buffer_pack(&s->buffer, &t->next, step + 1, &t->next_info))) {
+		if (!s->run_state || !s->config || pack_buffer(t, &s->buffer)) {
 			snprintf(err, errlen, "out of memory writing the run state");
 			return -1;
 		}

@@ -168,6 +168,7 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 		put_num(o, "exposed_generation", m->t.exposed_generation);
 		put_num(o, "weight_sync", m->t.refit);
 		put_num(o, "idle/buffer_starvation", m->t.buffer_starvation);
+		json_object_set_new(o, "avg_trajectory_age", json_integer(m->trajectory_age));
 	}
 	return o;
 }

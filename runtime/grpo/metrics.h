@@ -18,10 +18,11 @@
 struct rl_step_timers {
 	double total_step_time, generation, reward_calculation, policy_and_reference_logprobs,
 	    policy_training, refit, checkpointing, validation;
-	/* asynchronous GRPO (NeMo-RL's names): the trainer's wait for the next
-	 * rollout once it has trained, and its wait at the start of a step with
-	 * no rollout ready (refit is written again as weight_sync); generation
-	 * is then the generation ranks' own time for the rollout trained on */
+	/* asynchronous GRPO (NeMo-RL's names): the trainer's wait for a
+	 * rollout asked for during an earlier step, and its wait at the start
+	 * of a step with none in flight (refit is written again as
+	 * weight_sync); generation is then the generation ranks' own time for
+	 * the rollout trained on */
 	double exposed_generation, buffer_starvation;
 	bool async;
 };
@@ -38,6 +39,9 @@ struct rl_step_metrics {
 	int64_t tokens; /* prompt + response tokens of every sample */
 	double tokens_per_sec;
 	int64_t reward_failures, prompts_truncated;
+	/* asynchronous GRPO: how many steps older the weights that generated
+	 * the rollout are than those it trains */
+	int64_t trajectory_age;
 	bool has_val;
 	double val_reward;
 	struct rl_step_timers t;

@@ -65,41 +65,105 @@ static int64_t largest_bucket(const struct rl_model *m, int64_t bucket_floats)
 	return most;
 }
 
-int rl_refit_send(const struct rl_model *m, struct rl_comm *bridge, size_t bucket_bytes, char *err,
-                  size_t errlen)
+/* The tensors [first, end) whole, one after another, into out. */
+static int gather(const struct rl_model *m, const float *host, int first, int end, float *out,
+                  char *err, size_t errlen)
 {
-	struct refit_head head = {tensors_hash(m), (int64_t)(bucket_bytes / sizeof(float)),
-	                          m->n_params};
-	int rc = -1;
-
-	if (head.bucket_floats < 1)
-		head.bucket_floats = 1;
-	if (bridge)
-		rl_comm_broadcast(bridge, &head, sizeof head, RL_COMM_U8, 0, "refit: the tensors");
-	const float *host = rl_model_host_weights(m);
-	float *bucket = malloc((size_t)largest_bucket(m, head.bucket_floats) * sizeof *bucket + 1);
-	if (!host || !bucket) {
-		snprintf(err, errlen, "out of memory for the refit's buckets");
-		goto done;
+	for (int j = first; j < end; j++) {
+		if (rl_model_gather_param(m, j, host + m->params[j].offset, out, err, errlen))
+			return -1;
+		out += whole_numel(&m->params[j]);
 	}
-	for (int i = 0, end; i < m->n_params; i = end) {
-		int64_t n = bucket_end(m, i, head.bucket_floats, &end), at = 0;
+	return 0;
+}
 
-		for (int j = i; j < end; j++) {
-			if (rl_model_gather_param(m, j, host + m->params[j].offset, bucket + at,
-			                          err, errlen))
-				goto done;
-			at += whole_numel(&m->params[j]);
+/* Sent now: one bucket at a time, gathered and broadcast. */
+static int send_now(const struct rl_model *m, const float *host, struct rl_comm *bridge,
+                    struct refit_head *head, char *err, size_t errlen)
+{
+	float *bucket = malloc((size_t)largest_bucket(m, head->bucket_floats) * sizeof *bucket + 1);
+
+	if (!bucket) {
+		snprintf(err, errlen, "out of memory for the refit's buckets");
+		return -1;
+	}
+	if (bridge)
+		rl_comm_broadcast(bridge, head, sizeof *head, RL_COMM_U8, 0, "refit: the tensors");
+	for (int i = 0, end; i < m->n_params; i = end) {
+		int64_t n = bucket_end(m, i, head->bucket_floats, &end);
+
+		if (gather(m, host, i, end, bucket, err, errlen)) {
+			free(bucket);
+			return -1;
 		}
 		if (bridge)
 			rl_comm_broadcast(bridge, bucket, (size_t)n, RL_COMM_F32, 0,
 			                  "refit: a bucket of weights");
 	}
-	rc = 0;
-done:
-	if (host)
-		rl_model_host_weights_release(m, host);
 	free(bucket);
+	return 0;
+}
+
+/* Sent later: the whole model gathered into one copy, then every bucket
+ * started; the copy goes with the last, freed after every one. */
+static int send_later(const struct rl_model *m, const float *host, struct rl_comm *bridge,
+                      const struct refit_head *h, struct rl_outbox *later, char *err, size_t errlen)
+{
+	int64_t total = 0;
+
+	for (int i = 0; i < m->n_params; i++)
+		total += whole_numel(&m->params[i]);
+	float *whole = malloc((size_t)total * sizeof *whole + 1);
+	struct refit_head *head = malloc(sizeof *head);
+	if (!whole || !head || gather(m, host, 0, m->n_params, whole, err, errlen)) {
+		if (!whole || !head)
+			snprintf(err, errlen,
+			         "out of memory for a copy of the weights (%lld floats)",
+			         (long long)total);
+		free(whole);
+		free(head);
+		return -1;
+	}
+	if (!bridge) {
+		free(whole);
+		free(head);
+		return 0;
+	}
+	*head = *h;
+	rl_outbox_add(later,
+	              rl_comm_start_broadcast(bridge, head, sizeof *head, RL_COMM_U8, 0,
+	                                      "refit: the tensors"),
+	              head);
+	int64_t at = 0;
+	for (int i = 0, end; i < m->n_params; i = end) {
+		int64_t n = bucket_end(m, i, h->bucket_floats, &end);
+
+		rl_outbox_add(later,
+		              rl_comm_start_broadcast(bridge, whole + at, (size_t)n, RL_COMM_F32, 0,
+		                                      "refit: a bucket of weights"),
+		              end == m->n_params ? whole : NULL);
+		at += n;
+	}
+	return 0;
+}
+
+int rl_refit_send(const struct rl_model *m, struct rl_comm *bridge, size_t bucket_bytes,
+                  struct rl_outbox *later, char *err, size_t errlen)
+{
+	struct refit_head head = {tensors_hash(m), (int64_t)(bucket_bytes / sizeof(float)),
+	                          m->n_params};
+	int rc;
+
+	if (head.bucket_floats < 1)
+		head.bucket_floats = 1;
+	const float *host = rl_model_host_weights(m);
+	if (!host) {
+		snprintf(err, errlen, "out of memory for the refit");
+		return -1;
+	}
+	rc = later ? send_later(m, host, bridge, &head, later, err, errlen)
+	           : send_now(m, host, bridge, &head, err, errlen);
+	rl_model_host_weights_release(m, host);
 	return rc;
 }
 

@@ -12,15 +12,19 @@
 #include <stddef.h>
 
 #include "runtime/comm/comm.h"
+#include "runtime/comm/outbox.h"
 #include "runtime/model/model.h"
 
 /* Training side, collective over m's tensor-parallel group (the first
  * replica's ranks call it, each stage's alike); bridge is the sender's
  * (training rank 0) and NULL on the others. bucket_bytes: the most one
  * broadcast carries (a larger tensor goes alone). The model must be one
- * pipeline stage. Returns 0, or -1 with err (out of memory). */
-int rl_refit_send(const struct rl_model *m, struct rl_comm *bridge, size_t bucket_bytes, char *err,
-                  size_t errlen);
+ * pipeline stage. later NULL: sent before the call returns, a bucket at a
+ * time. Otherwise the sender keeps a copy of the whole model and starts
+ * the broadcasts into later (outbox.h), to complete when the generation
+ * ranks take them. Returns 0, or -1 with err (out of memory). */
+int rl_refit_send(const struct rl_model *m, struct rl_comm *bridge, size_t bucket_bytes,
+                  struct rl_outbox *later, char *err, size_t errlen);
 
 /* Generation side, collective over bridge (with the sender): m's weights
  * become the sender's, cut for m. Returns 0, or -1 with err when the two

@@ -1,11 +1,14 @@
 /* A command is a fixed head broadcast over the bridge, then its payload
- * (for a rollout, the prompts as length-prefixed strings). The samples
- * come back point to point, one packet per generation replica, from its
- * first tensor-parallel rank. */
+ * (for a rollout, the prompts as length-prefixed strings); training rank 0
+ * starts the broadcasts and goes on (outbox.h). The samples come back
+ * point to point, one packet per generation replica, from its first
+ * tensor-parallel rank, which sends it the same way and goes on to the next
+ * command: neither side waits for the other but to receive. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/comm/outbox.h"
 #include "runtime/grpo/refit.h"
 #include "runtime/grpo/remote.h"
 #include "runtime/grpo/rollout_wire.h"
@@ -23,14 +26,34 @@ struct command {
 	int64_t payload_bytes;
 };
 
-static void send_command(struct rl_trainer *t, struct command *c, void *payload)
+/* Training rank 0: c and its payload (malloc'd; the command takes it)
+ * go out without waiting for the generation ranks, which take them in
+ * order when they are done with what came before. */
+static void send_command(struct rl_trainer *t, const struct command *c, void *payload)
 {
 	struct rl_comm *bridge = t->dist->bridge;
+	struct command *head = malloc(sizeof *head);
 
-	rl_comm_broadcast(bridge, c, sizeof *c, RL_COMM_U8, 0, "a command to the generation ranks");
+	if (!head) {
+		/* out of memory for the copy: sent and waited for at once */
+		struct command now = *c;
+
+		rl_comm_broadcast(bridge, &now, sizeof now, RL_COMM_U8, 0,
+		                  "a command to the generation ranks");
+	} else {
+		*head = *c;
+		rl_outbox_add(&t->bridge_out,
+		              rl_comm_start_broadcast(bridge, head, sizeof *head, RL_COMM_U8, 0,
+		                                      "a command to the generation ranks"),
+		              head);
+	}
 	if (c->payload_bytes > 0)
-		rl_comm_broadcast(bridge, payload, (size_t)c->payload_bytes, RL_COMM_U8, 0,
-		                  "a command's payload");
+		rl_outbox_add(&t->bridge_out,
+		              rl_comm_start_broadcast(bridge, payload, (size_t)c->payload_bytes,
+		                                      RL_COMM_U8, 0, "a command's payload"),
+		              payload);
+	else
+		free(payload);
 }
 
 /* Training rank 0: every generation replica's packet into r, in replica
@@ -138,7 +161,6 @@ int rl_remote_request(struct rl_trainer *t, const struct rl_rollout *r, uint64_t
 	}
 	c.payload_bytes = (int64_t)prompts.len;
 	send_command(t, &c, prompts.buf);
-	rl_wire_free(&prompts);
 	return 0;
 }
 
@@ -166,24 +188,43 @@ int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed
 int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_coords *c = &t->dist->coords;
+	/* asynchronous, the generation ranks may be in the middle of a
+	 * rollout: the weights wait for them in a copy, one refit at a time */
+	struct rl_outbox *later = t->cfg->grpo.async_grpo.enabled ? &t->bridge_out : NULL;
 
 	if (t->dist->bridge) {
 		struct command cmd = {.kind = CMD_REFIT};
 
+		if (later)
+			rl_outbox_drain(later);
 		send_command(t, &cmd, NULL);
+		if (!later)
+			rl_outbox_drain(&t->bridge_out);
 	}
 	/* the first model replica holds what the generation ranks need */
 	if (c->rank[RL_AXIS_DP] != 0 || c->rank[RL_AXIS_CP] != 0)
 		return 0;
-	return rl_refit_send(t->model, t->dist->bridge, REFIT_BUCKET_BYTES, err, errlen);
+	return rl_refit_send(t->model, t->dist->bridge, REFIT_BUCKET_BYTES, later, err, errlen);
 }
 
 void rl_remote_stop(struct rl_trainer *t)
 {
 	struct command c = {.kind = CMD_STOP};
 
-	if (t->dist && t->dist->bridge && !t->dist->generation)
-		send_command(t, &c, NULL);
+	if (!t->dist || !t->dist->bridge || t->dist->generation)
+		return;
+	/* the generation ranks finish what they were asked for, and hold
+	 * their packets until someone takes them */
+	for (int k = 0; k < t->ahead.n; k++) {
+		struct rl_inflight *e = &t->ahead.q[k];
+		struct rl_wire_info info = {0};
+		char err[512];
+
+		if (!e->received && collect(t, &e->r, &info, err, sizeof err) == 0)
+			e->received = true;
+	}
+	send_command(t, &c, NULL);
+	rl_outbox_drain(&t->bridge_out);
 }
 
 /* A generation rank: its replica's share of the rollout c asks for. */
@@ -214,9 +255,23 @@ static int serve_rollout(struct rl_trainer *t, const struct command *c,
 			snprintf(err, errlen, "out of memory");
 			goto done;
 		}
-		int64_t size = (int64_t)w.len;
-		rl_comm_send(t->dist->bridge, &size, 1, RL_COMM_I64, 0, "rollout packet size");
-		rl_comm_send(t->dist->bridge, w.buf, w.len, RL_COMM_U8, 0, "rollout packet");
+		/* kept until training rank 0 takes them: it may be training,
+		 * or sending the next command */
+		int64_t *size = malloc(sizeof *size);
+		if (!size) {
+			snprintf(err, errlen, "out of memory");
+			goto done;
+		}
+		*size = (int64_t)w.len;
+		rl_outbox_add(&t->bridge_out,
+		              rl_comm_start_send(t->dist->bridge, size, 1, RL_COMM_I64, 0,
+		                                 "rollout packet size"),
+		              size);
+		rl_outbox_add(&t->bridge_out,
+		              rl_comm_start_send(t->dist->bridge, w.buf, w.len, RL_COMM_U8, 0,
+		                                 "rollout packet"),
+		              w.buf);
+		w = (struct rl_wire){0};
 	}
 	rc = 0;
 done:
@@ -250,6 +305,7 @@ int rl_generation_serve(struct rl_trainer *t, char *err, size_t errlen)
 			rl_comm_broadcast(t->dist->bridge, payload, (size_t)c.payload_bytes,
 			                  RL_COMM_U8, 0, "a command's payload");
 		}
+		rl_outbox_reap(&t->bridge_out);
 		if (c.kind == CMD_STOP) {
 			rc = 0;
 			break;
@@ -263,5 +319,8 @@ int rl_generation_serve(struct rl_trainer *t, char *err, size_t errlen)
 		}
 	}
 	free(payload);
+	/* training rank 0 took every packet before it said stop */
+	if (rc == 0)
+		rl_outbox_drain(&t->bridge_out);
 	return rc;
 }

@@ -29,9 +29,13 @@ int rl_remote_request(struct rl_trainer *t, const struct rl_rollout *r, uint64_t
 int rl_remote_receive(struct rl_trainer *t, struct rl_rollout *r, struct rl_wire_info *info,
                       char *err, size_t errlen);
 /* Every training rank: the generation ranks take the weights as they are
- * now (the first model replica sends them). */
+ * now (the first model replica sends them), once they are done with what
+ * was asked before. Asynchronous GRPO does not wait for that: training
+ * rank 0 keeps a copy of the weights until they take it, and waits only
+ * for the refit before. */
 int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen);
-/* Training rank 0, at the end of the run: the generation ranks return. */
+/* Training rank 0, at the end of the run: the rollouts still in flight are
+ * taken (and left unused), and the generation ranks return. */
 void rl_remote_stop(struct rl_trainer *t);
 /* A generation rank, set up (rl_trainer_setup): serves until told to stop.
  * Returns 0, or -1 with err. */

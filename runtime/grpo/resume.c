@@ -243,75 +243,95 @@ static unsigned char *buffer_bytes(struct rl_trainer *t, const char *dir, size_t
 	return buf;
 }
 
-/* Asynchronous GRPO: the rollout the checkpoint's run had in flight
- * becomes the next step's, as that run would have trained on it. The
- * data stands before its prompts (checkpoint.c); they are taken again and
- * must be the buffer's. A run that is not asynchronous, or whose steps no
- * longer fit the buffer, generates the step anew from the same prompts.
- * Collective: every rank decides alike, on the same bytes. */
-static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
-                       char *err, size_t errlen)
+/* Buffered rollout b taken as step b->step's: its prompts again from the
+ * data, which must give the buffer's, and its samples as the saved run
+ * generated them. */
+static int take_one(struct rl_trainer *t, const char *dir, struct rl_buffered *b, char *err,
+                    size_t errlen)
 {
-	int64_t step = man->step + 1;
-	struct rl_rollout b;
-	struct rl_wire_info info;
-	const char *why = "grpo.async_grpo.enabled is false";
-	struct rl_sample *generated;
-	unsigned char *bytes;
-	size_t len;
-	int rc = -1, got, parsed;
+	struct rl_inflight *e = rl_ahead_push(&t->ahead, 1);
+	int got;
 
-	if (!lists(man, RL_CKPT_ROLLOUT_BUFFER))
-		return 0;
-	if (!t->cfg->grpo.async_grpo.enabled) {
-		memset(&b, 0, sizeof b);
-		goto anew;
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
-	if (!(bytes = buffer_bytes(t, dir, &len, err, errlen)))
-		return -1;
-	parsed = rl_replay_buffer_parse(bytes, len, dir, step, INT32_MAX, &b, &info, err, errlen);
-	free(bytes);
-	if (parsed)
-		return -1;
-	if ((why = misfit(t, &b)))
-		goto anew;
-	rl_data_source_position(&t->data, &t->next_position);
-	got = rl_trainer_next_prompts(t, &t->next, err, errlen);
-	if (got) {
+	rl_data_source_position(&t->data, &e->before);
+	if ((got = rl_trainer_next_prompts(t, &e->r, err, errlen))) {
 		if (got > 0)
 			snprintf(err, errlen,
 			         "%s/%s holds step %" PRId64 "'s rollout, but the data has no "
 			         "prompts left for that step",
-			         dir, RL_CKPT_ROLLOUT_BUFFER, step);
-		goto out;
+			         dir, RL_CKPT_ROLLOUT_BUFFER, b->step);
+		return -1;
 	}
-	for (int g = 0; g < b.n_groups; g++)
-		if (strcmp(b.prompts[g], t->next.prompts[g]) != 0) {
+	for (int g = 0; g < b->r.n_groups; g++)
+		if (strcmp(b->r.prompts[g], e->r.prompts[g]) != 0) {
 			snprintf(err, errlen,
 			         "%s/%s: prompt %d of step %" PRId64 " is not the one the data "
 			         "gives now (did the data set change since the checkpoint?)",
-			         dir, RL_CKPT_ROLLOUT_BUFFER, g, step);
-			goto out;
+			         dir, RL_CKPT_ROLLOUT_BUFFER, g, b->step);
+			return -1;
 		}
 	/* the samples move; the problems and answers stay the data's */
-	generated = b.s;
-	b.s = t->next.s;
-	t->next.s = generated;
-	t->next_info = info;
-	t->next_ready = true;
-	rc = 0;
-	goto out;
-anew:
-	if (t->progress)
+	struct rl_sample *generated = b->r.s;
+	b->r.s = e->r.s;
+	e->r.s = generated;
+	e->info = b->info;
+	e->step = b->step;
+	e->weights_step = b->weights_step;
+	e->received = true;
+	return 0;
+}
+
+/* Asynchronous GRPO: the rollouts the checkpoint's run had in flight
+ * become the next steps', as that run would have trained on them. The
+ * data stands before their prompts (checkpoint.c). A run that is not
+ * asynchronous, or whose steps no longer fit them, generates them anew
+ * from the same prompts; one with a smaller max_trajectory_age_steps keeps
+ * those that are young enough for it. Collective: every rank decides
+ * alike, on the same bytes. */
+static int take_buffer(struct rl_trainer *t, const char *dir, const struct rl_ckpt_manifest *man,
+                       char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	const char *why = "grpo.async_grpo.enabled is false";
+	struct rl_buffered *b = NULL;
+	unsigned char *bytes;
+	size_t len;
+	int n = 0, keep = 0, rc = -1;
+
+	if (!lists(man, RL_CKPT_ROLLOUT_BUFFER))
+		return 0;
+	if (c->grpo.async_grpo.enabled) {
+		if (!(bytes = buffer_bytes(t, dir, &len, err, errlen)))
+			return -1;
+		int parsed = rl_replay_buffer_parse(bytes, len, dir, man->step + 1, INT32_MAX, &b,
+		                                    &n, err, errlen);
+		free(bytes);
+		if (parsed)
+			return -1;
+		for (why = NULL; keep < n && !(why = misfit(t, &b[keep].r)); keep++)
+			if (b[keep].step - 1 - b[keep].weights_step >
+			    c->grpo.async_grpo.max_trajectory_age_steps) {
+				why = "it is older than grpo.async_grpo.max_trajectory_age_steps "
+				      "allows now";
+				break;
+			}
+	}
+	for (int k = 0; k < keep; k++)
+		if (take_one(t, dir, &b[k], err, errlen))
+			goto out;
+	if (why && t->progress)
 		fprintf(t->progress,
-		        "rlrun train: note: %s/%s, the rollout in flight, is not used (%s); step "
-		        "%" PRId64 " generates its rollout anew\n",
-		        dir, RL_CKPT_ROLLOUT_BUFFER, why, step);
+		        "rlrun train: note: %s/%s: the rollout in flight for step %" PRId64
+		        " is not used (%s); it and the ones after are generated anew\n",
+		        dir, RL_CKPT_ROLLOUT_BUFFER, man->step + 1 + keep, why);
 	rc = 0;
 out:
-	rl_rollout_free(&b);
+	rl_replay_buffer_free(b, n);
 	if (rc)
-		rl_rollout_free(&t->next);
+		rl_ahead_free(&t->ahead);
 	return rc;
 }
 
@@ -425,11 +445,18 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 			loaded = true;
 			*done_steps = s.step;
 			say_resumed(t, dir, &s);
-			if (t->next_ready && t->progress)
+			if (t->ahead.n == 1 && t->progress)
 				fprintf(t->progress,
 				        "rlrun train: step %" PRId64 " trains on the rollout in "
 				        "flight that %s/%s holds, as the saved run would have\n",
 				        s.step + 1, dir, RL_CKPT_ROLLOUT_BUFFER);
+			else if (t->ahead.n > 1 && t->progress)
+				fprintf(t->progress,
+				        "rlrun train: steps %" PRId64 "-%" PRId64 " train on the "
+				        "rollouts in flight that %s/%s holds, as the saved run "
+				        "would have\n",
+				        s.step + 1, s.step + t->ahead.n, dir,
+				        RL_CKPT_ROLLOUT_BUFFER);
 		} else {
 			/* a verified checkpoint that does not fit this run is the
 			 * user's to sort out, not a reason to go further back */

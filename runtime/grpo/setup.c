@@ -55,13 +55,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "and data parallelism train)");
 		return -1;
 	}
-	if (c->grpo.async_grpo.enabled && c->grpo.async_grpo.max_trajectory_age_steps != 1) {
-		snprintf(err, errlen,
-		         "grpo.async_grpo.max_trajectory_age_steps: %lld; asynchronous GRPO keeps "
-		         "one rollout in flight in this release: set it to 1",
-		         (long long)c->grpo.async_grpo.max_trajectory_age_steps);
-		return -1;
-	}
 	return 0;
 }
 
@@ -359,7 +352,12 @@ void rl_trainer_free(struct rl_trainer *t)
 	rl_tokenizer_free(t->tok);
 	rl_data_source_close(&t->data);
 	rl_packed_free(&t->packed);
-	rl_rollout_free(&t->next);
+	rl_ahead_free(&t->ahead);
+	/* messages that did not complete may still read their memory: a
+	 * rank that gets here with some is ending the run, and leaves them */
+	rl_outbox_reap(&t->bridge_out);
+	if (t->bridge_out.n == 0)
+		rl_outbox_free(&t->bridge_out);
 	free(t->row_lp);
 	free(t->row_grad);
 	free(t->stop_ids);

@@ -253,51 +253,6 @@ int rl_trainer_next_prompts(struct rl_trainer *t, struct rl_rollout *r, char *er
 	return got < 0 ? -1 : got == 0 ? 1 : 0;
 }
 
-/* Asynchronous GRPO, one rollout in flight: step's rollout into r (the
- * one asked for during the step before, or, with none, generated now),
- * then the next step's asked for, so that the generation ranks make it
- * while this step trains, on the weights of the step before. */
-static int async_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *r,
-                         struct rl_step_metrics *m, char *err, size_t errlen)
-{
-	const struct rl_config *c = t->cfg;
-	struct rl_wire_info info;
-	double t0 = rl_now();
-	int rc;
-
-	m->t.async = true;
-	if (t->next_ready) {
-		*r = t->next;
-		info = t->next_info;
-		memset(&t->next, 0, sizeof t->next);
-		t->next_ready = false;
-	} else {
-		if ((rc = rl_trainer_next_prompts(t, r, err, errlen)))
-			return rc;
-		if (rl_remote_request(t, r, rl_step_seed((uint64_t)c->grpo.seed, step), err,
-		                      errlen) ||
-		    rl_remote_receive(t, r, &info, err, errlen))
-			return -1;
-		m->t.buffer_starvation = rl_now() - t0;
-	}
-	m->prompts_truncated = info.prompts_truncated;
-	m->t.generation = info.generation_s;
-	if (step >= c->grpo.max_num_steps)
-		return 0;
-	/* a checkpoint of this step saves the data where it stood before the
-	 * rollout in flight, which it saves beside (replay_buffer.h) */
-	rl_data_source_position(&t->data, &t->next_position);
-	rc = rl_trainer_next_prompts(t, &t->next, err, errlen);
-	if (rc == 0 &&
-	    rl_remote_request(t, &t->next, rl_step_seed((uint64_t)c->grpo.seed, step + 1), err,
-	                      errlen))
-		rc = -1;
-	if (rc)
-		rl_rollout_free(&t->next);
-	t->next_asked = rc == 0;
-	return rc < 0 ? -1 : 0;
-}
-
 int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
                     size_t errlen)
 {
@@ -307,7 +262,7 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 
 	m->step = step;
 	if (t->cfg->grpo.async_grpo.enabled) {
-		int got = async_rollout(t, step, &r, m, err, errlen);
+		int got = rl_async_rollout(t, step, &r, m, err, errlen);
 
 		if (got) {
 			rc = got;
@@ -354,20 +309,12 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	/* Refit: colocated, generation runs on the very weights just
 	 * trained and the hand-over is nothing; it is timed all the same, so
 	 * the table keeps NeMo-RL's columns. Non-colocated, the weights go
-	 * to the generation ranks. */
-	if (t->next_asked) {
-		/* what the generation ranks did not finish while this step
-		 * trained */
-		t1 = rl_now();
-		if (rl_remote_receive(t, &t->next, &t->next_info, err, errlen))
-			goto out;
-		t->next_asked = false;
-		t->next_ready = true;
-		m->t.exposed_generation = rl_now() - t1;
-	}
+	 * to the generation ranks (asynchronous: from a copy, taken when
+	 * they are done with the rollouts asked for before). */
 	t1 = rl_now();
 	if (t->remote_generation && rl_remote_refit(t, err, errlen))
 		goto out;
+	t->refit_step = step;
 	m->t.refit = rl_now() - t1;
 	m->t.total_step_time = rl_now() - t0;
 	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;

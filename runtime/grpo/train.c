@@ -31,6 +31,10 @@ static int validate(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 
 	if (n == 0)
 		return 0;
+	/* the generation ranks answer in order: the rollouts asked for
+	 * before come first */
+	if (rl_async_receive_all(t, err, errlen))
+		return -1;
 	for (size_t start = 0; start < n; start += (size_t)c->grpo.val_batch_size) {
 		size_t k = n - start < (size_t)c->grpo.val_batch_size
 		               ? n - start
@@ -130,6 +134,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	}
 	/* the generation ranks start from the weights training starts from,
 	 * a checkpoint's included */
+	t->refit_step = t->resumed_step;
 	if (t->remote_generation && rl_remote_refit(t, err, errlen))
 		goto out;
 	if (rl_trainer_open_metrics(t, err, errlen))

@@ -12,8 +12,10 @@
 #include <stdio.h>
 
 #include "runtime/comm/dist.h"
+#include "runtime/comm/outbox.h"
 #include "runtime/config/config.h"
 #include "runtime/data/source.h"
+#include "runtime/grpo/async_rollouts.h"
 #include "runtime/grpo/checkpoint.h"
 #include "runtime/grpo/loss.h"
 #include "runtime/grpo/metrics.h"
@@ -37,13 +39,14 @@ struct rl_trainer {
 	/* non-colocated: the generation ranks make the rollouts
 	 * (remote.h); on a generation rank, dist->generation */
 	bool remote_generation;
-	/* asynchronous GRPO: the next step's rollout, asked for before this
-	 * step trains (next_asked) and received after (next_ready), and where
-	 * the data stood before its prompts were taken */
-	struct rl_rollout next;
-	struct rl_wire_info next_info;
-	struct rl_data_position next_position;
-	bool next_asked, next_ready;
+	/* asynchronous GRPO: the rollouts asked for ahead (async_rollouts.h) */
+	struct rl_ahead ahead;
+	/* non-colocated: the step whose weights the last refit sent (the
+	 * generation ranks hold them once they get to it), and, on training
+	 * rank 0 and the generation ranks, what went over the bridge
+	 * without waiting */
+	int64_t refit_step;
+	struct rl_outbox bridge_out;
 	struct rl_zero zero;
 	/* under expert parallelism, the experts' region (group NULL without) */
 	struct rl_zero zero_experts;

@@ -7,7 +7,9 @@
  * cut of the training model, cut here by the test's own slicing of the
  * whole tensors. Every pairing of tensor parallelism 1 and 2 on the two
  * sides, with buckets small enough that a bucket holds one tensor, some,
- * or all of them, and a vocabulary that two ranks split unevenly. Prints
+ * or all of them, and a vocabulary that two ranks split unevenly; sent at
+ * once, or started and left to complete from a copy after the sending
+ * model is freed (asynchronous GRPO's refit). Prints
  * "N passed, M failed" on rank 0. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "runtime/comm/comm.h"
+#include "runtime/comm/outbox.h"
 #include "runtime/grpo/refit.h"
 #include "runtime/model/model.h"
 #include "runtime/parallel/tp_group.h"
@@ -75,16 +78,18 @@ static struct rl_comm *split(struct rl_comm *world, int color, int key, const ch
 }
 
 static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, int gen_tp,
-                     size_t bucket_bytes)
+                     size_t bucket_bytes, bool later)
 {
+	struct rl_outbox out = {0};
 	bool gen = me >= 2;
 	int role_rank = me % 2;
 	struct rl_model_config c;
 	struct rl_model_cut cut = {0};
 	char err[512], what[160];
 
-	snprintf(what, sizeof what, "%s%s, train tp%d -> generation tp%d, %zu-byte buckets",
-	         qwen3 ? "qwen3" : "llama", tie ? " tied" : "", train_tp, gen_tp, bucket_bytes);
+	snprintf(what, sizeof what, "%s%s, train tp%d -> generation tp%d, %zu-byte buckets%s",
+	         qwen3 ? "qwen3" : "llama", tie ? " tied" : "", train_tp, gen_tp, bucket_bytes,
+	         later ? ", sent later" : "");
 	int tp = gen ? gen_tp : train_tp;
 	/* tensor-parallel peers together, the rest alone */
 	struct rl_comm *tp_comm = split(world, tp == 2 ? (gen ? 1 : 0) : 2 + me, role_rank, "tp");
@@ -112,10 +117,13 @@ static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, 
 	} else if (role_rank == 0 || train_tp == 2) {
 		/* rank 1 without tensor parallelism is a second data-parallel
 		 * copy, which refit leaves out */
-		must(rl_refit_send(m, bridge, bucket_bytes, err, sizeof err), what, err);
+		must(rl_refit_send(m, bridge, bucket_bytes, later ? &out : NULL, err, sizeof err),
+		     what, err);
 	}
 	rl_model_free(trained);
 	rl_model_free(m);
+	/* sent later, the weights went from a copy: the model is gone by now */
+	rl_outbox_free(&out);
 	if (bridge)
 		rl_comm_free(bridge);
 	rl_comm_free(tp_comm);
@@ -132,8 +140,8 @@ int main(void)
 	for (int train_tp = 1; train_tp <= 2; train_tp++)
 		for (int gen_tp = 1; gen_tp <= 2; gen_tp++)
 			for (size_t b = 0; b < sizeof buckets / sizeof *buckets; b++) {
-				one_case(world, false, true, train_tp, gen_tp, buckets[b]);
-				one_case(world, true, false, train_tp, gen_tp, buckets[b]);
+				one_case(world, false, true, train_tp, gen_tp, buckets[b], b == 1);
+				one_case(world, true, false, train_tp, gen_tp, buckets[b], b != 1);
 			}
 	return finish_ranks(w, world, "test_refit");
 }

@@ -10,7 +10,12 @@
  *     |run - ref| <= TOL * max(|run|, |ref|, 0.01): relative, and absolute
  *     (TOL / 100) below 0.01, where a loss that is a sum of cancelling
  *     terms has no relative precision to speak of
- * Prints the worst case and exits 0 when all are within, 1 otherwise. */
+ *   rl_compare rollout CHECKPOINT_DIR/step_N INDEX MODEL_DIR TOL
+ *     rollout INDEX (from 1) of the checkpoint's rollout_buffer.bin: its
+ *     generation logprobs against the model's own, |diff| <= TOL for
+ *     every response token (rollout_logprobs.c)
+ * Prints the worst case and exits 0 when all are within, 1 otherwise, 2
+ * when it could not compare. */
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "runtime/model/safetensors.h"
+#include "tests/tools/rl_compare.h"
 
 static int grads(const char *run_path, const char *ref_path, double tol, const char *part)
 {
@@ -194,7 +200,11 @@ int main(int argc, char **argv)
 		return grads(argv[2], argv[3], atof(argv[4]), argc == 6 ? argv[5] : "");
 	if (argc == 5 && strcmp(argv[1], "metrics") == 0)
 		return metrics(argv[2], argv[3], atof(argv[4]));
+	if (argc == 6 && strcmp(argv[1], "rollout") == 0)
+		return rl_compare_rollout(argv[2], atoi(argv[3]), argv[4], atof(argv[5]));
 	fprintf(stderr, "usage: rl_compare grads RUN REFERENCE TOLERANCE [PART]\n"
-	                "       rl_compare metrics RUN REFERENCE TOLERANCE\n");
+	                "       rl_compare metrics RUN REFERENCE TOLERANCE\n"
+	                "       rl_compare rollout CHECKPOINT_DIR/step_N INDEX MODEL_DIR "
+	                "TOLERANCE\n");
 	return 2;
 }
