@@ -97,6 +97,9 @@ void rl_loss_norm_add(struct rl_loss_norm *n, const struct rl_loss_batch *b);
 struct rl_loss_stats {
 	double loss, actor_loss, kl, token_mult_prob_error, probs_ratio, probs_ratio_clamped,
 	    clip_fraction, importance_weight;
+	/* a mixture of experts' load-balancing term, coefficient included: the
+	 * model's, which the policy pass adds (rl_loss_compute leaves it) */
+	double moe_aux_loss;
 };
 
 /* This micro-batch's share of the step's loss. With dcurr != NULL, writes

@@ -148,6 +148,8 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	put_num(o, "probs_ratio", m->probs_ratio);
 	put_num(o, "clip_fraction", m->clip_fraction);
 	put_num(o, "importance_weight", m->importance_weight);
+	if (m->moe)
+		put_num(o, "moe_aux_loss", m->moe_aux_loss);
 	put_num(o, "grad_norm", m->grad_norm);
 	put_num(o, "lr", m->lr);
 	put_num(o, "response_tokens_mean", m->response_tokens_mean);

@@ -35,6 +35,10 @@ struct rl_step_metrics {
 	double gen_logprob_max_diff;  /* max |l_gen - l_old|: how far from exact */
 	double probs_ratio, clip_fraction, importance_weight;
 	double grad_norm, lr; /* the last update's norm before clipping, and rate */
+	/* a mixture of experts (moe): the load-balancing term of the
+	 * objective, coefficient included, mean over the step's updates */
+	bool moe;
+	double moe_aux_loss;
 	double response_tokens_mean, truncated_fraction;
 	int64_t tokens; /* prompt + response tokens of every sample */
 	double tokens_per_sec;

@@ -144,6 +144,8 @@ static int train_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t 
 	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
 
 	free(samples);
+	if (rc == 0)
+		p->stats->moe_aux_loss += rl_acts_aux_loss(t->model, a);
 	if (rc == 0 && rl_model_last_stage(t->model)) {
 		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
 		rl_loss_compute(&t->loss, &lb, p->norm, t->row_grad, p->stats);
@@ -287,12 +289,14 @@ static void sum_stats(struct rl_trainer *t, struct rl_loss_stats *st)
 	              st->probs_ratio,
 	              st->probs_ratio_clamped,
 	              st->clip_fraction,
-	              st->importance_weight};
+	              st->importance_weight,
+	              st->moe_aux_loss};
 
 	rl_share_sum(t->dp, v, (int)(sizeof v / sizeof *v), "loss statistics");
-	/* only the last pipeline stage has them; the others add zeros */
+	/* only the last pipeline stage has them, but for the load-balancing
+	 * term, which each stage has of its own layers */
 	rl_share_sum(t->pp, v, (int)(sizeof v / sizeof *v), "loss statistics from the last stage");
-	*st = (struct rl_loss_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+	*st = (struct rl_loss_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
 }
 
 /* policy.moe.freeze_router: a frozen router gets no gradient, but AdamW's
@@ -409,6 +413,7 @@ int rl_policy_train(struct rl_trainer *t, struct rl_rollout *r, struct rl_step_m
 		sum.probs_ratio += st.probs_ratio;
 		sum.clip_fraction += st.clip_fraction;
 		sum.importance_weight += st.importance_weight;
+		sum.moe_aux_loss += st.moe_aux_loss;
 	}
 	free(which);
 	/* each global batch's stats are already its mean; the step reports
@@ -419,5 +424,7 @@ int rl_policy_train(struct rl_trainer *t, struct rl_rollout *r, struct rl_step_m
 	m->probs_ratio = sum.probs_ratio / updates;
 	m->clip_fraction = sum.clip_fraction / updates;
 	m->importance_weight = sum.importance_weight / updates;
+	m->moe = t->model->cfg.moe.n_experts > 0;
+	m->moe_aux_loss = sum.moe_aux_loss / updates;
 	return 0;
 }

@@ -169,6 +169,25 @@ moe_run aux0 -- policy.moe.aux_loss_coef=0
 [ "$(same aux0.hf/model.safetensors free.hf/model.safetensors mlp.gate.weight)" = no ] &&
 	ok "  aux_loss_coef=0: the routers train otherwise" ||
 	not_ok "  aux_loss_coef=0 changed nothing"
+# metrics.jsonl's moe_aux_loss is the load-balancing term of the objective,
+# coefficient included: with one update per step, the first step's (on the
+# starting weights either way) doubles with the coefficient, and it is 0
+# at 0 (ep2 = ep1 below covers it across layouts)
+aux_step() { # COEF: step 1's moe_aux_loss
+	"$RLRUN" train grpo.max_num_steps=1 grpo.num_prompts_per_step=8 \
+		grpo.num_generations_per_prompt=4 policy.train_global_batch_size=32 \
+		policy.train_micro_batch_size=8 policy.model_name="$moe" \
+		policy.moe.aux_loss_coef="$1" logger.log_dir="aux-$1" >/dev/null 2>&1 &&
+		sed -nE 's/.*"moe_aux_loss":([-0-9.eE+]+).*/\1/p' "aux-$1/metrics.jsonl"
+}
+a1=$(aux_step 0.05) a2=$(aux_step 0.1)
+awk -v a="$a1" -v b="$a2" 'BEGIN { exit !(a > 0 && b > 0 && (b - 2 * a) ^ 2 <= (1e-6 * b) ^ 2) }' &&
+	ok "moe_aux_loss: $a1 at coefficient 0.05, $a2 at 0.1" ||
+	not_ok "moe_aux_loss: '$a1' at coefficient 0.05, '$a2' at 0.1: not twice"
+grep -q '"moe_aux_loss":0\.0,' aux0/metrics.jsonl && ok "  0 at coefficient 0" ||
+	not_ok "  not 0 at coefficient 0"
+[ -s same-b/metrics.jsonl ] && ! grep -q '"moe_aux_loss"' same-b/metrics.jsonl &&
+	ok "  (a dense model reports none)" || not_ok "  a dense model reports moe_aux_loss"
 # expert parallelism (2 ranks, ep2: each holds half the experts; the
 # others' tokens reach them by all-to-all): the first step equals the
 # dense-expert dp2 run (its grad_norm covers every gradient, the experts'
