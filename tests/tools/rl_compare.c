@@ -191,6 +191,12 @@ static int metrics(const char *run_path, const char *ref_path, double tol)
 	       worst, tol);
 	json_decref(run);
 	json_decref(ref);
+	/* two runs that wrote no step are not alike: they did nothing */
+	if (!bad && compared == 0) {
+		fprintf(stderr, "rl_compare: %s and %s hold no step to compare\n", run_path,
+		        ref_path);
+		return 2;
+	}
 	return bad ? 1 : 0;
 }
 
