@@ -1,6 +1,7 @@
 /* The dump is put together on the first rank: each tensor whole from its
- * tensor-parallel parts, and under pipeline parallelism every later
- * stage's tensors sent to the first stage as one message. */
+ * tensor-parallel parts, the experts from the ranks of ep that hold them,
+ * and under pipeline parallelism every later stage's tensors sent to the
+ * first stage as one message. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +48,59 @@ static void dump_free(struct dump *d)
 	free(d->data);
 }
 
+/* Under expert parallelism: every expert of every sparse layer, each
+ * layer's experts of one kind all-gathered over ep (whole tensors: expert
+ * tensor parallelism is 1). Every rank of ep takes part. */
+static int every_expert(const struct rl_model *m, struct rl_comm *ep, const float *grad_host,
+                        struct dump *d, char *err, size_t errlen)
+{
+	const struct rl_model_shard *sh = &m->shard;
+	static const int kinds[] = {RL_P_EXPERT_GATE, RL_P_EXPERT_UP, RL_P_EXPERT_DOWN};
+
+	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++)
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			const struct rl_param *x = m->layer[l * RL_P_PER_LAYER + kinds[k]];
+
+			if (!x)
+				continue;
+			int64_t numel = x->full_shape[0] * x->full_shape[1];
+			size_t mine = (size_t)(numel * sh->n_experts);
+			float *all = malloc(mine * (size_t)sh->ep.size * sizeof *all + 1);
+			if (!all) {
+				snprintf(err, errlen, "out of memory for the gradient dump");
+				return -1;
+			}
+			rl_comm_all_gather(ep, grad_host + x->offset, all, mine, RL_COMM_F32,
+			                   "gradient dump: a layer's experts");
+			const char *suffix = strchr(strstr(x->name, ".experts.") + 9, '.');
+			for (int e = 0; e < sh->n_experts * sh->ep.size; e++) {
+				struct tensor_head h = {
+				    .ndim = 2,
+				    .shape = {x->full_shape[0], x->full_shape[1]},
+				    .numel = numel};
+				float *v = malloc((size_t)numel * sizeof *v);
+
+				snprintf(h.name, sizeof h.name, "model.layers.%d.mlp.experts.%d%s",
+				         l, e, suffix);
+				if (v)
+					memcpy(v, all + (size_t)e * (size_t)numel,
+					       (size_t)numel * sizeof *v);
+				if (!v || dump_add(d, &h, v)) {
+					free(v);
+					free(all);
+					snprintf(err, errlen,
+					         "out of memory for the gradient dump");
+					return -1;
+				}
+			}
+			free(all);
+		}
+	return 0;
+}
+
 /* This rank's tensors, each whole (put together over tensor
- * parallelism), the tied embedding's last-stage copy left out. */
+ * parallelism), the tied embedding's last-stage copy left out, and under
+ * expert parallelism the experts (every_expert's). */
 static int own_tensors(const struct rl_model *m, const float *grad_host, struct dump *d, char *err,
                        size_t errlen)
 {
@@ -57,6 +109,8 @@ static int own_tensors(const struct rl_model *m, const float *grad_host, struct 
 		struct tensor_head h = {.ndim = p->ndim};
 
 		if (p->tied_copy) /* alike on the stage's ranks: no gather skipped by one */
+			continue;
+		if (m->shard.ep.size > 1 && p->offset >= m->expert_start)
 			continue;
 		h.shape[0] = p->full_shape[0];
 		h.shape[1] = p->ndim == 2 ? p->full_shape[1] : 0;
@@ -151,17 +205,14 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 		snprintf(err, errlen, "out of memory for the gradient dump");
 		goto out;
 	}
-	if (m->shard.ep.size > 1) {
-		/* rank 0 holds only its own experts */
-		snprintf(err, errlen,
-		         "RL_GRAD_DUMP: the gradient dump does not gather the experts under "
-		         "expert parallelism yet");
-		goto out;
-	}
 	const float *grad = m->flat_grad;
 	if (t->dist) {
 		dev = m->ops->alloc(bytes);
-		if (!dev || rl_zero_gather_grads(&t->zero, dev, err, errlen))
+		/* the experts, under expert parallelism, are a region of
+		 * their own */
+		if (!dev || rl_zero_gather_grads(&t->zero, dev, err, errlen) ||
+		    (t->zero_experts.group &&
+		     rl_zero_gather_grads(&t->zero_experts, dev + m->expert_start, err, errlen)))
 			goto out;
 		grad = dev;
 	}
@@ -170,6 +221,7 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 		goto out;
 	}
 	if (own_tensors(m, full, &d, err, errlen) ||
+	    (m->shard.ep.size > 1 && every_expert(m, t->dist->g[RL_G_EP], full, &d, err, errlen)) ||
 	    (t->pp && rl_comm_size(t->pp) > 1 && gather_stages(t->pp, &d, err, errlen)))
 		goto out;
 	if (!rl_trainer_is_main(t)) {

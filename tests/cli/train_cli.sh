@@ -200,7 +200,8 @@ ep_run() { # NAME EP STEPS [KEY=VALUE...]
 	name=$1 ep=$2 n=$3
 	shift 3
 	expect_status 0 "Qwen3-MoE on 2 ranks, expert parallel $ep: $name" -- \
-		timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" mpiexec -n 2 "$RLRUN" train \
+		timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" RL_GRAD_DUMP="$name.grads" \
+		mpiexec -n 2 "$RLRUN" train \
 		grpo.max_num_steps="$n" \
 		policy.model_name="$moe" policy.parallel.expert="$ep" logger.log_dir="$name" \
 		checkpointing.enabled=true checkpointing.checkpoint_dir="$name.ck" "$@"
@@ -209,6 +210,10 @@ ep_run ep1 1 1
 ep_run ep2 2 1
 expect_status 0 "  ep2's first step = ep1's (1e-5)" -- \
 	"$compare" metrics ep2/metrics.jsonl ep1/metrics.jsonl 1e-5
+# RL_GRAD_DUMP gathers every expert from the rank that holds it: ep1's
+# dump (whose every rank holds them all) is the reference, tensor by tensor
+expect_status 0 "  ep2's first gradient = ep1's, each of the 48 experts' included (1e-5)" -- \
+	"$compare" grads ep2.grads ep1.grads 1e-5
 expect_status 0 "  exported" -- "$RLRUN" ckpt export ep1.ck/step_1 --hf ep1.hf
 expect_status 0 "  exported" -- "$RLRUN" ckpt export ep2.ck/step_1 --hf ep2.hf
 expect_status 0 "  ep2's weights after it = ep1's (1e-4)" -- \
