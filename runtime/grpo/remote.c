@@ -185,12 +185,33 @@ int rl_remote_generate(struct rl_trainer *t, struct rl_rollout *r, uint64_t seed
 	return 0;
 }
 
+/* Training rank 0's ep group, on its members; NULL elsewhere and
+ * without expert parallelism. */
+static struct rl_comm *leaders_experts(const struct rl_trainer *t)
+{
+	struct rl_comm *ep = t->dist->g[RL_G_EP];
+
+	if (t->model->shard.ep.size <= 1 || !ep)
+		return NULL;
+	for (int r = 0; r < rl_comm_size(ep); r++)
+		if (rl_comm_world_rank(ep, r) == 0)
+			return ep;
+	return NULL;
+}
+
 int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_coords *c = &t->dist->coords;
 	/* asynchronous, the generation ranks may be in the middle of a
 	 * rollout: the weights wait for them in a copy, one refit at a time */
 	struct rl_outbox *later = t->cfg->grpo.async_grpo.enabled ? &t->bridge_out : NULL;
+	/* the first model replica holds the dense tensors the generation
+	 * ranks need; training rank 0's ep group every expert */
+	struct rl_refit_sender from = {
+	    .bridge = t->dist->bridge,
+	    .dense = c->rank[RL_AXIS_DP] == 0 && c->rank[RL_AXIS_CP] == 0,
+	    .experts = leaders_experts(t),
+	};
 
 	if (t->dist->bridge) {
 		struct command cmd = {.kind = CMD_REFIT};
@@ -201,10 +222,9 @@ int rl_remote_refit(struct rl_trainer *t, char *err, size_t errlen)
 		if (!later)
 			rl_outbox_drain(&t->bridge_out);
 	}
-	/* the first model replica holds what the generation ranks need */
-	if (c->rank[RL_AXIS_DP] != 0 || c->rank[RL_AXIS_CP] != 0)
+	if (!from.dense && !from.experts)
 		return 0;
-	return rl_refit_send(t->model, t->dist->bridge, REFIT_BUCKET_BYTES, later, err, errlen);
+	return rl_refit_send(t->model, &from, REFIT_BUCKET_BYTES, later, err, errlen);
 }
 
 void rl_remote_stop(struct rl_trainer *t)

@@ -41,13 +41,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		    "not implemented yet; set pipeline to 1 or expert to 1");
 		return -1;
 	}
-	if (par->expert > 1 && !c->policy.generation.colocated.enabled) {
-		snprintf(err, errlen,
-		         "policy.parallel.expert: non-colocated generation refits whole tensors "
-		         "from the first model replica, which does not hold every expert under "
-		         "expert parallelism; set expert to 1 or generate colocated");
-		return -1;
-	}
 	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {
 		snprintf(err, errlen,
 		         "policy.parallel.pipeline: non-colocated generation refits from one "

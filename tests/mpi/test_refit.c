@@ -7,7 +7,10 @@
  * cut of the training model, cut here by the test's own slicing of the
  * whole tensors. Every pairing of tensor parallelism 1 and 2 on the two
  * sides, with buckets small enough that a bucket holds one tensor, some,
- * or all of them, and a vocabulary that two ranks split unevenly; sent at
+ * or all of them, and a vocabulary that two ranks split unevenly; a
+ * mixture of experts whose experts the training ranks split (expert
+ * parallelism 2) or both hold, for generation ranks that hold them all;
+ * sent at
  * once, or started and left to complete from a copy after the sending
  * model is freed (asynchronous GRPO's refit). Prints
  * "N passed, M failed" on rank 0. */
@@ -20,14 +23,22 @@
 #include "runtime/comm/outbox.h"
 #include "runtime/grpo/refit.h"
 #include "runtime/model/model.h"
+#include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/tp_group.h"
 #include "tests/mpi/mpi_check.h"
 #include "tests/mpi/random_model.h"
 
-static void config_of(struct rl_model_config *c, bool qwen3, bool tie)
+static void config_of(struct rl_model_config *c, bool qwen3, bool tie, bool moe)
 {
 	memset(c, 0, sizeof *c);
-	c->arch = qwen3 ? RL_ARCH_QWEN3 : RL_ARCH_LLAMA;
+	c->arch = moe ? RL_ARCH_QWEN3_MOE : qwen3 ? RL_ARCH_QWEN3 : RL_ARCH_LLAMA;
+	if (moe) {
+		c->moe.n_experts = 4;
+		c->moe.top_k = 2;
+		c->moe.intermediate = 16;
+		c->moe.sparse_step = 1;
+		c->moe.norm_topk_prob = true;
+	}
 	c->vocab_size = 37; /* 19 + 18 on two ranks */
 	c->hidden_size = 32;
 	c->intermediate_size = 48;
@@ -77,8 +88,8 @@ static struct rl_comm *split(struct rl_comm *world, int color, int key, const ch
 	return c;
 }
 
-static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, int gen_tp,
-                     size_t bucket_bytes, bool later)
+static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_ep, int train_tp,
+                     int gen_tp, size_t bucket_bytes, bool later)
 {
 	struct rl_outbox out = {0};
 	bool gen = me >= 2;
@@ -87,17 +98,25 @@ static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, 
 	struct rl_model_cut cut = {0};
 	char err[512], what[160];
 
-	snprintf(what, sizeof what, "%s%s, train tp%d -> generation tp%d, %zu-byte buckets%s",
-	         qwen3 ? "qwen3" : "llama", tie ? " tied" : "", train_tp, gen_tp, bucket_bytes,
+	snprintf(what, sizeof what, "%s%s, train ep%d tp%d -> generation tp%d, %zu-byte buckets%s",
+	         train_ep ? "qwen3-moe"
+	         : qwen3  ? "qwen3"
+	                  : "llama",
+	         tie ? " tied" : "", train_ep ? train_ep : 1, train_tp, gen_tp, bucket_bytes,
 	         later ? ", sent later" : "");
 	int tp = gen ? gen_tp : train_tp;
 	/* tensor-parallel peers together, the rest alone */
 	struct rl_comm *tp_comm = split(world, tp == 2 ? (gen ? 1 : 0) : 2 + me, role_rank, "tp");
 	struct rl_comm *bridge = split(world, me == 0 || gen ? 0 : -1, gen ? me - 1 : 0, "bridge");
-	config_of(&c, qwen3, tie);
+	/* the training ranks split the experts; the generation ranks hold
+	 * them all */
+	struct rl_comm *ep_comm = split(world, !gen && train_ep == 2 ? 0 : -1, me, "ep");
+	config_of(&c, qwen3, tie, train_ep > 0);
 	struct rl_model *trained = random_model(&c, 7, 7 * 131),
 	                *m = random_model(&c, gen ? 8 : 7, gen ? 8 * 131 : 7 * 131);
 	rl_tp_group_bind(&cut.tp, tp_comm);
+	if (ep_comm)
+		rl_ep_group_bind(&cut.ep, ep_comm);
 	cut.pp.size = 1;
 	cut.cp.size = 1;
 	must(rl_model_split(&m, &cut, err, sizeof err), what, err);
@@ -114,11 +133,17 @@ static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, 
 			      "%s: %s differs from its cut of the training model", what, p->name);
 			free(want);
 		}
-	} else if (role_rank == 0 || train_tp == 2) {
+	} else {
 		/* rank 1 without tensor parallelism is a second data-parallel
-		 * copy, which refit leaves out */
-		must(rl_refit_send(m, bridge, bucket_bytes, later ? &out : NULL, err, sizeof err),
-		     what, err);
+		 * copy of the dense tensors, which refit leaves out; under
+		 * expert parallelism it holds half the experts */
+		struct rl_refit_sender from = {
+		    .bridge = bridge, .dense = role_rank == 0 || train_tp == 2, .experts = ep_comm};
+
+		if (from.dense || from.experts)
+			must(rl_refit_send(m, &from, bucket_bytes, later ? &out : NULL, err,
+			                   sizeof err),
+			     what, err);
 	}
 	rl_model_free(trained);
 	rl_model_free(m);
@@ -126,6 +151,8 @@ static void one_case(struct rl_comm *world, bool qwen3, bool tie, int train_tp, 
 	rl_outbox_free(&out);
 	if (bridge)
 		rl_comm_free(bridge);
+	if (ep_comm)
+		rl_comm_free(ep_comm);
 	rl_comm_free(tp_comm);
 }
 
@@ -140,8 +167,13 @@ int main(void)
 	for (int train_tp = 1; train_tp <= 2; train_tp++)
 		for (int gen_tp = 1; gen_tp <= 2; gen_tp++)
 			for (size_t b = 0; b < sizeof buckets / sizeof *buckets; b++) {
-				one_case(world, false, true, train_tp, gen_tp, buckets[b], b == 1);
-				one_case(world, true, false, train_tp, gen_tp, buckets[b], b != 1);
+				one_case(world, false, true, 0, train_tp, gen_tp, buckets[b],
+				         b == 1);
+				one_case(world, true, false, 0, train_tp, gen_tp, buckets[b],
+				         b != 1);
+				for (int ep = 1; ep <= 2; ep++)
+					one_case(world, false, false, ep, train_tp, gen_tp,
+					         buckets[b], b == 1);
 			}
 	return finish_ranks(w, world, "test_refit");
 }
