@@ -53,10 +53,12 @@ int rl_pack_ffd(const int *len, int n_items, int capacity, int round, struct rl_
 	if (!order || !bin_of || !room || !fill || mb_alloc(out, n_items))
 		goto out;
 	for (int i = 0; i < n_items; i++) {
-		order[i].len = (len[i] + round - 1) / round * round;
-		order[i].pos = i;
-		if (order[i].len > capacity)
+		if (len[i] > capacity)
 			goto fail;
+		/* one that fits only unrounded fills a micro-batch of its own */
+		order[i].len = (len[i] + round - 1) / round * round;
+		order[i].len = order[i].len < capacity ? order[i].len : capacity;
+		order[i].pos = i;
 	}
 	qsort(order, (size_t)n_items, sizeof *order, by_length_desc);
 	int bins = 0;

@@ -21,9 +21,11 @@ int rl_pack_fixed(int n_items, int per_batch, struct rl_microbatches *out);
 /* First-fit-decreasing: items by length rounded up to a multiple of round,
  * longest first (ties by position, so the result is deterministic), each
  * into the first micro-batch with room left under capacity, a new one when
- * none has. Items keep the order they were placed in. -1 when an item alone
- * exceeds the capacity (the caller checks lengths against it first) or
- * memory runs out. */
+ * none has; an item that the rounding takes past the capacity fills one of
+ * its own (a budget of one sequence of max_total_sequence_length under a
+ * coarser rounding). Items keep the order they were placed in. -1 when an
+ * item alone exceeds the capacity (the caller checks lengths against it
+ * first) or memory runs out. */
 int rl_pack_ffd(const int *len, int n_items, int capacity, int round, struct rl_microbatches *out);
 
 void rl_microbatches_free(struct rl_microbatches *mb);

@@ -93,6 +93,19 @@ Test(packing, rounded_lengths_and_ties_by_position)
 	rl_microbatches_free(&mb);
 }
 
+Test(packing, an_item_that_fits_only_unrounded_fills_a_micro_batch)
+{
+	/* capacity 16, rounded to 64 (the built-in tiny run with micro-batches
+	 * of one sequence): 16, 9 and 12 each alone; 3 as 16 too */
+	const int len[4] = {9, 16, 3, 12};
+	const int start[5] = {0, 1, 2, 3, 4}, items[4] = {0, 1, 2, 3};
+	struct rl_microbatches mb;
+
+	cr_assert_eq(rl_pack_ffd(len, 4, 16, 64, &mb), 0);
+	expect_plan(&mb, 4, start, items, 4);
+	rl_microbatches_free(&mb);
+}
+
 Test(packing, an_item_over_capacity_is_refused)
 {
 	const int len[2] = {3, 11};
