@@ -162,10 +162,30 @@ static int train_backward(void *ctx, int b, struct rl_acts *a, char *err, size_t
 	return rl_model_backward(m, a, rl_model_last_stage(m) ? p->t->row_grad : NULL, err, errlen);
 }
 
-static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p)
+/* The passes this rank has no micro-batch for (ep_idle.c), in the
+ * pipeline's schedule. */
+static int idle_forward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
 {
-	return (struct rl_pipeline){t->pp, t->model,    t->acts,          t->n_acts,
-	                            p,     pass_tokens, logprobs_forward, train_backward};
+	struct pass *p = ctx;
+
+	return rl_model_idle_forward(p->t->model, a, err, errlen);
+}
+
+static int idle_backward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+
+	return rl_model_idle_backward(p->t->model, a, err, errlen);
+}
+
+/* most: the micro-batches of the rank of this one's ep group that has
+ * the most (ep_most) */
+static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p, int most)
+{
+	return (struct rl_pipeline){
+	    t->pp,        t->model,         t->acts,        t->n_acts,      p,
+	    pass_tokens,  logprobs_forward, train_backward, most - p->mb.n, idle_forward,
+	    idle_backward};
 }
 
 /* Expert parallelism: the most micro-batches a rank of this one's ep
@@ -176,17 +196,6 @@ static int ep_most(const struct rl_trainer *t, int n)
 	const struct rl_ep_group *ep = &t->model->shard.ep;
 
 	return ep->size > 1 ? ep->max_int(ep->ctx, n, "micro-batches of the ep group") : n;
-}
-
-/* The passes this rank has no micro-batch for, up to most (ep_idle.c). */
-static int idle_passes(struct rl_trainer *t, int n, int most, bool backward, char *err,
-                       size_t errlen)
-{
-	for (int i = n; i < most; i++)
-		if (rl_model_idle_forward(t->model, t->acts[0], err, errlen) ||
-		    (backward && rl_model_idle_backward(t->model, t->acts[0], err, errlen)))
-			return -1;
-	return 0;
 }
 
 int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
@@ -214,11 +223,8 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 	int most = ep_most(t, p.mb.n);
 	if (reference)
 		rl_model_swap_weights(t->model, &t->ref_weights);
-	struct rl_pipeline pl = pipeline_of(t, &p);
-	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen) ||
-	             idle_passes(t, p.mb.n, most, false, err, errlen)
-	         ? -1
-	         : 0;
+	struct rl_pipeline pl = pipeline_of(t, &p, most);
+	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
 	if (reference)
 		rl_model_swap_weights(t->model, &t->ref_weights);
 	if (rc == 0 &&
@@ -267,12 +273,9 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	for (int i = 0; i < t->n_acts; i++)
 		rl_acts_set_aux_loss_coef(t->acts[i], aux);
 	int most = ep_most(t, p.mb.n);
-	struct rl_pipeline pl = pipeline_of(t, &p);
+	struct rl_pipeline pl = pipeline_of(t, &p, most);
 	pl.forward = train_forward;
-	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen) ||
-	             idle_passes(t, p.mb.n, most, true, err, errlen)
-	         ? -1
-	         : 0;
+	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);
 out:
 	rl_microbatches_free(&p.mb);
 	return rc;

@@ -34,13 +34,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "give the sizes and set expert_tensor to 1");
 		return -1;
 	}
-	if (par->expert > 1 && par->pipeline > 1) {
-		snprintf(
-		    err, errlen,
-		    "policy.parallel.expert: expert parallelism beside pipeline parallelism is "
-		    "not implemented yet; set pipeline to 1 or expert to 1");
-		return -1;
-	}
 	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {
 		snprintf(err, errlen,
 		         "policy.parallel.pipeline: non-colocated generation refits from one "

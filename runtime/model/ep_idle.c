@@ -18,19 +18,14 @@ static bool has_experts(const struct rl_model *m, const struct rl_acts *a, int l
 	return rl_layer_is_moe(&m->cfg, l) && a->layers[l].moe;
 }
 
-/* 1: an idle pass has work to do, 0: none without expert parallelism,
- * -1: not implemented (err). */
+/* 1: an idle pass has work to do, 0: none without expert parallelism.
+ * Under pipeline parallelism each stage's ep group serves its own layers'
+ * experts. */
 static int applies(const struct rl_model *m, char *err, size_t errlen)
 {
-	if (m->shard.ep.size <= 1)
-		return 0;
-	if (m->shard.pp.size > 1) {
-		snprintf(err, errlen,
-		         "an idle pass under expert and pipeline parallelism together is not "
-		         "implemented");
-		return -1;
-	}
-	return 1;
+	(void)err;
+	(void)errlen;
+	return m->shard.ep.size > 1;
 }
 
 /* Each sparse layer of this stage with no rows of its own: moe, the

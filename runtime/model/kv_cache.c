@@ -253,13 +253,8 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
 	if (m->shard.ep.size > 1) {
-		if (pp->size > 1) {
-			snprintf(err, errlen,
-			         "decode: generation under expert and pipeline parallelism "
-			         "together is not implemented");
-			return -1;
-		}
-		/* a step of this rank's: the ranks draining take part */
+		/* a step of this rank's: the ranks draining take part (under
+		 * pipeline parallelism, each stage's in its own ep group) */
 		m->shard.ep.max_int(m->shard.ep.ctx, 1, "decode: a rank of ep decodes");
 	}
 	for (int g = 0; g < n_groups; g++) {

@@ -26,6 +26,12 @@ struct rl_pipeline {
 	int (*tokens)(void *ctx, int mb);
 	int (*forward)(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen);
 	int (*backward)(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen);
+	/* expert parallelism: idle passes after the micro-batches, so that
+	 * every rank of an ep group (all alike down their pipeline) runs as
+	 * many, in the same schedule; they hand nothing between stages */
+	int idle;
+	int (*idle_forward)(void *ctx, struct rl_acts *a, char *err, size_t errlen);
+	int (*idle_backward)(void *ctx, struct rl_acts *a, char *err, size_t errlen);
 };
 
 /* Every micro-batch forward, as they come: each stage starts the next one

@@ -227,11 +227,35 @@ strip() { sed -E 's/,"tokens_per_sec".*//' "$@"; }
 	not_ok "  ep2 resumed at step 2: steps 3-4 differ"
 ep_run ep1-re 1 4 checkpointing.save_period=2
 expect_grep "$WORK/out" "resuming from (.*/)?ep1-re.ck/step_2 " "  ep2's checkpoint loads into ep1"
-expect_status 1 "expert parallelism beside pipeline parallelism is refused" -- \
-	timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" mpiexec -n 4 "$RLRUN" train \
-	grpo.max_num_steps=1 \
-	policy.model_name="$moe" policy.parallel.expert=2 policy.parallel.pipeline=2 \
-	logger.log_dir=refused
-expect_grep "$WORK/err" "expert parallelism beside pipeline parallelism is not implemented" \
-	"  naming what is missing"
+# expert parallelism beside pipeline parallelism (4 ranks: pp2 x dp2, ep2
+# over each stage's data-parallel ranks), with updates of 3 samples of one
+# sequence per micro-batch, so that one data-parallel rank has 2
+# micro-batches and the other 1 and an idle pass in the 1F1B schedule: the
+# first step and its gradient, every expert's included, are those of ep1
+# on one stage (dp2), and a checkpoint resumes exactly
+uneven="grpo.num_prompts_per_step=3 grpo.num_generations_per_prompt=2
+policy.train_global_batch_size=3 policy.train_micro_batch_size=1 policy.logprob_batch_size=1"
+ep_pp_run() { # NAME STEPS [KEY=VALUE...]
+	name=$1 n=$2
+	shift 2
+	# shellcheck disable=SC2086
+	expect_status 0 "Qwen3-MoE on 4 ranks, expert parallel 2 beside pipeline 2: $name" -- \
+		timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" RL_GRAD_DUMP="$name.grads" \
+		mpiexec -n 4 "$RLRUN" train grpo.max_num_steps="$n" policy.model_name="$moe" \
+		policy.parallel.expert=2 policy.parallel.pipeline=2 logger.log_dir="$name" \
+		checkpointing.enabled=true checkpointing.checkpoint_dir="$name.ck" $uneven "$@"
+}
+# shellcheck disable=SC2086
+ep_run ep1-uneven 1 1 $uneven
+ep_pp_run ep2pp2 1
+expect_status 0 "  its first step = ep1's (1e-5)" -- \
+	"$compare" metrics ep2pp2/metrics.jsonl ep1-uneven/metrics.jsonl 1e-5
+expect_status 0 "  its first gradient = ep1's, every expert's included (1e-5)" -- \
+	"$compare" grads ep2pp2.grads ep1-uneven.grads 1e-5
+ep_pp_run ep2pp2-full 2 checkpointing.save_period=1
+mkdir -p ep2pp2-re.ck && cp -r ep2pp2-full.ck/step_1 ep2pp2-re.ck/
+ep_pp_run ep2pp2-re 2 checkpointing.save_period=1
+[ "$(strip ep2pp2-re/metrics.jsonl)" = "$(sed -n 2p ep2pp2-full/metrics.jsonl | strip)" ] &&
+	ok "  resumed at step 1: step 2 as the run that never stopped wrote it" ||
+	not_ok "  resumed at step 1: step 2 differs"
 finish

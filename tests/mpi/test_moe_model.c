@@ -13,7 +13,10 @@
  * counted once, and the same new weights. Greedy generation through the
  * KV cache gives the whole model's tokens, with ranks that stop after
  * different numbers of steps (or have no prompt) serving the others'
- * experts until all are done. Prints "N passed, M failed" on rank 0. */
+ * experts until all are done. On 4 ranks, expert parallelism beside
+ * pipeline parallelism too: micro-batches through 1F1B with idle passes
+ * where a rank has fewer, and generation through the stages. Prints
+ * "N passed, M failed" on rank 0. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -26,6 +29,8 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
 #include "runtime/parallel/ep_group.h"
+#include "runtime/parallel/pipeline.h"
+#include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
 #include "runtime/parallel/zero.h"
 #include "topology/layout.h"
@@ -396,6 +401,158 @@ static void compare_microbatches(const char *name, struct rl_model *part,
 	rl_acts_free(part, a);
 }
 
+/* The pipeline's part of a pass of pipeline_microbatches: micro-batch i
+ * of this rank's, and the idle passes. */
+struct pipe_pass {
+	struct rl_model *m;
+	struct batch mb[N_SEQS];
+	float lp[T], dlp[N_SEQS][T];
+};
+
+static int pipe_tokens(void *ctx, int mb)
+{
+	return ((struct pipe_pass *)ctx)->mb[mb].b.n_tokens;
+}
+
+static int pipe_forward(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pipe_pass *p = ctx;
+
+	if (rl_model_forward(p->m, a, &p->mb[mb].b, err, errlen))
+		return -1;
+	return rl_model_last_stage(p->m) ? rl_model_logprobs(p->m, a, p->lp, 1.0f, 16, err, errlen)
+	                                 : 0;
+}
+
+static int pipe_backward(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pipe_pass *p = ctx;
+
+	return rl_model_backward(p->m, a, rl_model_last_stage(p->m) ? p->dlp[mb] : NULL, err,
+	                         errlen);
+}
+
+static int pipe_idle_forward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
+{
+	return rl_model_idle_forward(((struct pipe_pass *)ctx)->m, a, err, errlen);
+}
+
+static int pipe_idle_backward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
+{
+	return rl_model_idle_backward(((struct pipe_pass *)ctx)->m, a, err, errlen);
+}
+
+/* Expert parallelism beside pipeline parallelism (4 ranks: pp2 x dp2,
+ * ep2 over the data-parallel ranks of each stage): data-parallel rank r
+ * runs its sequences as 1 + r micro-batches through 1F1B, the ranks with
+ * fewer finishing the schedule with idle passes, so that each stage's ep
+ * group meets in every exchange; the summed gradient is the whole
+ * batch's (without the load-balancing loss). Then greedy generation, as
+ * compare_layout's, through the stages. */
+static void pipeline_microbatches(struct rl_comm *world, const struct variant *v,
+                                  const struct reference *ref)
+{
+	struct rl_layout l;
+	struct rl_coords co;
+	struct rl_model_config c;
+	struct rl_model_cut cut = {0};
+	struct pipe_pass *pp_pass = calloc(1, sizeof *pp_pass);
+	char err[512], name[96];
+
+	snprintf(name, sizeof name, "%s ep2 pp2 dp2", v->name);
+	must(!pp_pass, name, "out of memory");
+	must(rl_layout_init(&l, 4, 1, 2, 1, 2, 1, err, sizeof err), name, err);
+	rl_layout_coords(&l, me, &co);
+	struct rl_comm *tp = group_of(world, &l, "tp", 0), *dp = group_of(world, &l, "dp", 0);
+	struct rl_comm *pp = group_of(world, &l, "pp", 0),
+	               *embedding = group_of(world, &l, "pp", 0);
+	struct rl_comm *ep = group_of(world, &l, "ep", 1), *edp = group_of(world, &l, "dp", 1);
+	struct rl_comm *tokens = group_of(world, &l, "tp-dp", 0);
+
+	rl_tp_group_bind(&cut.tp, tp);
+	rl_ep_group_bind(&cut.ep, ep);
+	rl_tp_group_bind(&cut.tokens, tokens);
+	rl_pp_group_bind(&cut.pp, pp, embedding);
+	cut.cp.size = 1;
+	config_of(v, &c);
+	struct rl_model *part = test_model(&c);
+	must(rl_model_split(&part, &cut, err, sizeof err), name, err);
+	pp_pass->m = part;
+
+	struct batch w;
+	int dp_rank = co.rank[RL_AXIS_DP], seqs[N_SEQS];
+	int n = seqs_of(dp_rank, l.size[RL_AXIS_DP], seqs);
+	int k = 1 + dp_rank < n ? 1 + dp_rank : n, most = k;
+	whole_batch(c.vocab_size, &w);
+	for (int i = 0; i < k; i++) {
+		int lo = n * i / k, hi = n * (i + 1) / k;
+
+		pick(&w, seqs + lo, hi - lo, &pp_pass->mb[i]);
+		for (int t = 0; t < pp_pass->mb[i].b.n_tokens; t++)
+			pp_pass->dlp[i][t] = ref->c[pp_pass->mb[i].origin[t]];
+	}
+	rl_comm_all_reduce(world, &most, 1, RL_COMM_I32, RL_COMM_MAX, "micro-batches");
+	int stages = rl_comm_size(pp), n_acts = stages - rl_comm_rank(pp);
+	struct rl_acts *acts[2] = {0};
+	for (int i = 0; i < n_acts; i++) {
+		acts[i] = rl_acts_new(part, T);
+		must(!acts[i], name, "out of memory");
+		rl_acts_set_aux_loss_coef(acts[i], 0);
+	}
+	struct rl_pipeline pl = {.pp = pp,
+	                         .m = part,
+	                         .acts = acts,
+	                         .n_acts = n_acts,
+	                         .ctx = pp_pass,
+	                         .tokens = pipe_tokens,
+	                         .forward = pipe_forward,
+	                         .backward = pipe_backward,
+	                         .idle = most - k,
+	                         .idle_forward = pipe_idle_forward,
+	                         .idle_backward = pipe_idle_backward};
+	must(rl_model_zero_grad(part) || rl_pipeline_1f1b(&pl, k, err, sizeof err) ||
+	         rl_model_reduce_grads(part, err, sizeof err),
+	     name, err);
+	double worst = 0;
+	int compared = 0;
+	for (int i = 0; i < part->n_params; i++) {
+		struct rl_param *p = &part->params[i];
+		const struct rl_param *wp = find(ref->m, p->name);
+
+		rl_comm_all_reduce(is_expert(p->name) ? edp : dp, p->grad, (size_t)p->numel,
+		                   RL_COMM_F32, RL_COMM_SUM, "micro-batch grads");
+		float *full = wp ? malloc((size_t)wp->numel * sizeof(float)) : NULL;
+		check(full != NULL, "%s: %s is not in the whole model", name, p->name);
+		if (!full)
+			continue;
+		must(rl_model_gather_param(part, i, p->grad, full, err, sizeof err), "gather", err);
+		double rel = rel_diff(full, ref->grad_no_aux + wp->offset, (size_t)wp->numel);
+		worst = rel > worst ? rel : worst;
+		compared++;
+		check(rel <= TOL, "%s: gradient of %s differs by %.3g", name, p->name, rel);
+		free(full);
+	}
+	rl_comm_all_reduce(world, &compared, 1, RL_COMM_I32, RL_COMM_SUM, "tensors compared");
+	if (me == 0)
+		printf("# %s: 1F1B with %d micro-batches at most, %d tensors' gradients within "
+		       "%.2g\n",
+		       name, most, compared, worst);
+	/* generation: each stage's ep group in step, the ranks that are done
+	 * serving their stage's experts */
+	compare_generation(name, part, ref->m, dp_rank, l.size[RL_AXIS_DP]);
+	for (int i = 0; i < n_acts; i++)
+		rl_acts_free(part, acts[i]);
+	rl_model_free(part);
+	free(pp_pass);
+	rl_comm_free(tp);
+	rl_comm_free(dp);
+	rl_comm_free(pp);
+	rl_comm_free(embedding);
+	rl_comm_free(ep);
+	rl_comm_free(edp);
+	rl_comm_free(tokens);
+}
+
 static void compare_layout(struct rl_comm *world, const struct variant *v,
                            const struct reference *ref, const struct layout *lay)
 {
@@ -567,6 +724,8 @@ int main(void)
 		reference_of(&variants[i], &ref);
 		for (size_t j = 0; j < n_lays; j++)
 			compare_layout(world, &variants[i], &ref, &lays[j]);
+		if (W == 4)
+			pipeline_microbatches(world, &variants[i], &ref);
 		rl_model_free(ref.m);
 		free(ref.updated);
 		free(ref.grad_no_aux);

@@ -258,8 +258,14 @@ static void compare_pipeline(struct rl_comm *world, int layers, int first_layers
 	struct rl_acts **acts = calloc((size_t)n_acts, sizeof *acts);
 	for (int i = 0; acts && i < n_acts; i++)
 		acts[i] = rl_acts_new(part, T);
-	struct rl_pipeline pl = {world, part,        acts,         n_acts,
-	                         &pt,   pipe_tokens, pipe_forward, pipe_backward};
+	struct rl_pipeline pl = {.pp = world,
+	                         .m = part,
+	                         .acts = acts,
+	                         .n_acts = n_acts,
+	                         .ctx = &pt,
+	                         .tokens = pipe_tokens,
+	                         .forward = pipe_forward,
+	                         .backward = pipe_backward};
 	must(rl_model_zero_grad(part) || rl_pipeline_1f1b(&pl, N_MB, err, sizeof err) ||
 	         rl_model_reduce_grads(part, err, sizeof err),
 	     "pipeline 1F1B", err);
