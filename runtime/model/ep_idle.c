@@ -18,13 +18,11 @@ static bool has_experts(const struct rl_model *m, const struct rl_acts *a, int l
 	return rl_layer_is_moe(&m->cfg, l) && a->layers[l].moe;
 }
 
-/* 1: an idle pass has work to do, 0: none without expert parallelism.
- * Under pipeline parallelism each stage's ep group serves its own layers'
+/* An idle pass has work to do only under expert parallelism; under
+ * pipeline parallelism each stage's ep group serves its own layers'
  * experts. */
-static int applies(const struct rl_model *m, char *err, size_t errlen)
+static bool applies(const struct rl_model *m)
 {
-	(void)err;
-	(void)errlen;
 	return m->shard.ep.size > 1;
 }
 
@@ -45,17 +43,13 @@ static int experts_forward(struct rl_model *m, struct rl_acts *a, struct rl_moe_
 
 int rl_model_idle_forward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
 {
-	int go = applies(m, err, errlen);
-
-	return go <= 0 ? go : experts_forward(m, a, NULL, a->x_final, true, err, errlen);
+	return applies(m) ? experts_forward(m, a, NULL, a->x_final, true, err, errlen) : 0;
 }
 
 int rl_model_idle_backward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
 {
-	int go = applies(m, err, errlen);
-
-	if (go <= 0)
-		return go;
+	if (!applies(m))
+		return 0;
 	float *none = a->x_final;
 	for (int l = m->shard.first_layer + m->shard.n_layers - 1; l >= m->shard.first_layer; l--)
 		if (has_experts(m, a, l) && rl_moe_backward(m, l, a->layers[l].moe, none, none,
@@ -68,10 +62,10 @@ int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
 {
 	const struct rl_ep_group *ep = &m->shard.ep;
 	struct rl_moe_acts moe = {0};
-	int go = applies(m, err, errlen), rc = 0;
+	int rc = 0;
 
-	if (go <= 0)
-		return go;
+	if (!applies(m))
+		return 0;
 	float *none = m->ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
 	if (!none) {
 		/* the others wait in the next exchange until the watchdog stops
