@@ -157,6 +157,17 @@ static void wait_started(struct rl_comm *c, void *req, const char *desc)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* A failed operation described by desc: the watchdog's message names it. */
+static _Noreturn void fire_on(struct rl_comm *c, const char *desc, const char *err)
+{
+	struct rl_comm_world *w = c->world;
+
+	pthread_mutex_lock(&w->lock);
+	snprintf(w->now.what, sizeof w->now.what, "%s", desc);
+	pthread_mutex_unlock(&w->lock);
+	rl_watchdog_fire(w, c, 0, err);
+}
+
 /* Numbers the operation and starts it on the backend; desc gets its
  * description. */
 static void *start(struct rl_comm *c, const struct rl_comm_op *op, const char *what, char *desc,
@@ -170,12 +181,8 @@ static void *start(struct rl_comm *c, const struct rl_comm_op *op, const char *w
 	pthread_mutex_lock(&w->lock);
 	w->now.seq++;
 	pthread_mutex_unlock(&w->lock);
-	if (c->be->start(c, op, &req, err, sizeof err)) {
-		pthread_mutex_lock(&w->lock);
-		snprintf(w->now.what, sizeof w->now.what, "%s", desc);
-		pthread_mutex_unlock(&w->lock);
-		rl_watchdog_fire(w, c, 0, err);
-	}
+	if (c->be->start(c, op, &req, err, sizeof err))
+		fire_on(c, desc, err);
 	return req;
 }
 
@@ -209,23 +216,36 @@ static struct rl_comm_request *start_request(struct rl_comm *c, const struct rl_
 	return r;
 }
 
+/* The operations that come both blocking and started. */
+static struct rl_comm_op broadcast_op(void *buf, size_t count, enum rl_comm_dtype t, int root)
+{
+	return (struct rl_comm_op){.kind = RL_OP_BROADCAST,
+	                           .send = buf,
+	                           .recv = buf,
+	                           .count = count,
+	                           .dtype = t,
+	                           .peer = root};
+}
+
+static struct rl_comm_op send_op(const void *buf, size_t count, enum rl_comm_dtype t, int peer)
+{
+	return (struct rl_comm_op){
+	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
+}
+
 struct rl_comm_request *rl_comm_start_broadcast(struct rl_comm *c, void *buf, size_t count,
                                                 enum rl_comm_dtype t, int root, const char *what)
 {
-	struct rl_comm_op o = {.kind = RL_OP_BROADCAST,
-	                       .send = buf,
-	                       .recv = buf,
-	                       .count = count,
-	                       .dtype = t,
-	                       .peer = root};
+	struct rl_comm_op o = broadcast_op(buf, count, t, root);
+
 	return start_request(c, &o, what);
 }
 
 struct rl_comm_request *rl_comm_start_send(struct rl_comm *c, const void *buf, size_t count,
                                            enum rl_comm_dtype t, int peer, const char *what)
 {
-	struct rl_comm_op o = {
-	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
+	struct rl_comm_op o = send_op(buf, count, t, peer);
+
 	return start_request(c, &o, what);
 }
 
@@ -236,14 +256,8 @@ bool rl_comm_test(struct rl_comm_request *r)
 	if (!r)
 		return true;
 	int rc = r->c->be->test(r->c, r->req, err, sizeof err);
-	if (rc < 0) {
-		struct rl_comm_world *w = r->c->world;
-
-		pthread_mutex_lock(&w->lock);
-		snprintf(w->now.what, sizeof w->now.what, "%s", r->desc);
-		pthread_mutex_unlock(&w->lock);
-		rl_watchdog_fire(w, r->c, 0, err);
-	}
+	if (rc < 0)
+		fire_on(r->c, r->desc, err);
 	if (rc == 1)
 		free(r);
 	return rc == 1;
@@ -297,20 +311,16 @@ void rl_comm_all_gather(struct rl_comm *c, const void *send, void *recv, size_t 
 void rl_comm_broadcast(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t, int root,
                        const char *what)
 {
-	struct rl_comm_op o = {.kind = RL_OP_BROADCAST,
-	                       .send = buf,
-	                       .recv = buf,
-	                       .count = count,
-	                       .dtype = t,
-	                       .peer = root};
+	struct rl_comm_op o = broadcast_op(buf, count, t, root);
+
 	run(c, &o, what);
 }
 
 void rl_comm_send(struct rl_comm *c, const void *buf, size_t count, enum rl_comm_dtype t, int peer,
                   const char *what)
 {
-	struct rl_comm_op o = {
-	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
+	struct rl_comm_op o = send_op(buf, count, t, peer);
+
 	run(c, &o, what);
 }
 
