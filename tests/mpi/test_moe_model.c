@@ -407,6 +407,8 @@ struct pipe_pass {
 	struct rl_model *m;
 	struct batch mb[N_SEQS];
 	float lp[T], dlp[N_SEQS][T];
+	const float *want; /* the whole model's logprobs (pipe_logprobs) */
+	double *lp_worst;  /* the largest difference from them */
 };
 
 static int pipe_tokens(void *ctx, int mb)
@@ -422,6 +424,25 @@ static int pipe_forward(void *ctx, int mb, struct rl_acts *a, char *err, size_t 
 		return -1;
 	return rl_model_last_stage(p->m) ? rl_model_logprobs(p->m, a, p->lp, 1.0f, 16, err, errlen)
 	                                 : 0;
+}
+
+/* A forward-only pass: the last stage checks micro-batch mb's logprobs
+ * against the whole model's. */
+static int pipe_logprobs(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pipe_pass *p = ctx;
+	const struct batch *b = &p->mb[mb];
+	float want[T];
+
+	if (pipe_forward(ctx, mb, a, err, errlen))
+		return -1;
+	if (!rl_model_last_stage(p->m))
+		return 0;
+	for (int t = 0; t < b->b.n_tokens; t++)
+		want[t] = p->want[b->origin[t]];
+	double d = rel_diff(p->lp, want, (size_t)b->b.n_tokens);
+	*p->lp_worst = d > *p->lp_worst ? d : *p->lp_worst;
+	return 0;
 }
 
 static int pipe_backward(void *ctx, int mb, struct rl_acts *a, char *err, size_t errlen)
@@ -447,8 +468,9 @@ static int pipe_idle_backward(void *ctx, struct rl_acts *a, char *err, size_t er
  * runs its sequences as 1 + r micro-batches through 1F1B, the ranks with
  * fewer finishing the schedule with idle passes, so that each stage's ep
  * group meets in every exchange; the summed gradient is the whole
- * batch's (without the load-balancing loss). Then greedy generation, as
- * compare_layout's, through the stages. */
+ * batch's (without the load-balancing loss). The same micro-batches
+ * forward only give the whole model's logprobs, and greedy generation, as
+ * compare_layout's, its tokens through the stages. */
 static void pipeline_microbatches(struct rl_comm *world, const struct variant *v,
                                   const struct reference *ref)
 {
@@ -478,6 +500,7 @@ static void pipeline_microbatches(struct rl_comm *world, const struct variant *v
 	struct rl_model *part = test_model(&c);
 	must(rl_model_split(&part, &cut, err, sizeof err), name, err);
 	pp_pass->m = part;
+	pp_pass->want = ref->lp;
 
 	struct batch w;
 	int dp_rank = co.rank[RL_AXIS_DP], seqs[N_SEQS];
@@ -537,6 +560,14 @@ static void pipeline_microbatches(struct rl_comm *world, const struct variant *v
 		printf("# %s: 1F1B with %d micro-batches at most, %d tensors' gradients within "
 		       "%.2g\n",
 		       name, most, compared, worst);
+	/* forward only (the logprob passes), in the same micro-batches: the
+	 * last stage's logprobs are the whole model's */
+	pl.forward = pipe_logprobs;
+	double lp_worst = 0;
+	pp_pass->lp_worst = &lp_worst;
+	must(rl_pipeline_forward(&pl, k, err, sizeof err), name, err);
+	if (rl_model_last_stage(part))
+		check(lp_worst <= TOL, "%s: forward only: logprobs differ by %.3g", name, lp_worst);
 	/* generation: each stage's ep group in step, the ranks that are done
 	 * serving their stage's experts */
 	compare_generation(name, part, ref->m, dp_rank, l.size[RL_AXIS_DP]);
