@@ -55,13 +55,12 @@ static int every_expert(const struct rl_model *m, struct rl_comm *ep, const floa
                         struct dump *d, char *err, size_t errlen)
 {
 	const struct rl_model_shard *sh = &m->shard;
-	static const int kinds[] = {RL_P_EXPERT_GATE, RL_P_EXPERT_UP, RL_P_EXPERT_DOWN};
 
 	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++)
-		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-			const struct rl_param *x = m->layer[l * RL_P_PER_LAYER + kinds[k]];
+		for (int k = 0; k < RL_P_PER_LAYER; k++) {
+			const struct rl_param *x = m->layer[l * RL_P_PER_LAYER + k];
 
-			if (!x)
+			if (!x || !rl_layer_param_is_expert((enum rl_layer_param)k))
 				continue;
 			int64_t numel = x->full_shape[0] * x->full_shape[1];
 			size_t mine = (size_t)(numel * sh->n_experts);
@@ -72,7 +71,6 @@ static int every_expert(const struct rl_model *m, struct rl_comm *ep, const floa
 			}
 			rl_comm_all_gather(ep, grad_host + x->offset, all, mine, RL_COMM_F32,
 			                   "gradient dump: a layer's experts");
-			const char *suffix = strchr(strstr(x->name, ".experts.") + 9, '.');
 			for (int e = 0; e < sh->n_experts * sh->ep.size; e++) {
 				struct tensor_head h = {
 				    .ndim = 2,
@@ -80,8 +78,7 @@ static int every_expert(const struct rl_model *m, struct rl_comm *ep, const floa
 				    .numel = numel};
 				float *v = malloc((size_t)numel * sizeof *v);
 
-				snprintf(h.name, sizeof h.name, "model.layers.%d.mlp.experts.%d%s",
-				         l, e, suffix);
+				rl_expert_name(h.name, sizeof h.name, l, e, (enum rl_layer_param)k);
 				if (v)
 					memcpy(v, all + (size_t)e * (size_t)numel,
 					       (size_t)numel * sizeof *v);

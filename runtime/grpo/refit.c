@@ -34,11 +34,6 @@ struct order {
 	int n;
 };
 
-static bool expert_kind(int p)
-{
-	return p == RL_P_EXPERT_GATE || p == RL_P_EXPERT_UP || p == RL_P_EXPERT_DOWN;
-}
-
 static int64_t numel_of(const struct slot *s)
 {
 	return s->shape[0] * (s->shape[1] ? s->shape[1] : 1);
@@ -49,16 +44,6 @@ static int64_t numel_of(const struct slot *s)
 static const struct rl_param *stack_of(const struct rl_model *m, int l, int kind)
 {
 	return m->layer[l * RL_P_PER_LAYER + kind];
-}
-
-/* "model.layers.3.mlp.experts.5.gate_proj.weight" for expert e, from the
- * name of another expert of the same stack. */
-static void expert_name(char *out, size_t n, const char *sibling, int layer, int e)
-{
-	const char *at = strstr(sibling, ".experts.");
-	const char *suffix = at ? strchr(at + strlen(".experts."), '.') : NULL;
-
-	snprintf(out, n, "model.layers.%d.mlp.experts.%d%s", layer, e, suffix ? suffix : "");
 }
 
 static int order_of(const struct rl_model *m, struct order *o)
@@ -73,7 +58,8 @@ static int order_of(const struct rl_model *m, struct order *o)
 		return -1;
 	for (int l = first; l < last; l++)
 		for (int p = 0; p < RL_P_PER_LAYER; p++) {
-			const struct rl_param *x = expert_kind(p) ? stack_of(m, l, p) : NULL;
+			const struct rl_param *x =
+			    rl_layer_param_is_expert(p) ? stack_of(m, l, p) : NULL;
 
 			for (int e = 0; x && e < sh->n_experts; e++)
 				held[x - m->params + e] = true;
@@ -101,14 +87,15 @@ static int order_of(const struct rl_model *m, struct order *o)
 	}
 	for (int l = first; l < last; l++)
 		for (int p = 0; p < RL_P_PER_LAYER; p++) {
-			const struct rl_param *x = expert_kind(p) ? stack_of(m, l, p) : NULL;
+			const struct rl_param *x =
+			    rl_layer_param_is_expert(p) ? stack_of(m, l, p) : NULL;
 
 			for (int e = 0; x && e < E; e++) {
 				struct slot *s = &o->s[k++];
 				bool mine =
 				    e >= sh->first_expert && e < sh->first_expert + sh->n_experts;
 
-				expert_name(s->name, sizeof s->name, x->name, l, e);
+				rl_expert_name(s->name, sizeof s->name, l, e, p);
 				s->shape[0] = x->full_shape[0];
 				s->shape[1] = x->full_shape[1];
 				s->param = mine ? (int)(x - m->params) + e - sh->first_expert : -1;

@@ -8,7 +8,8 @@
  * defines: struct rl_param, struct rl_model, struct rl_batch, struct rl_acts,
  * rl_model_load, rl_model_new_random, rl_model_swap_weights, rl_model_save,
  * rl_model_free, rl_acts_new, rl_acts_free, rl_model_forward, rl_model_logits,
- * rl_model_logprobs, rl_model_backward, rl_model_idle_forward, rl_model_idle_backward */
+ * rl_model_logprobs, rl_model_backward, rl_model_idle_forward, rl_model_idle_backward,
+ * rl_layer_param_is_expert, rl_expert_name */
 #ifndef RL_MODEL_MODEL_H
 #define RL_MODEL_MODEL_H
 
@@ -57,6 +58,13 @@ enum rl_layer_param {
 	RL_P_MLP_NORM,
 	RL_P_PER_LAYER
 };
+
+/* One expert's own kinds (gate, up, down), of which a rank holds stacks. */
+bool rl_layer_param_is_expert(enum rl_layer_param p);
+/* Expert e of layer l's tensor of kind p, by its Hugging Face name
+ * ("model.layers.3.mlp.experts.5.gate_proj.weight"), whichever rank
+ * holds it. */
+void rl_expert_name(char *out, size_t n, int layer, int e, enum rl_layer_param p);
 
 struct rl_param {
 	char name[96]; /* the Hugging Face tensor name */

@@ -45,9 +45,14 @@ static const char *const layer_suffix[RL_P_PER_LAYER] = {
     [RL_P_SHARED_EXPERT_GATE] = "mlp.shared_expert_gate.weight",
 };
 
-static bool is_expert(enum rl_layer_param p)
+bool rl_layer_param_is_expert(enum rl_layer_param p)
 {
 	return p == RL_P_EXPERT_GATE || p == RL_P_EXPERT_UP || p == RL_P_EXPERT_DOWN;
+}
+
+void rl_expert_name(char *out, size_t n, int layer, int e, enum rl_layer_param p)
+{
+	snprintf(out, n, "model.layers.%d.mlp.experts.%d.%s", layer, e, layer_suffix[p]);
 }
 
 static bool is_moe_param(enum rl_layer_param p)
@@ -172,7 +177,7 @@ static bool grad_is_partial(const struct rl_model_shard *sh, enum rl_layer_param
 	/* each tensor-parallel rank routes its share of the tokens through
 	 * whole experts; under expert parallelism every token of the group
 	 * reaches its expert's one holder, which has the whole sum */
-	if (is_expert(p))
+	if (rl_layer_param_is_expert(p))
 		return sh->ep.size <= 1;
 	if (is_moe_param(p))
 		return true;
@@ -259,11 +264,11 @@ static struct rl_param *add_expert_stack(struct rl_model *m, int layer, enum rl_
 	struct rl_param *first = NULL;
 
 	for (int e = sh->first_expert; e < sh->first_expert + sh->n_experts; e++) {
-		struct rl_param *x =
-		    first ? add_packed(m, rows, cols, "model.layers.%d.mlp.experts.%d.%s", layer, e,
-		                       layer_suffix[p])
-		          : add_param(m, rows, cols, -1, "model.layers.%d.mlp.experts.%d.%s", layer,
-		                      e, layer_suffix[p]);
+		char name[96];
+
+		rl_expert_name(name, sizeof name, layer, e, p);
+		struct rl_param *x = first ? add_packed(m, rows, cols, "%s", name)
+		                           : add_param(m, rows, cols, -1, "%s", name);
 		x->replica = sh->tp.rank > 0 && sh->ep.size <= 1;
 		x->partial_grad = grad_is_partial(sh, p);
 		if (!first)
@@ -304,7 +309,7 @@ static int build_table(struct rl_model *m)
 			if (!layer_has(c, i, (enum rl_layer_param)p))
 				continue;
 			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
-			if (is_expert((enum rl_layer_param)p)) {
+			if (rl_layer_param_is_expert((enum rl_layer_param)p)) {
 				if (!experts_apart)
 					m->layer[i * RL_P_PER_LAYER + p] = add_expert_stack(
 					    m, i, (enum rl_layer_param)p, rows, cols);
@@ -336,7 +341,7 @@ static int build_table(struct rl_model *m)
 			int split;
 
 			if (!layer_has(c, i, (enum rl_layer_param)p) ||
-			    !is_expert((enum rl_layer_param)p))
+			    !rl_layer_param_is_expert((enum rl_layer_param)p))
 				continue;
 			layer_shape(c, (enum rl_layer_param)p, &rows, &cols, &split);
 			m->layer[i * RL_P_PER_LAYER + p] =
