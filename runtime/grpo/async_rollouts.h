@@ -7,7 +7,7 @@
  * not "the newest weights at hand": the generation ranks take commands in
  * order, so a rollout's weights do not depend on how fast they are, and a
  * run (and a resumed one) gives the same rollouts every time.
- * defines: struct rl_inflight, struct rl_ahead, rl_ahead_push, rl_ahead_free,
+ * defines: struct rl_inflight, struct rl_ahead, rl_ahead_take_prompts, rl_ahead_free,
  * rl_async_rollout, rl_async_receive_all */
 #ifndef RL_GRPO_ASYNC_ROLLOUTS_H
 #define RL_GRPO_ASYNC_ROLLOUTS_H
@@ -38,12 +38,14 @@ struct rl_ahead {
 	bool data_ended; /* asking for more found the data at its end */
 };
 
-/* A new last entry, zeroed (q grown to at least cap entries), or NULL out
- * of memory. */
-struct rl_inflight *rl_ahead_push(struct rl_ahead *a, int cap);
 void rl_ahead_free(struct rl_ahead *a);
 
 struct rl_trainer;
+/* Every training rank: a new last entry of t->ahead (*out) holding the
+ * data's next prompts, and where the data stood before them, which a
+ * checkpoint saves while the entry is in flight. Returns 0, 1 when the
+ * data has no prompts left, or -1 with err; then no entry was added. */
+int rl_ahead_take_prompts(struct rl_trainer *t, struct rl_inflight **out, char *err, size_t errlen);
 /* Every training rank: step's rollout into r (asked for now when none
  * was), after the next ones are asked for; fills m's asynchronous timers
  * and trajectory age. Returns 0, 1 when the data ran out, or -1 with err. */

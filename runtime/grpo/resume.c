@@ -249,15 +249,10 @@ static unsigned char *buffer_bytes(struct rl_trainer *t, const char *dir, size_t
 static int take_one(struct rl_trainer *t, const char *dir, struct rl_buffered *b, char *err,
                     size_t errlen)
 {
-	struct rl_inflight *e = rl_ahead_push(&t->ahead, 1);
+	struct rl_inflight *e;
 	int got;
 
-	if (!e) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	rl_data_source_position(&t->data, &e->before);
-	if ((got = rl_trainer_next_prompts(t, &e->r, err, errlen))) {
+	if ((got = rl_ahead_take_prompts(t, &e, err, errlen))) {
 		if (got > 0)
 			snprintf(err, errlen,
 			         "%s/%s holds step %" PRId64 "'s rollout, but the data has no "
