@@ -11,8 +11,15 @@
 /* rank r's share of n items among p */
 static void share_bounds(int n, int r, int p, int *lo, int *hi)
 {
-	*lo = (int)((int64_t)n * r / p);
-	*hi = (int)((int64_t)n * (r + 1) / p);
+	rl_share_split(0, n, r, p, lo, hi);
+}
+
+void rl_share_split(int first, int last, int index, int parts, int *lo, int *hi)
+{
+	int64_t n = last - first;
+
+	*lo = first + (int)(n * index / parts);
+	*hi = first + (int)(n * (index + 1) / parts);
 }
 
 void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi)
@@ -119,10 +126,9 @@ int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, c
 	                "sharing the samples", err, errlen);
 }
 
-int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, char *err, size_t errlen)
+int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, int lo, int hi, char *err,
+                     size_t errlen)
 {
-	int lo, hi;
-
 	if (!group || rl_comm_size(group) == 1)
 		return 0;
 	double *rewards = calloc((size_t)r->n, sizeof *rewards);
@@ -131,7 +137,6 @@ int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, char *err, siz
 		return -1;
 	}
 	/* a sum with one term: every other rank adds an exact zero */
-	rl_share_range(group, r->n, &lo, &hi);
 	for (int i = lo; i < hi; i++)
 		rewards[i] = r->s[i].reward;
 	rl_comm_all_reduce(group, rewards, (size_t)r->n, RL_COMM_F64, RL_COMM_SUM,

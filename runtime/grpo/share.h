@@ -1,10 +1,11 @@
 /* Data parallelism over a step's samples: each rank of the data-parallel
- * group generates, scores and runs the logprobs of its own contiguous
- * share, and these calls put the shares back together so that every rank
- * holds the whole rollout again (what the advantages, the metrics and the
- * next phase's split need). Without a group (one process) they do nothing.
- * defines: rl_share_range, rl_share_samples, rl_share_rewards, rl_share_logprobs,
- * rl_share_stage_logprobs, rl_share_sum */
+ * group generates and runs the logprobs of its own contiguous share (the
+ * ranks of its model replica score parts of it), and these calls put the
+ * shares back together so that every rank holds the whole rollout again
+ * (what the advantages, the metrics and the next phase's split need).
+ * Without a group (one process) they do nothing.
+ * defines: rl_share_range, rl_share_split, rl_share_samples, rl_share_rewards,
+ * rl_share_logprobs, rl_share_stage_logprobs, rl_share_sum */
 #ifndef RL_GRPO_SHARE_H
 #define RL_GRPO_SHARE_H
 
@@ -23,9 +24,14 @@ void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi);
 int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, char *err,
                      size_t errlen);
 
-/* When every rank holds every sample already (non-colocated generation):
- * after each rank scored its share, every reward on every rank. */
-int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, char *err, size_t errlen);
+/* The part [*lo, *hi) of the items [first, last) that part index of
+ * parts takes: balanced, in order. */
+void rl_share_split(int first, int last, int index, int parts, int *lo, int *hi);
+
+/* After each rank of group scored the samples [lo, hi) of r, every sample
+ * by one rank: every reward on every rank. */
+int rl_share_rewards(struct rl_comm *group, struct rl_rollout *r, int lo, int hi, char *err,
+                     size_t errlen);
 
 /* After each rank filled the field (offsetof(struct rl_sample, prev_lp) or
  * ref_lp) of its share: that field on every rank. */

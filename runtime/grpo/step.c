@@ -75,34 +75,51 @@ static int take_output(struct rl_sample *s, const int32_t *prompt, int prompt_le
 	return 0;
 }
 
-/* This rank's share of the samples, scored. */
-static int score_share(struct rl_trainer *t, struct rl_rollout *r, int lo, int hi,
-                       int64_t *failures, char *err, size_t errlen)
+/* The samples [*lo, *hi) this rank scores. A data-parallel rank's share
+ * is on every rank of its model replica (tensor, context and pipeline
+ * ranks alike), which split it: each sample is scored once in the run.
+ * Scored on each of them, a sample could get two rewards (a program that
+ * times out, or is killed, on one rank only) and the replica's ranks would
+ * train on different advantages. */
+static void scoring_range(const struct rl_trainer *t, int n, int *lo, int *hi)
 {
-	struct rl_rollout share = *r;
+	int share_lo, share_hi;
 
-	share.s = r->s + lo;
-	share.n = hi - lo;
-	return rl_rewards_score(&t->reward, &share, failures, err, errlen);
+	rl_share_range(t->dp, n, &share_lo, &share_hi);
+	if (!t->dist) {
+		*lo = share_lo;
+		*hi = share_hi;
+		return;
+	}
+	const int *size = t->dist->layout.size, *at = t->dist->coords.rank;
+	int replica = size[RL_AXIS_TP] * size[RL_AXIS_CP] * size[RL_AXIS_PP];
+	int me = (at[RL_AXIS_PP] * size[RL_AXIS_CP] + at[RL_AXIS_CP]) * size[RL_AXIS_TP] +
+	         at[RL_AXIS_TP];
+
+	rl_share_split(share_lo, share_hi, me, replica, lo, hi);
 }
 
 int rl_rollout_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
                      char *err, size_t errlen)
 {
+	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
+	struct rl_rollout part = *r;
 	int64_t failures = 0;
 	int lo, hi;
 
-	rl_share_range(t->dp, r->n, &lo, &hi);
-	if (score_share(t, r, lo, hi, &failures, err, errlen))
+	scoring_range(t, r->n, &lo, &hi);
+	part.s = r->s + lo;
+	part.n = hi - lo;
+	if (part.n > 0 && rl_rewards_score(&t->reward, &part, &failures, err, errlen))
 		return -1;
 	/* generated elsewhere, every sample is already on every rank */
-	if (t->remote_generation
-	        ? rl_share_rewards(t->dp, r, err, errlen)
-	        : rl_share_samples(t->dp, r, (int)t->cfg->policy.max_total_sequence_length, err,
-	                           errlen))
+	if (!t->remote_generation &&
+	    rl_share_samples(t->dp, r, (int)t->cfg->policy.max_total_sequence_length, err, errlen))
+		return -1;
+	if (rl_share_rewards(world, r, lo, hi, err, errlen))
 		return -1;
 	double sum = (double)failures;
-	rl_share_sum(t->dp, &sum, 1, "reward failures");
+	rl_share_sum(world, &sum, 1, "reward failures");
 	*reward_failures += (int64_t)sum;
 	return 0;
 }

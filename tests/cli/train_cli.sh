@@ -5,6 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 
 cd "$WORK" || exit 1
+# MPICH's own leak at exit (see tests/mpi/lib.sh), for the runs of several ranks
+mpi_asan=${ASAN_OPTIONS:-}:detect_leaks=0
 
 
 # The issue's bar: first 5 steps at most 0.3, last 5 at least 0.9, for the
@@ -73,6 +75,37 @@ expect_status 0 "a run whose reward program crashes" -- "$RLRUN" train grpo.max_
 expect_grep crash/metrics.jsonl '"step":2,.*"reward_failures":[1-9]' "the crashes are counted"
 expect_grep "$WORK/err" "reward command: sample [0-9]+: killed by signal" "and reported"
 
+# every sample is scored once in the run: the ranks of a model replica
+# (tensor, pipeline, context) split their data-parallel share. Scored on
+# each, a sample that a program fails on one rank only would get two
+# rewards, and the replica's ranks would train on different advantages.
+cat >count.sh <<SH
+#!/bin/sh
+while IFS= read -r line; do
+	echo "\${PMI_RANK:-0}" >>"$WORK/scored.log"
+	echo 1
+done
+SH
+chmod +x count.sh
+scored_once() { # NAME RANKS WHAT [KEY=VALUE...]
+	name=$1 ranks=$2 what=$3
+	shift 3
+	rm -f scored.log
+	expect_status 0 "$what: one step with a reward program" -- \
+		timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" mpiexec -n "$ranks" \
+		"$RLRUN" train grpo.max_num_steps=1 grpo.num_prompts_per_step=8 \
+		policy.train_global_batch_size=64 policy.train_micro_batch_size=16 \
+		logger.log_dir="$name" data.env_name=digits env.digits.command="exec $WORK/count.sh" \
+		"$@"
+	per_rank=$(sort -n scored.log | uniq -c | awk '{ printf "%s%d", (NR > 1 ? " " : ""), $1 }')
+	want=$(awk -v r="$ranks" 'BEGIN { for (i = 0; i < r; i++) printf "%s%d", i ? " " : "", 128 / r }')
+	[ "$per_rank" = "$want" ] && ok "  its 128 samples scored once, $want by each rank" ||
+		not_ok "  samples scored per rank: ${per_rank:-none}, not $want"
+}
+scored_once scored-tp2 2 "tensor parallel 2" policy.parallel.tensor=2
+scored_once scored-pp2 2 "pipeline parallel 2" policy.parallel.pipeline=2
+scored_once scored-tp2-dp2 4 "tensor parallel 2, data parallel 2" policy.parallel.tensor=2
+
 # a JSONL dataset with the math reward
 cat >train.jsonl <<'J'
 {"problem": "1+1=", "expected_answer": "2"}
@@ -116,8 +149,6 @@ expect_grep moe/metrics.jsonl '"step":2,.*"token_mult_prob_error":1\.00000' \
 # optimizer); the other weights train, and without the key the routers do
 moe=$top_srcdir/tests/fixtures/models/qwen3-moe
 compare=$top_builddir/tests/tools/rl_compare
-# MPICH's own leak at exit (see tests/mpi/lib.sh), for the runs of several ranks
-mpi_asan=${ASAN_OPTIONS:-}:detect_leaks=0
 moe_run() { # NAME LAUNCHER... -- [KEY=VALUE...]
 	name=$1
 	shift
