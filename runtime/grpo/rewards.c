@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/grpo/rewards.h"
+#include "runtime/grpo/stop_signal.h"
 #include "runtime/reward/math_answer.h"
 #include "runtime/reward/reward_command.h"
 
@@ -65,10 +66,14 @@ static int score_command(const struct rl_reward *r, struct rl_rollout *ro, int64
 		                                   ro->s[i].response ? ro->s[i].response : "",
 		                                   ro->answers[g]};
 	}
+	sigset_t stop_signals;
+	rl_stop_signal_set(&stop_signals);
+	struct rl_reward_program program = {r->env->command, r->env->timeout,
+	                                    (int)r->env->num_workers, &stop_signals};
 	/* a program that cannot even start is a failure of every sample, not
 	 * of the run: the message goes to the log and they all score 0 */
-	if (rl_reward_command(r->env->command, r->env->timeout, (int)r->env->num_workers, items,
-	                      (size_t)ro->n, rewards, &f, stderr, msg, sizeof msg)) {
+	if (rl_reward_command(&program, items, (size_t)ro->n, rewards, &f, stderr, msg,
+	                      sizeof msg)) {
 		fprintf(stderr, "reward env.%s: %s; every sample of the step scores 0\n", r->name,
 		        msg);
 		f.crashed = (size_t)ro->n;

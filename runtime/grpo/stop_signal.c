@@ -65,3 +65,10 @@ int rl_stop_signal_caught(void)
 {
 	return caught;
 }
+
+void rl_stop_signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	for (int k = 0; k < n_armed; k++)
+		sigaddset(set, armed[k]);
+}

@@ -2,10 +2,12 @@
  * preemption, at the time limit and on scancel) and checkpointing.signal
  * (what `sbatch --signal` can send ahead of the time limit). The handler
  * only notes the signal; the run acts on it at the next step boundary.
- * defines: rl_stop_signal_arm, rl_stop_signal_disarm, rl_stop_signal_caught */
+ * defines: rl_stop_signal_arm, rl_stop_signal_disarm, rl_stop_signal_caught,
+ * rl_stop_signal_set */
 #ifndef RL_GRPO_STOP_SIGNAL_H
 #define RL_GRPO_STOP_SIGNAL_H
 
+#include <signal.h>
 #include <stddef.h>
 
 /* Catches SIGTERM and the signal named (SIGUSR1, ...; as the schema
@@ -16,5 +18,7 @@ int rl_stop_signal_arm(const char *name, char *err, size_t errlen);
 void rl_stop_signal_disarm(void);
 /* The first signal caught since arming, or 0. */
 int rl_stop_signal_caught(void);
+/* The signals armed now: empty when none is. */
+void rl_stop_signal_set(sigset_t *set);
 
 #endif

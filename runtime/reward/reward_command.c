@@ -44,12 +44,15 @@ struct worker {
 	size_t llen;
 	bool overlong;
 	bool no_restart; /* the shell did not find the command */
+	/* 1 + the item a copy stopped with the job was on, 0 for none */
+	size_t stop_restart;
 	double deadline; /* monotonic seconds; see arm() */
 };
 
 struct job {
 	const char *command;
 	double timeout;
+	const sigset_t *stop_signals;
 	const struct rl_reward_item *items;
 	double *rewards;
 	struct rl_reward_failures *fail;
@@ -304,6 +307,15 @@ static void finished(struct job *j, struct worker *w, int status)
 		give_up(j, w);
 		return;
 	}
+	if (WIFSIGNALED(status) && j->stop_signals &&
+	    sigismember(j->stop_signals, WTERMSIG(status)) == 1 &&
+	    w->stop_restart != w->next_read + 1) {
+		log_line(j, "sample %zu: killed by signal %d, which stops the job: scored again",
+		         w->next_read, WTERMSIG(status));
+		w->stop_restart = w->next_read + 1;
+		start(j, w);
+		return;
+	}
 	if (WIFSIGNALED(status))
 		log_line(j, "sample %zu: killed by signal %d", w->next_read, WTERMSIG(status));
 	else
@@ -484,18 +496,20 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 	return true;
 }
 
-int rl_reward_command(const char *command, double timeout_s, int num_workers,
-                      const struct rl_reward_item *items, size_t n, double *rewards,
-                      struct rl_reward_failures *fail, FILE *log, char *err, size_t errlen)
+int rl_reward_command(const struct rl_reward_program *p, const struct rl_reward_item *items,
+                      size_t n, double *rewards, struct rl_reward_failures *fail, FILE *log,
+                      char *err, size_t errlen)
 {
 	struct rl_reward_failures local = {0};
-	struct job j = {.command = command,
-	                .timeout = timeout_s,
+	struct job j = {.command = p->command,
+	                .timeout = p->timeout_s,
+	                .stop_signals = p->stop_signals,
 	                .items = items,
 	                .rewards = rewards,
 	                .fail = fail ? fail : &local,
 	                .log = log};
-	size_t nw = num_workers < 1 ? 1 : (size_t)num_workers;
+	const char *command = p->command;
+	size_t nw = p->num_workers < 1 ? 1 : (size_t)p->num_workers;
 	sigset_t pipe_set, pending;
 	bool was_pending;
 

@@ -5,6 +5,7 @@
 #ifndef RL_REWARD_COMMAND_H
 #define RL_REWARD_COMMAND_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -21,8 +22,19 @@ struct rl_reward_failures {
 	size_t bad_output; /* scored 0: the line was not a finite number */
 };
 
-/* Scores n items with `command` run by /bin/sh -c, num_workers copies in
- * parallel (contiguous shares of the items, one share per copy).
+/* How the program runs. */
+struct rl_reward_program {
+	const char *command; /* run by /bin/sh -c */
+	double timeout_s;
+	int num_workers;
+	/* the signals the job is stopped with (rlrun's stop signals), or
+	 * NULL: Slurm sends them to every process of the step, a copy of the
+	 * program included */
+	const sigset_t *stop_signals;
+};
+
+/* Scores n items with p->command, p->num_workers copies in parallel
+ * (contiguous shares of the items, one share per copy).
  *
  * Protocol: the program reads one JSON object per line on stdin,
  * {"index":I,"prompt":...,"problem":...,"response":...,"expected_answer":...}
@@ -35,20 +47,23 @@ struct rl_reward_failures {
  * line each: when the program exits or dies before answering its whole share,
  * the first unanswered item is "crashed" and a fresh copy continues with the
  * next one; when no line comes within timeout_s seconds of the previous line
- * (or of the start), the program's process group is killed, the item is
- * "timed_out" and a fresh copy continues; a line that is not a finite number
- * is "bad_output" and the program continues. Exit status 127 (the shell did
- * not find the command) scores the rest of that share as crashed without
- * restarting. timeout_s <= 0 waits forever for rewards; a copy still running
- * 5 s (or timeout_s if shorter) after its last reward or after closing its
- * stdout is killed. Rewards are parsed with strtod (C locale expected).
+ * (or of the start), the program's process group is
+ * killed, the item is "timed_out" and a fresh copy continues; a line that is
+ * not a finite number is "bad_output" and the program continues. Exit status
+ * 127 (the shell did not find the command) scores the rest of that share as
+ * crashed without restarting. A copy killed by one of p->stop_signals was
+ * stopped with the job, not by its item: a fresh copy scores that item again
+ * (once per item), so that the step a job is stopped in scores as it would
+ * have otherwise. timeout_s <= 0 waits forever for rewards; a copy still
+ * running 5 s (or timeout_s if shorter) after its last reward or after closing
+ * its stdout is killed. Rewards are parsed with strtod (C locale expected).
  *
  * Returns 0 (also with failures), or -1 with a message in err when the program
  * could not be started even once (fork or pipe failure); all rewards are 0
  * then. No child or descriptor outlives the call; SIGPIPE is blocked in the
  * calling thread during the call and never delivered to the caller. */
-int rl_reward_command(const char *command, double timeout_s, int num_workers,
-                      const struct rl_reward_item *items, size_t n, double *rewards,
-                      struct rl_reward_failures *fail, FILE *log, char *err, size_t errlen);
+int rl_reward_command(const struct rl_reward_program *p, const struct rl_reward_item *items,
+                      size_t n, double *rewards, struct rl_reward_failures *fail, FILE *log,
+                      char *err, size_t errlen);
 
 #endif

@@ -4,14 +4,14 @@
 # job in the high one; it saves a checkpoint within the grace time,
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
-# metrics (timers aside) as a run never stopped. Four ways: at a random
+# metrics (timers aside) as a run never stopped. Five ways: at a random
 # step, synchronous and asynchronous (the rollout in flight saved with the
-# checkpoint); landing inside a checkpoint write; and with a grace time too short
-# for a save, where the newest checkpoint is kept and the log says how many
-# steps will be redone. Then the job's end time stops a run ahead of the
-# limit (anchored at the job's start, not rlrun's), and a rank killed inside
-# a save leaves the previous checkpoint loadable and the partial one
-# ignored.
+# checkpoint); landing inside the reward program; landing inside a
+# checkpoint write; and with a grace time too short for a save, where the
+# newest checkpoint is kept and the log says how many steps will be redone.
+# Then the job's end time stops a run ahead of the limit (anchored at the
+# job's start, not rlrun's), and a rank killed inside a save leaves the
+# previous checkpoint loadable and the partial one ignored.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -46,13 +46,14 @@ policy.parallel.tensor=2 data.env_name=digits checkpointing.enabled=true
 checkpointing.save_period=5"
 
 # the srun of a run that trains into $work/NAME and $work/NAME.ck, on
-# TASKS tasks (2 unless set)
+# TASKS tasks (2 unless set), scored by REWARD_CMD (the digits reward
+# unless set)
 train_cmd() { # NAME STEPS [KEY=VALUE...]
 	name=$1 n=$2
 	shift 2
 	# shellcheck disable=SC2086
 	echo "srun --mpi=pmi2 -n ${TASKS:-2} --rl-config='$config' '$RLRUN'" $small \
-		"grpo.max_num_steps=$n 'env.digits.command=awk -f $reward'" \
+		"grpo.max_num_steps=$n 'env.digits.command=${REWARD_CMD:-awk -f $reward}'" \
 		"logger.log_dir='$work/$name' checkpointing.checkpoint_dir='$work/$name.ck'" "$@"
 }
 
@@ -99,7 +100,8 @@ at_least_steps() { [ "$(steps_done "$1")" -ge "$2" ]; }
 # the job's START-th start has run its srun to the end (a requeue kills
 # the batch script of the start before: it prints no exit)
 start_ended() { # NAME START
-	[ "$(grep -c '^job start' "$work/$1.out" 2>/dev/null)" -ge "$2" ] &&
+	starts=$(grep -c '^job start' "$work/$1.out" 2>/dev/null)
+	[ "${starts:-0}" -ge "$2" ] &&
 		grep -E '^(job start|srun exit)' "$work/$1.out" | tail -1 | grep -q '^srun exit'
 }
 last_exit() { grep '^srun exit' "$work/$1.out" | tail -1 | cut -d' ' -f3; }
@@ -123,17 +125,22 @@ thawed() { # PIDS...
 }
 
 # The high job takes the whole node: the scheduler preempts the low one
-# within seconds (CI once saw more than 60). Meanwhile the ranks are held still (SIGSTOP), so the
-# signal lands where the test wants it: in the step they were stopped in.
-# Slurm sends SIGCONT before the preemption's SIGTERM: that the ranks run
-# again is how the test sees the preemption come.
+# within seconds (CI once saw more than 60).
+preempt() {
+	sbatch --parsable -p high -n 8 -o /dev/null --wrap 'sleep 1' >/dev/null ||
+		not_ok "the high-priority job was not accepted"
+}
+
+# Meanwhile the ranks are held still (SIGSTOP), so the signal lands where
+# the test wants it: in the step they were stopped in. Slurm sends SIGCONT
+# before the preemption's SIGTERM: that the ranks run again is how the
+# test sees the preemption come.
 preempt_frozen() { # JOBID
 	pids=$(ranks_of "$1")
 	[ -n "$pids" ] || not_ok "job $1 has no rlrun processes to hold"
 	# shellcheck disable=SC2086
 	kill -STOP $pids
-	sbatch --parsable -p high -n 8 -o /dev/null --wrap 'sleep 1' >/dev/null ||
-		not_ok "the high-priority job was not accepted"
+	preempt
 	# shellcheck disable=SC2086
 	wait_until 90 thawed $pids || {
 		not_ok "job $1 was not preempted within 90 s"
@@ -241,6 +248,41 @@ if preempted_at_random arandom 100 $async; then
 	same_end arandom aref
 fi
 unset TASKS
+
+# ---- preempted while the reward program scores ----
+# Slurm's SIGTERM reaches every process of the step, a copy of the reward
+# program too. The first copy after the test drops a hold file takes it,
+# says so and waits for the signal, which kills it: a fresh copy scores
+# its sample again (it is no crash, which would score 0), and the run
+# ends as the uninterrupted one.
+cat >"$work/held_reward.sh" <<EOF
+#!/bin/sh
+if rm "$work/inreward.hold" 2>/dev/null; then
+	: >"$work/inreward.scoring"
+	sleep 50
+fi
+exec awk -f '$reward'
+EOF
+scoring() { [ -e "$work/inreward.scoring" ]; }
+REWARD_CMD="exec sh $work/held_reward.sh" job_script inreward $steps
+id=$(submit inreward low)
+if wait_until 60 at_least_steps inreward 3; then
+	: >"$work/inreward.hold"
+	if wait_until 30 scoring; then
+		preempt
+		if resume_and_finish inreward "$id"; then
+			show inreward
+			expect_grep "$work/inreward.out" \
+				"reward command: sample [0-9]+: killed by signal 15, which stops the job: scored again" \
+				"inreward: the copy the preemption killed scored its sample again"
+			same_end inreward
+		fi
+	else
+		not_ok "inreward: no copy of the reward program took the hold"
+	fi
+else
+	not_ok "inreward: step 3 never came"
+fi
 
 # ---- preempted while a checkpoint is being written ----
 # each write waits 8 s between this rank's shard and the commit; the ranks

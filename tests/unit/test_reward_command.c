@@ -1,6 +1,7 @@
 /* The external reward program, driven through the small programs in
  * tests/unit/reward_progs/: exact rewards against values computed here from
- * the items, restarts after crashes, signals, timeouts and garbage, a missing
+ * the items, restarts after crashes, signals (the job's stop signals scoring
+ * the item again), timeouts and garbage, a missing
  * command, a large input that would deadlock a naive implementation, JSON
  * escaping, and no children, descriptors or SIGPIPE left behind.
  *
@@ -71,8 +72,8 @@ static double now_s(void)
 /* One call with the checks every call must pass: return 0, no children
  * left, no descriptors leaked, SIGPIPE neither pending nor blocked. The log
  * is returned (free it). */
-static char *run(const char *cmd, double timeout, int workers, const struct rl_reward_item *items,
-                 size_t n, double *rewards, struct rl_reward_failures *fail)
+static char *run_program(const struct rl_reward_program *p, const struct rl_reward_item *items,
+                         size_t n, double *rewards, struct rl_reward_failures *fail)
 {
 	char *log_text = NULL, err[256] = "";
 	size_t log_len = 0;
@@ -81,8 +82,7 @@ static char *run(const char *cmd, double timeout, int workers, const struct rl_r
 	sigset_t set;
 
 	cr_assert_not_null(log);
-	int rc = rl_reward_command(cmd, timeout, workers, items, n, rewards, fail, log, err,
-	                           sizeof(err));
+	int rc = rl_reward_command(p, items, n, rewards, fail, log, err, sizeof(err));
 
 	fclose(log);
 	cr_assert_eq(rc, 0, "%s", err);
@@ -95,6 +95,15 @@ static char *run(const char *cmd, double timeout, int workers, const struct rl_r
 	pthread_sigmask(SIG_BLOCK, NULL, &set);
 	cr_expect(!sigismember(&set, SIGPIPE), "SIGPIPE left blocked");
 	return log_text;
+}
+
+/* run_program with no stop signals */
+static char *run(const char *cmd, double timeout, int workers, const struct rl_reward_item *items,
+                 size_t n, double *rewards, struct rl_reward_failures *fail)
+{
+	struct rl_reward_program p = {cmd, timeout, workers, NULL};
+
+	return run_program(&p, items, n, rewards, fail);
 }
 
 #define expect_contains(text, needle)                                                              \
@@ -207,6 +216,79 @@ Test(reward_command, signal)
 		cr_expect_eq(rewards[i], i == 0 || i == 17 ? 0.0 : 1.0, "item %zu", i);
 	cr_expect_eq(fail.crashed, 2);
 	expect_contains(log, "sample 17: killed by signal 15");
+	free(log);
+	free(cmd);
+}
+
+/* Slurm stops a job (preemption, time limit, scancel) with a signal to
+ * every process of the step, the reward program's included. A copy killed
+ * by one of the job's stop signals scores its item again and nothing is a
+ * failure: the step the job stops after scores as it would have. */
+Test(reward_command, stop_signal_scores_again)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char dir[] = "/tmp/rl-reward-XXXXXX", *script = prog("sh", "term_once_on_boom.sh"), *cmd;
+	sigset_t term;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_geq(asprintf(&cmd, "%s '%s'", script, dir), 0);
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	make_items();
+	mark(0, "boom");
+	mark(17, "boom");
+	struct rl_reward_program p = {cmd, 5, 2, &term};
+	char *log = run_program(&p, items, N, rewards, &fail);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], 1.0, "item %zu", i);
+	cr_expect(fail.crashed == 0 && fail.timed_out == 0 && fail.bad_output == 0);
+	expect_contains(log, "sample 0: killed by signal 15, which stops the job: scored again");
+	expect_contains(log, "sample 17: killed by signal 15, which stops the job: scored again");
+	free(log);
+
+	/* SIGTERM not among the stop signals: the program's own crash */
+	char remove[64];
+	snprintf(remove, sizeof(remove), "rm -f %s/seen-*", dir);
+	cr_assert_eq(system(remove), 0);
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	p.stop_signals = &usr1;
+	log = run_program(&p, items, N, rewards, &fail);
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i == 0 || i == 17 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.crashed, 2);
+	cr_expect(strstr(log, "scored again") == NULL, "%s", log);
+	free(log);
+	cr_assert_eq(system(remove), 0);
+	cr_expect_eq(rmdir(dir), 0);
+	free(cmd);
+	free(script);
+}
+
+/* Scored again once per item: a copy that dies of the stop signal on the
+ * same item twice has crashed on it. */
+Test(reward_command, stop_signal_scores_again_once)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("sh", "signal_on_boom.sh");
+	sigset_t term;
+
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	make_items();
+	mark(17, "boom");
+	struct rl_reward_program p = {cmd, 5, 1, &term};
+	char *log = run_program(&p, items, N, rewards, &fail);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i == 17 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.crashed, 1);
+	expect_contains(log, "sample 17: killed by signal 15, which stops the job: scored again\n"
+	                     "reward command: sample 17: killed by signal 15\n");
 	free(log);
 	free(cmd);
 }
@@ -393,7 +475,8 @@ Test(reward_command, cannot_start)
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
 	while (nfd < 256 && (fds[nfd] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
 		nfd++;
-	rc = rl_reward_command("echo 1", 5, 2, items, 3, rewards, &fail, NULL, err, sizeof(err));
+	struct rl_reward_program echo = {"echo 1", 5, 2, NULL};
+	rc = rl_reward_command(&echo, items, 3, rewards, &fail, NULL, err, sizeof(err));
 	while (nfd > 0)
 		close(fds[--nfd]);
 	setrlimit(RLIMIT_NOFILE, &old);
