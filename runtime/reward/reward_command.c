@@ -31,6 +31,10 @@ extern char **environ;
 /* Poll interval while waiting for a copy that closed its stdout to exit:
  * there is no portable descriptor for child exit without SIGCHLD. */
 #define REAP_POLL_MS 2
+/* A round of the loop takes this long only when this process was not
+ * running: stopped with its job (scontrol suspend, gang scheduling), or
+ * never scheduled. */
+#define HELD_UP_S 1.0
 
 struct worker {
 	size_t begin, end; /* the share: items [begin, end) */
@@ -53,6 +57,7 @@ struct job {
 	const char *command;
 	double timeout;
 	const sigset_t *stop_signals;
+	double round_end; /* when the last round's poll returned; 0 before */
 	const struct rl_reward_item *items;
 	double *rewards;
 	struct rl_reward_failures *fail;
@@ -440,6 +445,19 @@ static void write_some(struct job *j, struct worker *w)
 	}
 }
 
+/* Late by this much past what it asked to wait, this process was held up
+ * (its job suspended and resumed, or never scheduled), and cannot tell
+ * how long each copy had to answer: every copy gets its time again from
+ * now, so that a job suspended and resumed scores as it would have. */
+static void after_late(const struct job *j, struct worker *ws, int nw, double late)
+{
+	if (late < HELD_UP_S)
+		return;
+	for (int k = 0; k < nw; k++)
+		if (ws[k].pid)
+			arm(j, &ws[k]);
+}
+
 /* One round: poll every copy, move data, reap and enforce deadlines.
  * Returns false when every share is done. */
 static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
@@ -448,6 +466,8 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 	int np = 0, wait_ms;
 	bool busy = false, reaping = false;
 
+	if (j->round_end > 0)
+		after_late(j, ws, nw, now - j->round_end);
 	for (int k = 0; k < nw; k++) {
 		struct worker *w = &ws[k];
 
@@ -465,7 +485,13 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 			reaping = true;
 		}
 		if (now >= w->deadline) {
-			on_deadline(j, w);
+			size_t owed = w->next_read;
+
+			/* an answer waiting in the pipe came in time */
+			if (w->out_fd >= 0)
+				read_some(j, w);
+			if (w->next_read == owed)
+				on_deadline(j, w);
 			return true;
 		}
 		next = fmin(next, w->deadline);
@@ -479,7 +505,13 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 	wait_ms = isinf(next) ? -1 : (int)fmin(ceil((next - now) * 1e3), 1e9);
 	if (reaping && (wait_ms < 0 || wait_ms > REAP_POLL_MS))
 		wait_ms = REAP_POLL_MS;
-	if (poll(pfd, (nfds_t)np, wait_ms) < 0)
+	double polled = now_s();
+	int ready = poll(pfd, (nfds_t)np, wait_ms);
+
+	j->round_end = now_s();
+	if (wait_ms >= 0)
+		after_late(j, ws, nw, j->round_end - polled - wait_ms / 1e3);
+	if (ready < 0)
 		return true; /* EINTR: go round again */
 	for (int k = 0, p = 0; k < nw; k++) {
 		struct worker *w = &ws[k];

@@ -47,7 +47,8 @@ struct rl_reward_program {
  * line each: when the program exits or dies before answering its whole share,
  * the first unanswered item is "crashed" and a fresh copy continues with the
  * next one; when no line comes within timeout_s seconds of the previous line
- * (or of the start), the program's process group is
+ * (or of the start, or of the caller running again after being held still past
+ * its wait: a job suspended and resumed), the program's process group is
  * killed, the item is "timed_out" and a fresh copy continues; a line that is
  * not a finite number is "bad_output" and the program continues. Exit status
  * 127 (the shell did not find the command) scores the rest of that share as

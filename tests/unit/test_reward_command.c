@@ -293,6 +293,26 @@ Test(reward_command, stop_signal_scores_again_once)
 	free(cmd);
 }
 
+/* A caller held still past the timeout (its job suspended, then resumed)
+ * gives every copy its time again: the copy that answers half a second
+ * after the resume is in time, though 3.5 s passed with a timeout of 1 s. */
+Test(reward_command, caller_held_up_is_not_a_timeout)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("sh", "hold_caller_on_late.sh");
+
+	make_items();
+	mark(5, "late");
+	char *log = run(cmd, 1, 1, items, N, rewards, &fail);
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], 1.0, "item %zu", i);
+	cr_expect(fail.crashed == 0 && fail.timed_out == 0 && fail.bad_output == 0, "%s", log);
+	free(log);
+	free(cmd);
+}
+
 /* Whether process pid is gone or a zombie, waiting up to a second for the
  * SIGKILL to land. */
 static bool process_dead(pid_t pid)
