@@ -8,12 +8,6 @@
 
 #include "runtime/grpo/share.h"
 
-/* rank r's share of n items among p */
-static void share_bounds(int n, int r, int p, int *lo, int *hi)
-{
-	rl_share_split(0, n, r, p, lo, hi);
-}
-
 void rl_share_split(int first, int last, int index, int parts, int *lo, int *hi)
 {
 	int64_t n = last - first;
@@ -24,7 +18,8 @@ void rl_share_split(int first, int last, int index, int parts, int *lo, int *hi)
 
 void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi)
 {
-	share_bounds(n, group ? rl_comm_rank(group) : 0, group ? rl_comm_size(group) : 1, lo, hi);
+	rl_share_split(0, n, group ? rl_comm_rank(group) : 0, group ? rl_comm_size(group) : 1, lo,
+	               hi);
 }
 
 struct sample_head {
@@ -102,7 +97,7 @@ static int exchange(struct rl_comm *group, struct rl_rollout *r, size_t rec_size
 	for (int k = 0; k < p; k++) {
 		int klo, khi;
 
-		share_bounds(r->n, k, p, &klo, &khi);
+		rl_share_split(0, r->n, k, p, &klo, &khi);
 		for (int i = klo; i < khi && k != me; i++)
 			if (unpack(&r->s[i], all + (size_t)k * block + (size_t)(i - klo) * rec_size,
 			           arg)) {

@@ -54,9 +54,7 @@ struct worker {
 };
 
 struct job {
-	const char *command;
-	double timeout;
-	const sigset_t *stop_signals;
+	const struct rl_reward_program *program;
 	double round_end; /* when the last round's poll returned; 0 before */
 	const struct rl_reward_item *items;
 	double *rewards;
@@ -192,10 +190,11 @@ static void close_fd(int *fd)
  * period to finish once it owes none. */
 static void arm(const struct job *j, struct worker *w)
 {
-	double grace = j->timeout > 0 && j->timeout < EXIT_GRACE_S ? j->timeout : EXIT_GRACE_S;
+	double timeout = j->program->timeout_s;
+	double grace = timeout > 0 && timeout < EXIT_GRACE_S ? timeout : EXIT_GRACE_S;
 
 	if (w->next_read < w->end && w->out_fd >= 0)
-		w->deadline = j->timeout > 0 ? now_s() + j->timeout : INFINITY;
+		w->deadline = timeout > 0 ? now_s() + timeout : INFINITY;
 	else
 		w->deadline = now_s() + grace;
 }
@@ -228,7 +227,7 @@ static int spawn(struct job *j, struct worker *w)
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t deflt;
-	char *argv[] = {"sh", "-c", (char *)j->command, NULL};
+	char *argv[] = {"sh", "-c", (char *)j->program->command, NULL};
 
 	if (cloexec_pipe(in) != 0 || cloexec_pipe(out) != 0) {
 		rc = errno;
@@ -312,8 +311,8 @@ static void finished(struct job *j, struct worker *w, int status)
 		give_up(j, w);
 		return;
 	}
-	if (WIFSIGNALED(status) && j->stop_signals &&
-	    sigismember(j->stop_signals, WTERMSIG(status)) == 1 &&
+	if (WIFSIGNALED(status) && j->program->stop_signals &&
+	    sigismember(j->program->stop_signals, WTERMSIG(status)) == 1 &&
 	    w->stop_restart != w->next_read + 1) {
 		log_line(j, "sample %zu: killed by signal %d, which stops the job: scored again",
 		         w->next_read, WTERMSIG(status));
@@ -358,7 +357,7 @@ static void on_deadline(struct job *j, struct worker *w)
 		return;
 	}
 	w->pid = 0;
-	log_line(j, "sample %zu: no reward within %g s", w->next_read, j->timeout);
+	log_line(j, "sample %zu: no reward within %g s", w->next_read, j->program->timeout_s);
 	j->fail->timed_out++;
 	w->next_read++;
 	start(j, w);
@@ -533,14 +532,11 @@ int rl_reward_command(const struct rl_reward_program *p, const struct rl_reward_
                       char *err, size_t errlen)
 {
 	struct rl_reward_failures local = {0};
-	struct job j = {.command = p->command,
-	                .timeout = p->timeout_s,
-	                .stop_signals = p->stop_signals,
+	struct job j = {.program = p,
 	                .items = items,
 	                .rewards = rewards,
 	                .fail = fail ? fail : &local,
 	                .log = log};
-	const char *command = p->command;
 	size_t nw = p->num_workers < 1 ? 1 : (size_t)p->num_workers;
 	sigset_t pipe_set, pending;
 	bool was_pending;
@@ -550,7 +546,7 @@ int rl_reward_command(const struct rl_reward_program *p, const struct rl_reward_
 	*j.fail = (struct rl_reward_failures){0};
 	if (n == 0)
 		return 0;
-	if (!command) {
+	if (!p->command) {
 		if (err && errlen)
 			snprintf(err, errlen, "reward command: no command");
 		return -1;
@@ -602,7 +598,7 @@ int rl_reward_command(const struct rl_reward_program *p, const struct rl_reward_
 	if (j.started == 0) {
 		if (err && errlen)
 			snprintf(err, errlen, "reward command: cannot start /bin/sh -c '%s': %s",
-			         command, strerror(j.spawn_errno));
+			         p->command, strerror(j.spawn_errno));
 		return -1;
 	}
 	return 0;
