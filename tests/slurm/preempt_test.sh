@@ -269,12 +269,13 @@ unset TASKS
 # program too. The first copy after the test drops a hold file takes it,
 # says so and waits for the signal, which kills it: a fresh copy scores
 # its sample again (it is no crash, which would score 0), and the run
-# ends as the uninterrupted one.
+# ends as the uninterrupted one. The copy waits as sleep itself: CI saw
+# the signal end a shell's sleep child while the shell went on to score.
 cat >"$work/held_reward.sh" <<EOF
 #!/bin/sh
 if rm "$work/inreward.hold" 2>/dev/null; then
 	: >"$work/inreward.scoring"
-	sleep 50
+	exec sleep 50
 fi
 exec awk -f '$reward'
 EOF
