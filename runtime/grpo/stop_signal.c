@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/grpo/stop_signal.h"
 
@@ -71,4 +72,14 @@ void rl_stop_signal_set(sigset_t *set)
 	sigemptyset(set);
 	for (int k = 0; k < n_armed; k++)
 		sigaddset(set, armed[k]);
+}
+
+void rl_stop_signal_wait(void)
+{
+	/* polled: a process-directed signal may be taken by any thread (the
+	 * checkpoint writer's), which a sigsuspend here would not see */
+	const struct timespec tick = {0, 10 * 1000 * 1000};
+
+	while (n_armed > 0 && !caught)
+		nanosleep(&tick, NULL);
 }

@@ -3,7 +3,7 @@
  * (what `sbatch --signal` can send ahead of the time limit). The handler
  * only notes the signal; the run acts on it at the next step boundary.
  * defines: rl_stop_signal_arm, rl_stop_signal_disarm, rl_stop_signal_caught,
- * rl_stop_signal_set */
+ * rl_stop_signal_set, rl_stop_signal_wait */
 #ifndef RL_GRPO_STOP_SIGNAL_H
 #define RL_GRPO_STOP_SIGNAL_H
 
@@ -20,5 +20,8 @@ void rl_stop_signal_disarm(void);
 int rl_stop_signal_caught(void);
 /* The signals armed now: empty when none is. */
 void rl_stop_signal_set(sigset_t *set);
+/* Returns once a signal is caught (at once when one was, or none is
+ * armed). */
+void rl_stop_signal_wait(void);
 
 #endif

@@ -116,6 +116,18 @@ static bool failed_somewhere(struct rl_comm *group, bool failed, char *err)
 	return first < size;
 }
 
+/* RL_HOLD_AFTER_STEP (rlrun(1)): the step after which every rank waits
+ * for a stop signal; 0: none. The tests' way to have a preemption come at
+ * the step boundary they choose, however fast the machine runs steps. */
+static int64_t hold_after_step(void)
+{
+	const char *v = getenv("RL_HOLD_AFTER_STEP");
+	char *end;
+	long long n = v && *v ? strtoll(v, &end, 10) : 0;
+
+	return n > 0 && !*end ? (int64_t)n : 0;
+}
+
 /* The training ranks' run, set up; t is freed by the caller. */
 static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
                        char *err, size_t errlen)
@@ -166,7 +178,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
 	}
 	started = rl_now();
-	int64_t done = t->resumed_step, saved = t->resumed_step;
+	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
@@ -216,6 +228,17 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			rl_metrics_progress(progress, &m,
 			                    spent / (double)(step - t->resumed_step) *
 			                        (double)(cfg->grpo.max_num_steps - step));
+		/* only with checkpointing are the stop signals caught */
+		if (step == hold && t->ckpt) {
+			if (progress) {
+				fprintf(progress,
+				        "rlrun train: RL_HOLD_AFTER_STEP: holding after step %lld "
+				        "until a stop signal\n",
+				        (long long)step);
+				fflush(progress);
+			}
+			rl_stop_signal_wait();
+		}
 	}
 	if (t->ckpt && saved != done) {
 		/* the data ran out before the last step: keep what was done */

@@ -4,11 +4,13 @@
 # job in the high one; it saves a checkpoint within the grace time,
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
-# metrics (timers aside) as a run never stopped. Five ways: at a random
+# metrics (timers aside) as a run never stopped. Five ways: after a random
 # step, synchronous and asynchronous (the rollout in flight saved with the
 # checkpoint); landing inside the reward program; landing inside a
 # checkpoint write; and with a grace time too short for a save, where the
 # newest checkpoint is kept and the log says how many steps will be redone.
+# Where the step matters, the run holds after it until the signal comes
+# (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
 # job's start, not rlrun's), and a rank killed inside a save leaves the
 # previous checkpoint loadable and the partial one ignored.
@@ -58,12 +60,16 @@ train_cmd() { # NAME STEPS [KEY=VALUE...]
 }
 
 # $work/NAME.sh, a batch script of the run, saying when each start begins
-# and how its srun ended. Its environment: JOB_ENV (ENV=VALUE...), and
-# JOB_SLEEP seconds to wait before the srun.
+# and how its srun ended. Its environment: JOB_ENV (ENV=VALUE...),
+# JOB_FIRST_ENV (ENV=VALUE... of the first start only), and JOB_SLEEP
+# seconds to wait before the srun.
 job_script() { # NAME STEPS [KEY=VALUE...]
 	{
 		echo '#!/bin/sh'
 		for e in ${JOB_ENV:-}; do echo "export $e"; done
+		for e in ${JOB_FIRST_ENV:-}; do
+			echo "[ \"\${SLURM_RESTART_COUNT:-0}\" != 0 ] || export $e"
+		done
 		echo 'echo "job start, restart ${SLURM_RESTART_COUNT:-0}"'
 		[ -z "${JOB_SLEEP:-}" ] || echo "sleep $JOB_SLEEP"
 		train_cmd "$@"
@@ -93,10 +99,6 @@ wait_until() { # SECONDS COMMAND...
 	done
 }
 
-steps_done() { # NAME: lines in its metrics.jsonl
-	[ -s "$work/$1/metrics.jsonl" ] && wc -l <"$work/$1/metrics.jsonl" || echo 0
-}
-at_least_steps() { [ "$(steps_done "$1")" -ge "$2" ]; }
 # the job's START-th start has run its srun to the end (a requeue kills
 # the batch script of the start before: it prints no exit)
 start_ended() { # NAME START
@@ -107,6 +109,10 @@ start_ended() { # NAME START
 last_exit() { grep '^srun exit' "$work/$1.out" | tail -1 | cut -d' ' -f3; }
 requeued() { [ "$(field "$1" JobState)" = PENDING ] && [ "$(field "$1" Reason)" = BeginTime ]; }
 tmp_write() { ls -d "$work/$1.ck"/tmp_step_* >/dev/null 2>&1; }
+# the run holds after step STEP (RL_HOLD_AFTER_STEP, rlrun(1)) until the
+# signal that stops it: a preemption then comes after that step, however
+# fast the machine runs them
+held() { grep -q "holding after step $2 " "$work/$1.out" 2>/dev/null; } # NAME STEP
 committed() { [ -f "$work/$1.ck/step_$2/manifest.json" ]; }
 
 # the pids of the job's rlrun processes (a process gone before its files
@@ -213,19 +219,20 @@ show() { # NAME
 		"$work/$1.out" | sed 's/^/# /'
 }
 
-# A run preempted once a random step is done, requeued and resumed; 1
-# when it did not get that far (the failure is reported). $id: its job.
+# A run preempted after a random step, requeued and resumed; 1 when it did
+# not get that far (the failure is reported). $id: its job. The first
+# start holds after that step until the preemption's signal.
 preempted_at_random() { # NAME [KEY=VALUE...]
 	name=$1
 	k=$(($(od -An -N2 -tu2 /dev/urandom) % 30 + 2))
 	echo "# $name: the job is preempted once step $k is done"
-	job_script "$@"
+	JOB_FIRST_ENV=RL_HOLD_AFTER_STEP=$k job_script "$@"
 	id=$(submit "$name" low)
-	if ! wait_until 60 at_least_steps "$name" "$k"; then
+	if ! wait_until 60 held "$name" "$k"; then
 		not_ok "$name: step $k never came"
 		return 1
 	fi
-	preempt_frozen "$id"
+	preempt
 	resume_and_finish "$name" "$id" || return 1
 	show "$name"
 }
@@ -266,11 +273,12 @@ unset TASKS
 
 # ---- preempted while the reward program scores ----
 # Slurm's SIGTERM reaches every process of the step, a copy of the reward
-# program too. The first copy after the test drops a hold file takes it,
-# says so and waits for the signal, which kills it: a fresh copy scores
-# its sample again (it is no crash, which would score 0), and the run
-# ends as the uninterrupted one. The copy waits as sleep itself: CI saw
-# the signal end a shell's sleep child while the shell went on to score.
+# program too. The first copy takes the hold file the test dropped before
+# the job started, says so and waits for the signal, which kills it: a
+# fresh copy scores its sample again (it is no crash, which would score
+# 0), and the run ends as the uninterrupted one. The copy waits as sleep
+# itself: CI saw the signal end a shell's sleep child while the shell
+# went on to score.
 cat >"$work/held_reward.sh" <<EOF
 #!/bin/sh
 if rm "$work/inreward.hold" 2>/dev/null; then
@@ -281,23 +289,19 @@ exec awk -f '$reward'
 EOF
 scoring() { [ -e "$work/inreward.scoring" ]; }
 REWARD_CMD="exec sh $work/held_reward.sh" job_script inreward $steps
+: >"$work/inreward.hold"
 id=$(submit inreward low)
-if wait_until 60 at_least_steps inreward 3; then
-	: >"$work/inreward.hold"
-	if wait_until 30 scoring; then
-		preempt
-		if resume_and_finish inreward "$id"; then
-			show inreward
-			expect_grep "$work/inreward.out" \
-				"reward command: sample [0-9]+: killed by signal 15, which stops the job: scored again" \
-				"inreward: the copy the preemption killed scored its sample again"
-			same_end inreward
-		fi
-	else
-		not_ok "inreward: no copy of the reward program took the hold"
+if wait_until 60 scoring; then
+	preempt
+	if resume_and_finish inreward "$id"; then
+		show inreward
+		expect_grep "$work/inreward.out" \
+			"reward command: sample [0-9]+: killed by signal 15, which stops the job: scored again" \
+			"inreward: the copy the preemption killed scored its sample again"
+		same_end inreward
 	fi
 else
-	not_ok "inreward: step 3 never came"
+	not_ok "inreward: no copy of the reward program took the hold"
 fi
 
 # ---- preempted while a checkpoint is being written ----
@@ -328,14 +332,15 @@ fi
 
 # ---- a grace time too short for a save ----
 # The partition gives 8 s. A write takes 5 s here, and the last one's
-# time, with a margin, says a save would not end in time: step_20 (being
-# written when the signal comes) is the newest, and the steps after it are
+# time, with a margin, says a save would not end in time: the run holds
+# after step 22 (step_10 committed, as step_20's save waited for it, and
+# step_20 begun), so step_20 is the newest, and the steps after it are
 # redone.
-at_22_after_10() { committed short 10 && at_least_steps short 22; }
-JOB_ENV=RL_CKPT_WRITE_DELAY=5 job_script short $steps checkpointing.save_period=10
+JOB_ENV=RL_CKPT_WRITE_DELAY=5 JOB_FIRST_ENV=RL_HOLD_AFTER_STEP=22 \
+	job_script short $steps checkpointing.save_period=10
 id=$(submit short short)
-if wait_until 60 at_22_after_10; then
-	preempt_frozen "$id"
+if wait_until 60 held short 22; then
+	preempt
 	if resume_and_finish short "$id"; then
 		show short
 		expect_grep "$work/short.out" "not saving step 2[2-9]: the last checkpoint took [0-9.]+ s and [0-8] s are left" \
@@ -347,7 +352,7 @@ if wait_until 60 at_22_after_10; then
 		same_end short
 	fi
 else
-	not_ok "short: step 22 never came after step_10's commit"
+	not_ok "short: the run never held after step 22"
 fi
 
 # ---- the job's end time ----
