@@ -18,7 +18,7 @@
 #include "runtime/cli_config.h"
 #include "runtime/commands.h"
 #include "runtime/model/builtin.h"
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 #include "runtime/model/model.h"
 
 static const char usage[] =

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/json.h"
 #include "runtime/metrics_read.h"
 
 /* the row and where it came from, so that the later of two equal steps wins */
@@ -35,25 +36,6 @@ static int fail(char *err, size_t errlen, const char *path, size_t line, const c
 	return -1;
 }
 
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	case JSON_NULL:
-		return "null";
-	default:
-		return "a number";
-	}
-}
-
 /* KEY as a number into *out. Absent: an error when REQUIRED, else *out =
  * DFLT and *present = false. Null (how `rlrun train` writes a NaN or an
  * infinity, which JSON lacks) is DFLT too: a diverged step stays plottable. */
@@ -72,7 +54,7 @@ static int number(const json_t *obj, const char *key, bool required, double dflt
 	}
 	if (!json_is_number(v))
 		return fail(err, errlen, path, line, "\"%s\" is %s, not a number", key,
-		            type_name(v));
+		            rl_json_type_name(v));
 	*out = json_number_value(v);
 	if (present)
 		*present = true;
@@ -166,7 +148,7 @@ static int read_lines(const char *path, struct entry **entries, size_t *count, c
 			goto out;
 		}
 		if (!json_is_object(obj)) {
-			fail(err, errlen, path, line, "%s, not a JSON object", type_name(obj));
+			fail(err, errlen, path, line, "%s, not a JSON object", rl_json_type_name(obj));
 			json_decref(obj);
 			goto out;
 		}

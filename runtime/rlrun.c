@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "runtime/omp_policy.h"
+#include "runtime/base/omp_policy.h"
 
 static const char usage[] =
     "usage: rlrun COMMAND [ARGS...]\n"

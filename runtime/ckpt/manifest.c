@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "runtime/ckpt/manifest.h"
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 
 static int join(char *buf, size_t len, const char *dir, const char *name, char *err, size_t errlen)
 {

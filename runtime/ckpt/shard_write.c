@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "runtime/ckpt/shard.h"
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this writer copies memory as is"

@@ -12,7 +12,7 @@
 
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 
 #define TMP_PREFIX      "tmp_step_"
 #define STEP_PREFIX     "step_"

@@ -122,6 +122,4 @@ bool rl_watchdog_others_working(struct rl_comm_world *w);
 _Noreturn void rl_watchdog_fire(struct rl_comm_world *w, struct rl_comm *c, double waited,
                                 const char *why);
 
-double rl_comm_now(void);
-
 #endif

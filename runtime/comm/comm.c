@@ -11,15 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/comm/backend.h"
-
-double rl_comm_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 size_t rl_comm_dtype_size(enum rl_comm_dtype t)
 {
@@ -134,19 +127,19 @@ static void wait_started(struct rl_comm *c, void *req, const char *desc)
 	snprintf(w->now.what, sizeof w->now.what, "%s", desc);
 	pthread_mutex_unlock(&w->lock);
 
-	double start = rl_comm_now();
+	double start = rl_now();
 	for (unsigned polls = 0;; polls++) {
 		int rc = c->be->test(c, req, err, sizeof err);
 
 		if (rc == 1)
 			break;
-		double waited = rl_comm_now() - start;
+		double waited = rl_now() - start;
 		if (rc < 0)
 			rl_watchdog_fire(w, c, waited, err);
 		if (w->timeout_s > 0 && waited > w->timeout_s) {
 			if (!w->patient || !rl_watchdog_others_working(w))
 				rl_watchdog_fire(w, c, waited, NULL);
-			start = rl_comm_now();
+			start = rl_now();
 		}
 		if (!w->has_answerer && polls % 256 == 255)
 			rl_watchdog_serve(w);

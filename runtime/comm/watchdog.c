@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/comm/backend.h"
 
 enum { TAG_ASK = 1, TAG_ANSWER = 2 };
@@ -105,8 +106,8 @@ static void ask_everyone(struct rl_comm_world *w, struct census *cs)
 		MPI_Isend(&ask, 1, MPI_INT, r, TAG_ASK, control(w), &send[r]);
 		pending++;
 	}
-	double until = rl_comm_now() + grace_s(w);
-	while (pending > 0 && rl_comm_now() < until) {
+	double until = rl_now() + grace_s(w);
+	while (pending > 0 && rl_now() < until) {
 		for (int r = 0; r < n; r++) {
 			int done = 0;
 

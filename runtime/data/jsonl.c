@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "runtime/base/json.h"
 #include "runtime/data/dataset.h"
 
 /* At most this many keys are listed when the wanted one is missing: enough
@@ -79,26 +80,6 @@ size_t rl_utf8_check(const char *s, size_t n)
 		i += len;
 	}
 	return n;
-}
-
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-	case JSON_REAL:
-		return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	default:
-		return "null";
-	}
 }
 
 static int missing_field(const struct loader *l, json_t *obj, const char *key)
@@ -171,7 +152,7 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 			return 1;
 		/* fall through */
 	default:
-		fail(l, "field '%s' is %s, expected a string or a number", key, type_name(v));
+		fail(l, "field '%s' is %s, expected a string or a number", key, rl_json_type_name(v));
 		return 0;
 	}
 	if (!*out) {
@@ -202,7 +183,7 @@ static int parse_line(const struct loader *l, const char *line, size_t len, cons
 		return fail(l, "not valid JSON: %s", jerr.text);
 	}
 	if (!json_is_object(root)) {
-		fail(l, "the line is %s, expected a JSON object", type_name(root));
+		fail(l, "the line is %s, expected a JSON object", rl_json_type_name(root));
 		goto out;
 	}
 	prob = json_object_get(root, input_key);
@@ -211,7 +192,7 @@ static int parse_line(const struct loader *l, const char *line, size_t len, cons
 		goto out;
 	}
 	if (!json_is_string(prob)) {
-		fail(l, "field '%s' is %s, expected a string", input_key, type_name(prob));
+		fail(l, "field '%s' is %s, expected a string", input_key, rl_json_type_name(prob));
 		goto out;
 	}
 	if (json_string_length(prob) == 0) {

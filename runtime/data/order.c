@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "runtime/data/order.h"
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 
 /* A uniform integer in [0, range), range >= 1: draws below 2^64 mod range
  * are rejected so that every residue is hit by equally many 64-bit words

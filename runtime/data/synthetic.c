@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runtime/data/synthetic.h"
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 
 /* Problems draw from streams of their own, apart from sampling's. */
 #define TASK_STREAM 0x7461736b00000000ull

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 
 /* A temperature below this is greedy decoding, as vLLM's _SAMPLING_EPS:
  * dividing by a tinier temperature only overflows. */

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/grpo/async_rollouts.h"
 #include "runtime/grpo/remote.h"
 #include "runtime/grpo/trainer.h"

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/retain.h"
 #include "runtime/ckpt/run_state.h"

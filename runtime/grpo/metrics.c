@@ -6,11 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/grpo/metrics.h"
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 
 int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept_as, char *err,
                     size_t errlen)
@@ -219,12 +218,4 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
 		        (long long)m->total_steps, m->val_reward, t->validation);
 	fflush(out);
-}
-
-double rl_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

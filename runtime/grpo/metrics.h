@@ -3,7 +3,7 @@
  * line on the terminal.
  * defines: struct rl_step_timers, struct rl_step_metrics, struct
  * rl_metrics_log, rl_metrics_open, rl_metrics_open_resumed, rl_metrics_write,
- * rl_metrics_json, rl_metrics_close, rl_metrics_progress, rl_now */
+ * rl_metrics_json, rl_metrics_close, rl_metrics_progress */
 #ifndef RL_GRPO_METRICS_H
 #define RL_GRPO_METRICS_H
 
@@ -76,9 +76,6 @@ int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int
                             char *err, size_t errlen);
 /* The step's metrics line as a JSON object (NULL when out of memory). */
 json_t *rl_metrics_json(const struct rl_step_metrics *m);
-
-/* Seconds on the monotonic clock, for the step timers. */
-double rl_now(void);
 
 /* "step 3/40  reward 0.125 ±0.331  loss ... | gen 0.41s ... | 1.2 s/step, ETA 0:42" */
 void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s);

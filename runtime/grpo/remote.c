@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/comm/outbox.h"
 #include "runtime/grpo/refit.h"
 #include "runtime/grpo/remote.h"

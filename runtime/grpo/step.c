@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/generate/generate.h"
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/grpo/advantage.h"
 #include "runtime/grpo/remote.h"

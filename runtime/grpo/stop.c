@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/grpo/stop.h"
 #include "runtime/grpo/stop_signal.h"
 #include "runtime/grpo/train.h"

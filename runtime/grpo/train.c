@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/grpo/remote.h"
 #include "runtime/grpo/stop.h"
 #include "runtime/grpo/stop_signal.h"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/json.h"
 #include "runtime/model/hf_config.h"
 
 #define SUPPORTED                                                                                  \
@@ -52,27 +53,6 @@ static int fail(struct ctx *c, const char *fmt, ...)
 	return -1;
 }
 
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
-	case JSON_REAL:
-		return "a number with a fraction";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	default:
-		return "null";
-	}
-}
-
 /* An absent key and null are the same for every optional key: transformers
  * then applies the class default. */
 static json_t *get(const json_t *obj, const char *key)
@@ -86,7 +66,7 @@ static json_t *get(const json_t *obj, const char *key)
 static int to_int(struct ctx *c, const json_t *v, const char *path, int *out)
 {
 	if (!json_is_integer(v))
-		return fail(c, "key %s: expected an integer, got %s", path, type_name(v));
+		return fail(c, "key %s: expected an integer, got %s", path, rl_json_type_name(v));
 	json_int_t x = json_integer_value(v);
 	if (x < INT_MIN || x > INT_MAX)
 		return fail(c, "key %s: %lld is out of range", path, (long long)x);
@@ -97,7 +77,7 @@ static int to_int(struct ctx *c, const json_t *v, const char *path, int *out)
 static int to_double(struct ctx *c, const json_t *v, const char *path, double *out)
 {
 	if (!json_is_number(v))
-		return fail(c, "key %s: expected a number, got %s", path, type_name(v));
+		return fail(c, "key %s: expected a number, got %s", path, rl_json_type_name(v));
 	*out = json_number_value(v);
 	return 0;
 }
@@ -137,7 +117,7 @@ static int opt_bool(struct ctx *c, const char *key, bool dflt, bool *out)
 	if (!v)
 		return 0;
 	if (!json_is_boolean(v))
-		return fail(c, "key %s: expected true or false, got %s", key, type_name(v));
+		return fail(c, "key %s: expected true or false, got %s", key, rl_json_type_name(v));
 	*out = json_is_true(v);
 	return 0;
 }
@@ -158,13 +138,13 @@ static int parse_arch(struct ctx *c, struct rl_model_config *cfg)
 	int i;
 
 	if (mt && !json_is_string(mt))
-		return fail(c, "key model_type: expected a string, got %s", type_name(mt));
+		return fail(c, "key model_type: expected a string, got %s", rl_json_type_name(mt));
 	if (list) {
 		if (!json_is_array(list) || !json_array_size(list))
 			return fail(c, "key architectures: expected a non-empty list of names");
 		if (!json_is_string(json_array_get(list, 0)))
 			return fail(c, "key architectures[0]: expected a string, got %s",
-			            type_name(json_array_get(list, 0)));
+			            rl_json_type_name(json_array_get(list, 0)));
 		name = json_string_value(json_array_get(list, 0));
 		for (i = 0; i < N_ARCHS && strcmp(name, archs[i].architecture); i++)
 			;
@@ -213,7 +193,7 @@ static int parse_rope(struct ctx *c, struct rl_model_config *cfg)
 	cfg->rope_scaling.type = RL_ROPE_DEFAULT;
 	cfg->rope_theta = 10000.0;
 	if (rs && !json_is_object(rs))
-		return fail(c, "key %s: expected an object, got %s", where, type_name(rs));
+		return fail(c, "key %s: expected an object, got %s", where, rl_json_type_name(rs));
 	json_object_foreach(rs, key, v)
 	{
 		if (json_is_object(v))
@@ -245,7 +225,7 @@ static int parse_rope(struct ctx *c, struct rl_model_config *cfg)
 		return 0;
 	if (!json_is_string(type))
 		return fail(c, "key %s.rope_type: expected a string, got %s", where,
-		            type_name(type));
+		            rl_json_type_name(type));
 	if (!strcmp(json_string_value(type), "default"))
 		return 0;
 	if (strcmp(json_string_value(type), "llama3"))
@@ -314,7 +294,7 @@ static int parse_dtype(struct ctx *c, struct rl_model_config *cfg)
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return fail(c, "key %s: expected a string, got %s", key, type_name(v));
+		return fail(c, "key %s: expected a string, got %s", key, rl_json_type_name(v));
 	const char *s = json_string_value(v);
 	if (!strcmp(s, "bfloat16"))
 		cfg->torch_dtype = RL_BF16;
@@ -338,7 +318,7 @@ static int check_sliding(struct ctx *c, const struct rl_model_config *cfg)
 	if (types) {
 		if (!json_is_array(types))
 			return fail(c, "key layer_types: expected a list, got %s",
-			            type_name(types));
+			            rl_json_type_name(types));
 		if (json_array_size(types) != (size_t)cfg->n_layers)
 			return fail(c, "key layer_types: %zu entries for %d layers",
 			            json_array_size(types), cfg->n_layers);
@@ -409,7 +389,7 @@ static int parse_mlp_only(struct ctx *c, struct rl_moe_config *e, int n_layers)
 	if (!list)
 		return 0;
 	if (!json_is_array(list))
-		return fail(c, "key mlp_only_layers: expected a list, got %s", type_name(list));
+		return fail(c, "key mlp_only_layers: expected a list, got %s", rl_json_type_name(list));
 	if (json_array_size(list) > RL_MAX_MLP_ONLY)
 		return fail(c, "key mlp_only_layers: %zu entries, at most %d are supported",
 		            json_array_size(list), RL_MAX_MLP_ONLY);
@@ -494,7 +474,7 @@ static int check_sizes(struct ctx *c, const struct rl_model_config *cfg)
 	json_t *act = get(c->root, "hidden_act");
 	if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
 		return fail(c, "key hidden_act: %s is not supported (silu)",
-		            json_is_string(act) ? json_string_value(act) : type_name(act));
+		            json_is_string(act) ? json_string_value(act) : rl_json_type_name(act));
 	if (get(c->root, "quantization_config"))
 		return fail(c, "quantization_config: quantized checkpoints are not supported");
 	return 0;
@@ -507,7 +487,7 @@ static int parse(struct ctx *c, struct rl_model_config *cfg)
 
 	memset(cfg, 0, sizeof *cfg);
 	if (!json_is_object(c->root))
-		return fail(c, "expected a JSON object, got %s", type_name(c->root));
+		return fail(c, "expected a JSON object, got %s", rl_json_type_name(c->root));
 	if (parse_arch(c, cfg))
 		return -1;
 	qwen = cfg->arch != RL_ARCH_LLAMA;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "runtime/model/model.h"
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/split.h"
 

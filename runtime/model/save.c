@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
 

@@ -4,6 +4,7 @@
  * against a large input. Each copy runs in its own process group, so that a
  * timeout also kills what its shell started. */
 #define _GNU_SOURCE
+#include "runtime/base/clock.h"
 #include "runtime/reward/reward_command.h"
 
 #include <errno.h>
@@ -154,14 +155,6 @@ static char *json_line(const struct rl_reward_item *it, size_t index, size_t *le
 
 /* ---- the copies ---- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void log_line(const struct job *j, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -194,9 +187,9 @@ static void arm(const struct job *j, struct worker *w)
 	double grace = timeout > 0 && timeout < EXIT_GRACE_S ? timeout : EXIT_GRACE_S;
 
 	if (w->next_read < w->end && w->out_fd >= 0)
-		w->deadline = timeout > 0 ? now_s() + timeout : INFINITY;
+		w->deadline = timeout > 0 ? rl_now() + timeout : INFINITY;
 	else
-		w->deadline = now_s() + grace;
+		w->deadline = rl_now() + grace;
 }
 
 /* A pipe whose ends are not 0, 1 or 2, so that dup2 onto the child's 0 and 1
@@ -461,7 +454,7 @@ static void after_late(const struct job *j, struct worker *ws, int nw, double la
  * Returns false when every share is done. */
 static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 {
-	double now = now_s(), next = INFINITY;
+	double now = rl_now(), next = INFINITY;
 	int np = 0, wait_ms;
 	bool busy = false, reaping = false;
 
@@ -504,10 +497,10 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 	wait_ms = isinf(next) ? -1 : (int)fmin(ceil((next - now) * 1e3), 1e9);
 	if (reaping && (wait_ms < 0 || wait_ms > REAP_POLL_MS))
 		wait_ms = REAP_POLL_MS;
-	double polled = now_s();
+	double polled = rl_now();
 	int ready = poll(pfd, (nfds_t)np, wait_ms);
 
-	j->round_end = now_s();
+	j->round_end = rl_now();
 	if (wait_ms >= 0)
 		after_late(j, ws, nw, j->round_end - polled - wait_ms / 1e3);
 	if (ready < 0)

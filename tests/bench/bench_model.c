@@ -19,7 +19,7 @@
 #include "runtime/generate/generate.h"
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
-#include "runtime/omp_policy.h"
+#include "runtime/base/omp_policy.h"
 #include "tests/bench/random_llama.h"
 #include "tests/bench/clock.h"
 

@@ -223,7 +223,7 @@ Test(dataset, problem_wrong_type)
 	    "{\"problem\": \"p\", \"expected_answer\": 1}\n"
 	    "{\"problem\": \"p\", \"expected_answer\": 1}\n"
 	    "{\"problem\": 12, \"expected_answer\": 1}\n",
-	    true, ":4: ", "field 'problem' is a number, expected a string");
+	    true, ":4: ", "field 'problem' is an integer, expected a string");
 	ERR("{\"problem\": [\"p\"], \"expected_answer\": 1}\n", true,
 	    ":1: ", "field 'problem' is an array, expected a string");
 }

@@ -9,7 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 #include "runtime/generate/sampler.h"
 #include "tests/unit/gradcheck.h"
 

@@ -5,8 +5,8 @@
  * batch size or on what the other sequences did.
  * defines: struct rl_rng, rl_rng_seed, rl_rng_next, rl_rng_uniform,
  * rl_rng_splitmix64 */
-#ifndef RL_GENERATE_RNG_H
-#define RL_GENERATE_RNG_H
+#ifndef RL_BASE_RNG_H
+#define RL_BASE_RNG_H
 
 #include <stdint.h>
 

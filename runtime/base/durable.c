@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/model/durable.h"
+#include "runtime/base/durable.h"
 
 int rl_write_all(int fd, const void *p, size_t n)
 {

@@ -1,7 +1,7 @@
 /* OpenMP's wait policy, chosen before libgomp reads it.
  * defines: rl_omp_passive_reexec */
-#ifndef RL_OMP_POLICY_H
-#define RL_OMP_POLICY_H
+#ifndef RL_BASE_OMP_POLICY_H
+#define RL_BASE_OMP_POLICY_H
 
 /* When OMP_WAIT_POLICY is unset, sets it to PASSIVE and re-executes the
  * program with the same arguments; returns only when no re-exec happened

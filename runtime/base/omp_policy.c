@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/omp_policy.h"
+#include "runtime/base/omp_policy.h"
 
 void rl_omp_passive_reexec(char **argv)
 {

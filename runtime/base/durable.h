@@ -1,8 +1,8 @@
 /* Writing files so that a crash leaves the old version or the new one, never
  * a torn mix: full writes, fsync, rename, fsync of the directory.
  * defines: rl_write_all, rl_sync_parent, rl_copy_file_durable, rl_make_dirs */
-#ifndef RL_MODEL_DURABLE_H
-#define RL_MODEL_DURABLE_H
+#ifndef RL_BASE_DURABLE_H
+#define RL_BASE_DURABLE_H
 
 #include <stddef.h>
 

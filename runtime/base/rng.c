@@ -2,7 +2,7 @@
  * reference sources on prng.di.unimi.it (xoshiro256starstar.c, splitmix64.c).
  * Only fixed-width unsigned arithmetic, so the numbers are the same wherever
  * uint64_t is. */
-#include "runtime/generate/rng.h"
+#include "runtime/base/rng.h"
 
 static const uint64_t splitmix_gamma = 0x9e3779b97f4a7c15ULL;
 
