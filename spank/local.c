@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin.h"
+#include "spank/plugin.h"
 #include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
 #include "topology/job.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin.h"
+#include "spank/plugin.h"
 
 SPANK_PLUGIN(rl, 1);
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/config/internal.h"
 
 static void free_fields(void *base, bool env)
 {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "diag.h"
+#include "runtime/config/diag.h"
 
 /* A number that YAML may leave as null ("not set"). */
 struct rl_opt_int {

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "diag.h"
+#include "runtime/config/diag.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

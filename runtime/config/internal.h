@@ -2,9 +2,9 @@
 #ifndef RL_CONFIG_INTERNAL_H
 #define RL_CONFIG_INTERNAL_H
 
-#include "config.h"
-#include "schema.h"
-#include "ynode.h"
+#include "runtime/config/config.h"
+#include "runtime/config/schema.h"
+#include "runtime/config/ynode.h"
 
 /* Where each schema key was set (file NULL when it kept its default). */
 struct rl_key_pos {

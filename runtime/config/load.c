@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime/config/internal.h"
 
 enum { MAX_DEFAULTS_DEPTH = 32, MAX_FILE_BYTES = 16 << 20 };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/config/internal.h"
 
 static const char CMDLINE[] = "<command line>";
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/config/internal.h"
 
 /* Bounds substitutions so that self-including mappings cannot expand
  * forever. */

@@ -2,7 +2,7 @@
  * are found before a job is queued. Each error points at the key to change. */
 #include <string.h>
 
-#include "internal.h"
+#include "runtime/config/internal.h"
 
 struct rules {
 	const struct rl_key_pos *pos;

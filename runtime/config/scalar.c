@@ -1,4 +1,4 @@
-#include "scalar.h"
+#include "runtime/config/scalar.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,14 +3,14 @@
  * implement are listed as UNSUPPORTED so that they fail loudly instead of
  * being ignored. Keys of one section must stay contiguous (the printer nests
  * by walking this table in order; tests/unit/test_schema.c checks it). */
-#include "schema.h"
+#include "runtime/config/schema.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "runtime/config/config.h"
 
 #define OFF(f)        offsetof(struct rl_config, f)
 #define EOFF(f)       offsetof(struct rl_cfg_env, f)

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "schema.h"
-#include "schema_doc.h"
+#include "runtime/config/schema.h"
+#include "runtime/config/schema_doc.h"
 
 static void describe(const struct rl_key *k, char *out, size_t cap)
 {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "scalar.h"
+#include "runtime/config/internal.h"
+#include "runtime/config/scalar.h"
 
 static void *field(void *base, const struct rl_key *k)
 {

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "internal.h"
-#include "scalar.h"
+#include "runtime/config/internal.h"
+#include "runtime/config/scalar.h"
 
 struct out {
 	yaml_emitter_t em;

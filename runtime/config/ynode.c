@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "ynode.h"
+#include "runtime/config/ynode.h"
 
 #include <stdlib.h>
 #include <string.h>

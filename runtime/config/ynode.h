@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "diag.h"
+#include "runtime/config/diag.h"
 
 enum rl_ykind { RL_Y_SCALAR, RL_Y_MAP, RL_Y_SEQ };
 

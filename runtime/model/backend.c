@@ -4,7 +4,7 @@
  * collectives, which this release does not do yet, so such a run is refused
  * by name instead of sending device pointers to MPI. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stdio.h>

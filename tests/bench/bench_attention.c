@@ -11,7 +11,7 @@
  * program still exits 0. */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * SAMPLES batches after a warm-up. A ratio near 1 says the heuristic's
  * first choice is as good as cuBLASLt gets for the shape. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

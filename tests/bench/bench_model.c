@@ -5,7 +5,7 @@
  * when python3 has torch and transformers. */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -10,7 +10,7 @@
  * GPU full after us. */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * GPU, the same against cudaMemcpy device-to-device. */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stdio.h>

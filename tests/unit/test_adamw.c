@@ -5,7 +5,7 @@
  * parameter once the parameter shrinks: parameters are held to 1e-6 relative.
  * The moments never see a sqrt and are held to MAX_ULPS as well. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

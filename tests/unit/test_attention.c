@@ -3,7 +3,7 @@
  * differences of that reference, and the KV-cache variant against the
  * forward on the whole sequence. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

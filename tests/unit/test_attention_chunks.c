@@ -4,7 +4,7 @@
  * the backward against central finite differences of a naive double
  * reference; the bits against the number of threads; bad tables. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

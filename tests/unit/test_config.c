@@ -1,7 +1,7 @@
 /* The config language against hand-written configs on disk: inheritance,
  * overrides, references, every kind of error with its position, and the
  * resolved-config printer read back by the loader. */
-#include "helpers.h"
+#include "tests/unit/helpers.h"
 
 #include <math.h>
 

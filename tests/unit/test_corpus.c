@@ -1,7 +1,7 @@
 /* The fuzz corpus as a regression suite (under ASan/UBSan in CI): every
  * input either loads or fails with at least one diagnostic, and whatever
  * loads prints YAML that loads again to the same printout. */
-#include "helpers.h"
+#include "tests/unit/helpers.h"
 
 #include <dirent.h>
 

@@ -16,7 +16,7 @@
  * relative plus 2e-4 of their largest entry. An indexing or masking error
  * is off by the size of a whole term, orders of magnitude more. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * rows outside the sequences left alone, and two backward runs giving the
  * same bits. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <limits.h>

@@ -14,7 +14,7 @@
  * are exact in fp32, so they get the fp32 tolerance; a bf16 C adds half an
  * ulp of the result, 2^-8 |want|, fp16 2^-11. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

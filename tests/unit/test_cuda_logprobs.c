@@ -18,7 +18,7 @@
  * the rounding of the accumulated values. expf against the CPU's
  * polynomial exp (both within 2 ulps) is far below all of this. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * numbers: memory released stays reserved and serves the next allocation. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stddef.h>

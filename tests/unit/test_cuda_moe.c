@@ -22,7 +22,7 @@
  * (2^-23 |want|) plus 1e-12 mag for the double's own rounding. dy gets one
  * product and one sum: 2^-22 (|dy| + |w dout|). */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * the others to tolerances worked out beside each check. The argument checks
  * are run on both backends and need no GPU. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * in the wrong slot would compile whenever two ops share a signature: each
  * slot is checked against the function it must hold. Needs no GPU. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <criterion/criterion.h>

@@ -4,7 +4,7 @@
  * bits on every run, AdamW the same bits but for rare double-rounding ties
  * (see kernels/cuda/adamw.cu). Argument checks run without a GPU. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * formulas in double and against finite differences of the forward
  * (gradcheck.h), each gradient also computed alone. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

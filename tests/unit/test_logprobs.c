@@ -4,7 +4,7 @@
  * gradients also against finite differences (gradcheck.h); large logits,
  * NaN and bad arguments. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

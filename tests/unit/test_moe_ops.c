@@ -8,7 +8,7 @@
  * the argument checks; and the fenced table, which must give the CPU
  * table's bits and refuse host memory where an op needs the backend's. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -5,7 +5,7 @@
  * large enough to take the threaded paths. Linear and the LM-head logprobs
  * have their own files (test_linear.c, test_logprobs.c). */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * is published: 8.03e9), the search's choices on known machines as
  * properties, and the GPU table against pci.ids and the data sheets. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

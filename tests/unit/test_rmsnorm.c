@@ -1,7 +1,7 @@
 /* RMSNorm: the CPU reference against hand-computed values and an inline
  * double-precision formula, and the CUDA kernel against the CPU reference. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * own rotary code (tests/fixtures/fixture_rope.py), the rotation against a
  * double-precision formula, and the backward against finite differences. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #define _GNU_SOURCE

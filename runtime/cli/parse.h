@@ -1,8 +1,8 @@
 /* Argument parsing shared by the model commands (forward, generate,
  * tokenize): numbers and id lists with messages naming the option.
  * defines: rl_parse_ids, rl_parse_long, rl_parse_float */
-#ifndef RL_CLI_UTIL_H
-#define RL_CLI_UTIL_H
+#ifndef RL_CLI_PARSE_H
+#define RL_CLI_PARSE_H
 
 #include <stddef.h>
 #include <stdint.h>

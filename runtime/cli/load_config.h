@@ -2,8 +2,8 @@
  * [CONFIG] [KEY=VALUE...], CONFIG defaulting to $RL_CONFIG, then to the
  * built-in grpo-tiny.yaml.
  * defines: rl_cli_load_config */
-#ifndef RL_CLI_CONFIG_H
-#define RL_CLI_CONFIG_H
+#ifndef RL_CLI_LOAD_CONFIG_H
+#define RL_CLI_LOAD_CONFIG_H
 
 #include "runtime/config/config.h"
 

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/cli_util.h"
-#include "runtime/commands.h"
+#include "runtime/cli/parse.h"
+#include "runtime/cli/commands.h"
 #include "runtime/generate/generate.h"
 
 static const char usage[] =

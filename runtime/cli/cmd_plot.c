@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/commands.h"
-#include "runtime/metrics_read.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/metrics_read.h"
 
 extern char **environ;
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cli_util.h"
-#include "runtime/commands.h"
+#include "runtime/cli/parse.h"
+#include "runtime/cli/commands.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 static const char usage[] =

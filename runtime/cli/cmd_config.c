@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
-#include "runtime/cli_config.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/load_config.h"
 #include "runtime/config/config.h"
 #include "runtime/config/schema_doc.h"
 

@@ -1,8 +1,8 @@
 /* metrics.jsonl as `rlrun train` writes it into logger.log_dir: one JSON
  * object per GRPO step. The reader keeps what the plots and reports need.
  * defines: struct rl_metric_row, rl_metrics_read */
-#ifndef RL_METRICS_READ_H
-#define RL_METRICS_READ_H
+#ifndef RL_CLI_METRICS_READ_H
+#define RL_CLI_METRICS_READ_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
-#include "runtime/cli_config.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/load_config.h"
 #include "runtime/comm/dist.h"
 #include "runtime/grpo/train.h"
 #include "runtime/plan/identity.h"

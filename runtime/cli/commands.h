@@ -1,8 +1,8 @@
 /* The rlrun subcommands. Each returns the process exit status:
  * 0 success, 1 failure or not implemented, 2 usage error or invalid config,
  * 4 (train) stopped early with a checkpoint, to be resumed. */
-#ifndef RL_COMMANDS_H
-#define RL_COMMANDS_H
+#ifndef RL_CLI_COMMANDS_H
+#define RL_CLI_COMMANDS_H
 
 #include <stddef.h>
 

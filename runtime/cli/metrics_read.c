@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "runtime/base/json.h"
-#include "runtime/metrics_read.h"
+#include "runtime/cli/metrics_read.h"
 
 /* the row and where it came from, so that the later of two equal steps wins */
 struct entry {

@@ -1,7 +1,7 @@
 /* rlrun: one process per task of a slurm-rl job, and the command-line tool
  * that checks and explains its configs. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "build_config.h"
 #endif
 
 #include <stdbool.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
+#include "runtime/cli/commands.h"
 #include "runtime/base/omp_policy.h"
 
 static const char usage[] =

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cli_config.h"
-#include "runtime/commands.h"
+#include "runtime/cli/load_config.h"
+#include "runtime/cli/commands.h"
 
 int rl_cli_load_config(const char *cmd, const char *usage, char **args, int n,
                        struct rl_config *cfg)

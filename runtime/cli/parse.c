@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/cli_util.h"
+#include "runtime/cli/parse.h"
 
 int rl_parse_long(const char *opt, const char *text, long lo, long hi, long *out, char *err,
                   size_t errlen)

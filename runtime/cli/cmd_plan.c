@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cli_config.h"
-#include "runtime/cli_util.h"
-#include "runtime/commands.h"
+#include "runtime/cli/load_config.h"
+#include "runtime/cli/parse.h"
+#include "runtime/cli/commands.h"
 #include "runtime/plan/node_plan.h"
 
 static const char usage[] =

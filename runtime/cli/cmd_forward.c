@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cli_util.h"
-#include "runtime/commands.h"
+#include "runtime/cli/parse.h"
+#include "runtime/cli/commands.h"
 #include "runtime/model/model.h"
 
 static const char usage[] = "usage: rlrun forward --model DIR --ids ID,ID,... [--out FILE]\n";
