@@ -14,7 +14,6 @@
 #include "spank/plugin.h"
 #include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
-#include "topology/job.h"
 
 /* Loads real with the overrides and reports every problem; 0 when valid.
  * When cfg is not NULL it keeps the loaded config. */

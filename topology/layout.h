@@ -10,6 +10,7 @@
 #define RL_LAYOUT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 enum rl_axis { RL_AXIS_TP, RL_AXIS_CP, RL_AXIS_EP, RL_AXIS_DP, RL_AXIS_PP, RL_N_AXES };
 
@@ -59,5 +60,9 @@ int rl_layout_groups(const struct rl_layout *l, const char *mask, int expert, in
 
 /* "tp=2 cp=1 ep=1 dp=4 pp=2" (with "etp=.. edp=.." when experts differ). */
 void rl_layout_describe(const struct rl_layout *l, char *buf, size_t len);
+
+/* The groups of every axis, one line each ("tp 4 groups of 2: [0,1] ..."),
+ * each line started with prefix (layout_print.c). */
+void rl_layout_print_groups(const struct rl_layout *l, FILE *out, const char *prefix);
 
 #endif

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "topology/job.h"
+#include "topology/layout.h"
 
 static void print_mask(const struct rl_layout *l, const char *mask, int expert, FILE *out,
                        const char *prefix)

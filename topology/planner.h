@@ -5,7 +5,7 @@
  * below: no hwloc, no files, so every node computes the same answer.
  * defines: struct rl_gpu_spec, struct rl_plan_hw, struct rl_plan_model,
  * struct rl_plan_job, struct rl_plan_estimate, rl_gpu_spec_lookup,
- * rl_plan_estimate, rl_plan_auto */
+ * rl_plan_hw_from_topo, rl_plan_estimate, rl_plan_auto */
 #ifndef RL_PLANNER_H
 #define RL_PLANNER_H
 
@@ -39,6 +39,13 @@ struct rl_plan_hw {
 	double pcie_bytes_per_s;   /* per GPU, between GPUs of a node without NVLink */
 	double net_bytes_per_s;    /* per node, between nodes (all its NICs) */
 };
+
+struct rl_topo;
+/* What the planner assumes about a node's GPUs and links, from its
+ * topology (topology.h, as discovery filled it). Returns 0, or -1 with err
+ * when the GPU is not in the table (the planner cannot guess its memory). */
+int rl_plan_hw_from_topo(const struct rl_topo *topo, int n_nodes, int tasks_per_node,
+                         struct rl_plan_hw *hw, char *err, size_t errlen);
 
 struct rl_plan_model {
 	int n_layers;

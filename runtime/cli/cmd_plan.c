@@ -12,6 +12,7 @@
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
 #include "runtime/plan/node_plan.h"
+#include "runtime/plan/spec.h"
 
 static const char usage[] =
     "usage: rlrun plan [CONFIG] [KEY=VALUE...] [--topology FILE] [--nodes N]\n"
@@ -128,8 +129,9 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
                      const struct rl_topo *topo, const struct plan_opts *o, int world, int node,
                      const struct rl_job_plan *job, struct rl_node_plan *np)
 {
-	int per = rl_node_tasks_max(world, (int)o->nodes);
-	int first = node * per;
+	int first, n_local;
+
+	rl_node_block(world, (int)o->nodes, node, &first, &n_local);
 	struct rl_node_inputs in = {
 	    .cfg = cfg,
 	    .config_path = config_path,
@@ -138,7 +140,7 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
 	    .n_nodes = (int)o->nodes,
 	    .node_id = node,
 	    .first_rank = first,
-	    .n_local = world - first < per ? world - first : per,
+	    .n_local = n_local,
 	    .slurm_step_gpus = o->step_gpus,
 	    .want_estimate = o->env_rank < 0,
 	    .job = job,
@@ -223,14 +225,7 @@ int rl_cmd_plan(int argc, char **argv)
 		rl_config_free(&cfg);
 		return RL_EXIT_FAIL;
 	}
-	bool gpus = strcmp(cfg.policy.backend, "cuda") == 0 ||
-	            (strcmp(cfg.policy.backend, "auto") == 0 && topo.n_gpus > 0);
-	if (o.nodes == 0)
-		o.nodes = cfg.cluster.num_nodes > 0 ? cfg.cluster.num_nodes : 1;
-	if (o.tasks_per_node == 0)
-		o.tasks_per_node = cfg.cluster.gpus_per_node > 0 ? cfg.cluster.gpus_per_node
-		                   : gpus && topo.n_gpus > 0     ? topo.n_gpus
-		                                                 : 1;
+	rl_plan_step_shape(&cfg, &topo, &o.nodes, &o.tasks_per_node);
 	int world = (int)(o.nodes * o.tasks_per_node);
 	char real[PATH_MAX];
 	/* what the plugin exports: the file's absolute name; none when built in */

@@ -11,6 +11,14 @@ int rl_node_tasks_max(int world, int n_nodes)
 	return n_nodes > 0 ? (world + n_nodes - 1) / n_nodes : world;
 }
 
+void rl_node_block(int world, int n_nodes, int node, int *first_rank, int *n_local)
+{
+	int per = rl_node_tasks_max(world, n_nodes);
+
+	*first_rank = node * per;
+	*n_local = world - *first_rank < per ? world - *first_rank : per;
+}
+
 int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out, char *err,
                       size_t errlen)
 {

@@ -2,8 +2,8 @@
  * layout, this node's placement and the GPUs Slurm gave it. Built the same
  * way by the plugin in slurmstepd and by `rlrun plan` for each node it
  * prints, so that `rlrun plan --env RANK` is exactly what the plugin sets.
- * defines: struct rl_node_inputs, struct rl_node_plan, rl_node_plan_make,
- * rl_node_plan_task_env, rl_node_plan_free */
+ * defines: struct rl_node_inputs, struct rl_node_plan, rl_node_tasks_max,
+ * rl_node_block, rl_node_plan_make, rl_node_plan_task_env, rl_node_plan_free */
 #ifndef RL_PLAN_NODE_PLAN_H
 #define RL_PLAN_NODE_PLAN_H
 
@@ -11,7 +11,11 @@
 #include <stddef.h>
 
 #include "runtime/config/config.h"
-#include "topology/job.h"
+#include "runtime/plan/job.h"
+#include "runtime/plan/step_gpus.h"
+#include "runtime/plan/task_env.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
 
 struct rl_node_inputs {
 	const struct rl_config *cfg;
@@ -43,6 +47,9 @@ struct rl_node_plan {
 /* Every node of a block-distributed step holds ceil(world / n_nodes) tasks
  * but the last ones: what the planner sizes a node for. */
 int rl_node_tasks_max(int world, int n_nodes);
+/* Node `node`'s tasks in a block-distributed step (srun -m block, the
+ * default): first_rank .. first_rank + n_local - 1. */
+void rl_node_block(int world, int n_nodes, int node, int *first_rank, int *n_local);
 
 /* Returns 0, or -1 with err (an invalid layout for this world, more tasks
  * than GPUs, GPUs Slurm named that the node does not have, ...). */

@@ -35,6 +35,27 @@ int rl_plan_model_load(const char *model_name, struct rl_plan_model *out, char *
 	return 0;
 }
 
+bool rl_plan_uses_gpus(const struct rl_config *cfg, const struct rl_topo *topo)
+{
+	const char *backend = cfg->policy.backend;
+
+	return strcmp(backend, "cuda") == 0 ||
+	       (strcmp(backend, "auto") == 0 && topo && topo->n_gpus > 0);
+}
+
+void rl_plan_step_shape(const struct rl_config *cfg, const struct rl_topo *topo, long *n_nodes,
+                        long *tasks_per_node)
+{
+	const struct rl_cfg_cluster *c = &cfg->cluster;
+
+	if (*n_nodes <= 0)
+		*n_nodes = c->num_nodes > 0 ? c->num_nodes : 1;
+	if (*tasks_per_node <= 0)
+		*tasks_per_node = c->gpus_per_node > 0                                   ? c->gpus_per_node
+		                  : rl_plan_uses_gpus(cfg, topo) && topo && topo->n_gpus > 0 ? topo->n_gpus
+		                                                                       : 1;
+}
+
 int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes, int tasks_per_node,
                             const struct rl_topo *topo, bool want_estimate,
                             struct rl_job_spec *spec, char *err, size_t errlen)
@@ -46,8 +67,7 @@ int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes,
 	spec->world = world;
 	spec->n_nodes = n_nodes;
 	spec->tasks_per_node = tasks_per_node;
-	spec->use_gpus = strcmp(p->backend, "cuda") == 0 ||
-	                 (strcmp(p->backend, "auto") == 0 && topo && topo->n_gpus > 0);
+	spec->use_gpus = rl_plan_uses_gpus(cfg, topo);
 	spec->autoplan = par->autoplan;
 	spec->tp = par->autoplan ? 1 : (int)par->tensor;
 	spec->pp = par->autoplan ? 1 : (int)par->pipeline;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/job.h"
+#include "runtime/plan/task_env.h"
 
 static int put(struct rl_env *env, const char *name, const char *fmt, ...)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/job.h"
+#include "runtime/plan/step_gpus.h"
 
 static int add(struct rl_step_gpus *g, int gpu, const char *token, size_t token_len)
 {
