@@ -6,7 +6,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/load_config.h"
 #include "runtime/comm/dist.h"
-#include "runtime/grpo/train.h"
+#include "runtime/train/train.h"
 #include "runtime/plan/identity.h"
 
 static const char usage[] =

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* Mean and sample std (Bessel's n - 1, as NeMo-RL since it corrected the
  * bias; 0 for a single value) of group[0..n) without entry skip (skip = -1:
@@ -57,4 +58,28 @@ void rl_grpo_advantages(const double *rewards, int n_groups, int group_size, boo
 				std[k] = s;
 		}
 	}
+}
+
+int rl_grpo_rollout_advantages(struct rl_rollout *r, const struct rl_cfg_grpo *g)
+{
+	/* zeroed: r->n is n_groups * group_size, which the compiler cannot
+	 * know of a rollout */
+	double *rewards = calloc((size_t)r->n + 1, sizeof *rewards);
+	double *adv = calloc((size_t)r->n + 1, sizeof *adv);
+
+	if (!rewards || !adv) {
+		free(rewards);
+		free(adv);
+		return -1;
+	}
+	for (int i = 0; i < r->n; i++)
+		rewards[i] = r->s[i].reward;
+	rl_grpo_advantages(rewards, r->n_groups, r->group_size, g->use_leave_one_out_baseline,
+	                   g->normalize_rewards, &g->advantage_clip_low, &g->advantage_clip_high,
+	                   adv, NULL, NULL);
+	for (int i = 0; i < r->n; i++)
+		r->s[i].advantage = adv[i];
+	free(rewards);
+	free(adv);
+	return 0;
 }

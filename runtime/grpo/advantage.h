@@ -1,13 +1,14 @@
 /* GRPO advantages: each sample's reward against the other samples drawn for
  * the same prompt, as NeMo-RL's calculate_baseline_and_std_per_prompt and
  * grpo.py compute them.
- * defines: rl_grpo_advantages */
+ * defines: rl_grpo_advantages, rl_grpo_rollout_advantages */
 #ifndef RL_GRPO_ADVANTAGE_H
 #define RL_GRPO_ADVANTAGE_H
 
 #include <stdbool.h>
 
 #include "runtime/config/config.h"
+#include "runtime/grpo/rollout.h"
 
 /* rewards[g * group_size + i] is sample i of group (prompt) g.
  *
@@ -29,5 +30,10 @@ void rl_grpo_advantages(const double *rewards, int n_groups, int group_size, boo
                         bool normalize, const struct rl_opt_float *clip_low,
                         const struct rl_opt_float *clip_high, double *advantages, double *baseline,
                         double *std);
+
+/* Every sample of r its advantage from its reward, as grpo.* asks
+ * (use_leave_one_out_baseline, normalize_rewards, advantage_clip_low and
+ * _high). Returns 0, or -1 out of memory. */
+int rl_grpo_rollout_advantages(struct rl_rollout *r, const struct rl_cfg_grpo *g);
 
 #endif

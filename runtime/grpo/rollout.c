@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/rng.h"
 #include "runtime/grpo/rollout.h"
 
 int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size)
@@ -47,6 +48,14 @@ void rl_rollout_free(struct rl_rollout *r)
 	free(r->problems);
 	free(r->answers);
 	memset(r, 0, sizeof *r);
+}
+
+uint64_t rl_step_seed(uint64_t seed, int64_t step)
+{
+	uint64_t state = seed ^ 0x73616d706c696e67ull;
+
+	state += (uint64_t)step * 0x9e3779b97f4a7c15ull;
+	return rl_rng_splitmix64(&state);
 }
 
 static int grow(void **p, size_t elem, int cap)

@@ -3,7 +3,8 @@
  * token (generation, policy before the update, reference), reward and
  * advantage.
  * defines: struct rl_sample, struct rl_rollout, struct rl_packed,
- * rl_rollout_alloc, rl_rollout_free, rl_packed_build, rl_packed_free */
+ * rl_rollout_alloc, rl_rollout_free, rl_step_seed, rl_packed_build, rl_packed_scatter,
+ * rl_packed_free */
 #ifndef RL_GRPO_ROLLOUT_H
 #define RL_GRPO_ROLLOUT_H
 
@@ -38,6 +39,11 @@ struct rl_rollout {
 
 int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size);
 void rl_rollout_free(struct rl_rollout *r);
+
+/* The sampling seed of a step: the run's seed and the step, mixed, so that
+ * a step's samples depend on nothing else (a resumed run redraws them).
+ * Validation uses negative steps. */
+uint64_t rl_step_seed(uint64_t seed, int64_t step);
 
 /* A micro-batch in the model's packed layout, with the per-token arrays the
  * loss needs. Row t predicts ids[t + 1] of its sequence: token_mask[t] is 1

@@ -119,7 +119,7 @@ static void make_pieces(struct shard_bench *b, size_t mb)
 }
 
 /* a resume's read: every tensor filled from the mapping while a thread
- * checks the file against the manifest (runtime/grpo/resume.c) */
+ * checks the file against the manifest (runtime/train/resume.c) */
 static void load(struct shard_bench *b, const char *dir, const struct rl_ckpt_manifest *man)
 {
 	struct rl_ckpt_shard_set set;

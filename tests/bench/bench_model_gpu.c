@@ -238,7 +238,7 @@ static double torch_value(const struct torch_col *t, const char *key)
 
 /* ---- our numbers ---- */
 
-/* One training step as the GRPO trainer takes it (runtime/grpo/policy_pass.c). */
+/* One training step as the GRPO trainer takes it (runtime/train/policy_pass.c and update.c). */
 static int train_step(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b,
                       struct rl_optimizer *o, float *lp, const float *dlp, char *err, size_t errlen)
 {

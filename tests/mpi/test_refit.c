@@ -21,7 +21,7 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/comm/outbox.h"
-#include "runtime/grpo/refit.h"
+#include "runtime/rollout/refit.h"
 #include "runtime/model/model.h"
 #include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/tp_group.h"

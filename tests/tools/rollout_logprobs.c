@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/grpo/replay_buffer.h"
+#include "runtime/rollout/replay_buffer.h"
 #include "runtime/model/model.h"
 #include "tests/tools/rl_compare.h"
 

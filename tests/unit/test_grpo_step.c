@@ -7,7 +7,9 @@
 
 #include <math.h>
 
-#include "runtime/grpo/trainer.h"
+#include "runtime/train/policy_pass.h"
+#include "runtime/train/score.h"
+#include "runtime/train/setup.h"
 
 struct fx {
 	char *dir;
@@ -65,14 +67,15 @@ static void setup(struct fx *f)
 	load(&f->unpacked, f->dir,
 	     "  train_micro_batch_size: 2\n  logprob_batch_size: 16\n"
 	     "  sequence_packing: {enabled: false}\n");
-	cr_assert_eq(rl_trainer_setup(&f->t, &f->packed, NULL, NULL, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rl_trainer_setup(&f->t, &f->packed, NULL, NULL, err, sizeof err), 0, "%s",
+	             err);
 	cr_assert_eq(rl_rollout_alloc(&f->r, 4, 4), 0);
 	cr_assert_eq(rl_data_source_next(&f->t.data, 4, f->r.problems, f->r.answers, f->r.prompts,
 	                                 err, sizeof err),
 	             1, "%s", err);
-	cr_assert_eq(rl_rollout_generate(&f->t, &f->r, 5, &truncated, err, sizeof err), 0, "%s",
-	             err);
-	cr_assert_eq(rl_rewards_score(&f->t.reward, &f->r, &failures, err, sizeof err), 0);
+	cr_assert_eq(rl_rollout_generate(&f->t.rollouts, &f->r, 5, &truncated, err, sizeof err), 0,
+	             "%s", err);
+	cr_assert_eq(rl_trainer_score(&f->t, &f->r, &failures, err, sizeof err), 0, "%s", err);
 	for (int i = 0; i < f->r.n; i++)
 		f->r.s[i].advantage = (i % 3) - 1.0 + 0.25 * i / f->r.n;
 }

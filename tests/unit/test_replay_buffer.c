@@ -6,7 +6,7 @@
  * wrong. */
 #include "tests/unit/helpers.h"
 
-#include "runtime/grpo/replay_buffer.h"
+#include "runtime/rollout/replay_buffer.h"
 
 enum { GROUPS = 3, GROUP_SIZE = 2, MAX_LEN = 64 };
 

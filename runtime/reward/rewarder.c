@@ -1,0 +1,105 @@
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/reward/math_answer.h"
+#include "runtime/reward/rewarder.h"
+
+int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
+                      const sigset_t *stop_signals, char *err, size_t errlen)
+{
+	const char *name = cfg->data.env_name;
+	bool jsonl = strcmp(cfg->data.dataset_name, "jsonl") == 0;
+
+	memset(r, 0, sizeof *r);
+	if (stop_signals)
+		r->stop_signals = *stop_signals;
+	else
+		sigemptyset(&r->stop_signals);
+	if (!name && !jsonl) {
+		r->kind = RL_REWARD_TASK;
+		r->name = cfg->data.dataset_name;
+		if (rl_task_parse(cfg->data.dataset_name, &r->task)) {
+			snprintf(err, errlen, "data.dataset_name: no built-in task '%s'",
+			         cfg->data.dataset_name);
+			return -1;
+		}
+		return 0;
+	}
+	if (!name)
+		name = "math";
+	r->name = name;
+	r->env = rl_config_env(cfg, name);
+	if (r->env && r->env->command) {
+		r->kind = RL_REWARD_COMMAND;
+		return 0;
+	}
+	if (strcmp(name, "math") == 0) {
+		r->kind = RL_REWARD_MATH;
+		return 0;
+	}
+	if (strcmp(name, "exact") == 0) {
+		r->kind = RL_REWARD_EXACT;
+		return 0;
+	}
+	snprintf(err, errlen,
+	         "data.env_name: '%s' names no reward (math, exact, or an env.%s.command)", name,
+	         name);
+	return -1;
+}
+
+static void score_command(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
+                          double *rewards, int64_t *failures)
+{
+	struct rl_reward_failures f = {0};
+	struct rl_reward_program program = {r->env->command, r->env->timeout,
+	                                    (int)r->env->num_workers, &r->stop_signals};
+	char msg[512];
+
+	/* a program that cannot even start is a failure of every sample, not
+	 * of the run: the message goes to the log and they all score 0 */
+	if (rl_reward_command(&program, items, n, rewards, &f, stderr, msg, sizeof msg)) {
+		fprintf(stderr, "reward env.%s: %s; every sample of the step scores 0\n", r->name,
+		        msg);
+		f.crashed = n;
+	}
+	*failures += (int64_t)(f.crashed + f.timed_out + f.bad_output);
+}
+
+int rl_rewards_score(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
+                     double *rewards, int64_t *failures, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	if (r->kind == RL_REWARD_COMMAND) {
+		score_command(r, items, n, rewards, failures);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *answer = items[i].expected;
+		const char *response = items[i].response ? items[i].response : "";
+		bool failed = false;
+
+		if (!answer) {
+			/* nothing to compare with: only a reward program could judge */
+			rewards[i] = 0;
+			(*failures)++;
+			continue;
+		}
+		switch (r->kind) {
+		case RL_REWARD_TASK:
+			rewards[i] = rl_task_score(r->task, response, answer);
+			break;
+		case RL_REWARD_MATH:
+			rewards[i] = rl_reward_math(response, answer, &failed);
+			break;
+		case RL_REWARD_EXACT:
+			rewards[i] = rl_reward_exact(response, answer);
+			break;
+		case RL_REWARD_COMMAND:
+			break;
+		}
+		*failures += failed;
+	}
+	return 0;
+}

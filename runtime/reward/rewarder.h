@@ -1,0 +1,43 @@
+/* Which reward a run uses (data.env_name and env.<name>.*) and scoring
+ * samples with it. No reward failure stops a run: the sample scores 0 and
+ * is counted.
+ * defines: enum rl_reward_kind, struct rl_reward, rl_rewarder_setup, rl_rewards_score */
+#ifndef RL_REWARD_REWARDER_H
+#define RL_REWARD_REWARDER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+#include "runtime/data/synthetic.h"
+#include "runtime/reward/reward_command.h"
+
+enum rl_reward_kind { RL_REWARD_TASK, RL_REWARD_MATH, RL_REWARD_EXACT, RL_REWARD_COMMAND };
+
+struct rl_reward {
+	enum rl_reward_kind kind;
+	enum rl_task_kind task;
+	const struct rl_cfg_env *env; /* RL_REWARD_COMMAND */
+	const char *name;
+	/* the signals the job is stopped with: a copy of the program they
+	 * kill scores its sample again (reward_command.h) */
+	sigset_t stop_signals;
+};
+
+/* data.env_name null: the synthetic task's checker, or math for jsonl. A
+ * name with an env.<name>.command runs that program (env.math.command
+ * replaces the built-in math reward); math and exact are built in.
+ * stop_signals: the signals that stop the job (NULL: none). */
+int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
+                      const sigset_t *stop_signals, char *err, size_t errlen);
+
+/* Sets rewards[0..n) of items[0..n) (every response text, "" for an empty
+ * one); *failures counts items scored 0 because the reward could not be
+ * computed (no expected answer for a built-in reward, no answer found,
+ * program crash or timeout), each also reported on stderr. -1 only for
+ * out of memory. */
+int rl_rewards_score(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
+                     double *rewards, int64_t *failures, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,221 @@
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/train/metrics.h"
+#include "runtime/base/durable.h"
+
+int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept_as, char *err,
+                    size_t errlen)
+{
+	*kept_as = NULL;
+	memset(log, 0, sizeof *log);
+	if (rl_make_dirs(log_dir, "logger.log_dir", err, errlen))
+		return -1;
+	if (asprintf(&log->path, "%s/metrics.jsonl", log_dir) < 0) {
+		log->path = NULL;
+		snprintf(err, errlen, "%s: out of memory", log_dir);
+		return -1;
+	}
+	if (access(log->path, F_OK) == 0) {
+		/* never overwrite an earlier run's record */
+		for (int n = 1; n < 100000; n++) {
+			char *old;
+			if (asprintf(&old, "%s/metrics.%d.jsonl", log_dir, n) < 0)
+				break;
+			if (access(old, F_OK) != 0 && errno == ENOENT) {
+				/* link + unlink rather than rename: a concurrent run
+				 * cannot make us replace its file */
+				if (link(log->path, old) == 0 && unlink(log->path) == 0) {
+					*kept_as = old;
+					break;
+				}
+				snprintf(err, errlen, "cannot keep %s as %s: %s", log->path, old,
+				         strerror(errno));
+				free(old);
+				goto fail;
+			}
+			free(old);
+		}
+	}
+	log->f = fopen(log->path, "wx");
+	if (!log->f) {
+		snprintf(err, errlen, "cannot create %s: %s", log->path, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	free(log->path);
+	log->path = NULL;
+	return -1;
+}
+
+/* The "step" of a metrics line; -1 when it has none. */
+static int64_t line_step(const char *line)
+{
+	json_t *o = json_loads(line, 0, NULL);
+	json_t *v = json_object_get(o, "step");
+	int64_t step = json_is_integer(v) ? json_integer_value(v) : -1;
+
+	json_decref(o);
+	return step;
+}
+
+int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int64_t through,
+                            char *err, size_t errlen)
+{
+	char *tmp = NULL, *line = NULL;
+	size_t cap = 0;
+	FILE *in = NULL, *out = NULL;
+	int rc = -1;
+
+	memset(log, 0, sizeof *log);
+	if (rl_make_dirs(log_dir, "logger.log_dir", err, errlen))
+		return -1;
+	if (asprintf(&log->path, "%s/metrics.jsonl", log_dir) < 0 ||
+	    asprintf(&tmp, "%s/metrics.jsonl.tmp", log_dir) < 0) {
+		log->path = tmp = NULL;
+		snprintf(err, errlen, "%s: out of memory", log_dir);
+		goto out;
+	}
+	out = fopen(tmp, "w");
+	if (!out) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	in = fopen(log->path, "r");
+	/* a line cut short by a kill has no step and goes with the steps
+	 * after the checkpoint */
+	ssize_t n;
+	while (in && (n = getline(&line, &cap, in)) > 0) {
+		int64_t step = line[n - 1] == '\n' ? line_step(line) : -1;
+		if (step >= 0 && step <= through && fputs(line, out) < 0)
+			break;
+	}
+	if (ferror(out) || fflush(out) || fsync(fileno(out)) || rename(tmp, log->path) ||
+	    rl_sync_parent(log->path)) {
+		snprintf(err, errlen, "cannot rewrite %s: %s", log->path, strerror(errno));
+		goto out;
+	}
+	log->f = out;
+	out = NULL;
+	rc = 0;
+out:
+	if (in)
+		fclose(in);
+	if (out) {
+		fclose(out);
+		unlink(tmp);
+	}
+	free(line);
+	free(tmp);
+	if (rc) {
+		free(log->path);
+		log->path = NULL;
+	}
+	return rc;
+}
+
+static void put_num(json_t *o, const char *key, double v)
+{
+	/* JSON has no NaN or infinity: a diverged value is written as null */
+	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
+}
+
+json_t *rl_metrics_json(const struct rl_step_metrics *m)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "step", json_integer(m->step));
+	put_num(o, "reward_mean", m->reward_mean);
+	put_num(o, "reward_std", m->reward_std);
+	if (m->has_val)
+		put_num(o, "val_reward", m->val_reward);
+	put_num(o, "loss", m->loss);
+	put_num(o, "actor_loss", m->actor_loss);
+	put_num(o, "kl", m->kl);
+	put_num(o, "token_mult_prob_error", m->token_mult_prob_error);
+	put_num(o, "gen_logprob_max_diff", m->gen_logprob_max_diff);
+	put_num(o, "probs_ratio", m->probs_ratio);
+	put_num(o, "clip_fraction", m->clip_fraction);
+	put_num(o, "importance_weight", m->importance_weight);
+	if (m->moe)
+		put_num(o, "moe_aux_loss", m->moe_aux_loss);
+	put_num(o, "grad_norm", m->grad_norm);
+	put_num(o, "lr", m->lr);
+	put_num(o, "response_tokens_mean", m->response_tokens_mean);
+	put_num(o, "truncated_fraction", m->truncated_fraction);
+	json_object_set_new(o, "reward_failures", json_integer(m->reward_failures));
+	json_object_set_new(o, "prompts_truncated", json_integer(m->prompts_truncated));
+	json_object_set_new(o, "tokens", json_integer(m->tokens));
+	put_num(o, "tokens_per_sec", m->tokens_per_sec);
+	put_num(o, "total_step_time", m->t.total_step_time);
+	put_num(o, "generation", m->t.generation);
+	put_num(o, "reward_calculation", m->t.reward_calculation);
+	put_num(o, "policy_and_reference_logprobs", m->t.policy_and_reference_logprobs);
+	put_num(o, "policy_training", m->t.policy_training);
+	put_num(o, "refit", m->t.refit);
+	put_num(o, "checkpointing", m->t.checkpointing);
+	put_num(o, "validation", m->t.validation);
+	if (m->t.async) {
+		put_num(o, "exposed_generation", m->t.exposed_generation);
+		put_num(o, "weight_sync", m->t.refit);
+		put_num(o, "idle/buffer_starvation", m->t.buffer_starvation);
+		json_object_set_new(o, "avg_trajectory_age", json_integer(m->trajectory_age));
+	}
+	return o;
+}
+
+int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
+                     size_t errlen)
+{
+	json_t *o = rl_metrics_json(m);
+	char *line =
+	    o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+	int rc = -1;
+
+	if (!line)
+		snprintf(err, errlen, "%s: out of memory", log->path);
+	else if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f))
+		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
+	else
+		rc = 0;
+	free(line);
+	json_decref(o);
+	return rc;
+}
+
+void rl_metrics_close(struct rl_metrics_log *log)
+{
+	if (log->f)
+		fclose(log->f);
+	free(log->path);
+	memset(log, 0, sizeof *log);
+}
+
+void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s)
+{
+	const struct rl_step_timers *t = &m->t;
+	long eta = isfinite(eta_s) && eta_s > 0 ? lround(eta_s) : 0;
+
+	fprintf(out,
+	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  | gen %.2fs  reward "
+	        "%.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs | %.2f s/step, "
+	        "%.0f tok/s, ETA %ld:%02ld\n",
+	        (long long)m->step, (long long)m->total_steps, m->reward_mean, m->reward_std,
+	        m->loss, m->kl, t->generation, t->reward_calculation,
+	        t->policy_and_reference_logprobs, t->policy_training, t->refit, t->checkpointing,
+	        t->total_step_time, m->tokens_per_sec, eta / 60, eta % 60);
+	if (m->has_val)
+		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
+		        (long long)m->total_steps, m->val_reward, t->validation);
+	fflush(out);
+}

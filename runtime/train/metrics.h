@@ -1,0 +1,83 @@
+/* What a GRPO step reports: one JSON object per step appended to
+ * logger.log_dir/metrics.jsonl (read back by `rlrun plot`) and one progress
+ * line on the terminal.
+ * defines: struct rl_step_timers, struct rl_step_metrics, struct
+ * rl_metrics_log, rl_metrics_open, rl_metrics_open_resumed, rl_metrics_write,
+ * rl_metrics_json, rl_metrics_close, rl_metrics_progress */
+#ifndef RL_TRAIN_METRICS_H
+#define RL_TRAIN_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+/* NeMo-RL's step-time table, in seconds. */
+struct rl_step_timers {
+	double total_step_time, generation, reward_calculation, policy_and_reference_logprobs,
+	    policy_training, refit, checkpointing, validation;
+	/* asynchronous GRPO (NeMo-RL's names): the trainer's wait for a
+	 * rollout asked for during an earlier step, and its wait at the start
+	 * of a step with none in flight (refit is written again as
+	 * weight_sync); generation is then the generation ranks' own time for
+	 * the rollout trained on */
+	double exposed_generation, buffer_starvation;
+	bool async;
+};
+
+struct rl_step_metrics {
+	int64_t step, total_steps;
+	double reward_mean, reward_std;
+	double loss, actor_loss, kl;  /* means over the step's optimizer updates */
+	double token_mult_prob_error; /* mean exp(|l_gen - l_old|) over response tokens */
+	double gen_logprob_max_diff;  /* max |l_gen - l_old|: how far from exact */
+	double probs_ratio, clip_fraction, importance_weight;
+	double grad_norm, lr; /* the last update's norm before clipping, and rate */
+	/* a mixture of experts (moe): the load-balancing term of the
+	 * objective, coefficient included, mean over the step's updates */
+	bool moe;
+	double moe_aux_loss;
+	double response_tokens_mean, truncated_fraction;
+	int64_t tokens; /* prompt + response tokens of every sample */
+	double tokens_per_sec;
+	int64_t reward_failures, prompts_truncated;
+	/* asynchronous GRPO: how many steps older the weights that generated
+	 * the rollout are than those it trains */
+	int64_t trajectory_age;
+	bool has_val;
+	double val_reward;
+	struct rl_step_timers t;
+};
+
+struct rl_metrics_log {
+	FILE *f;
+	char *path;
+};
+
+/* Creates log_dir (and its parents) and starts DIR/metrics.jsonl; an
+ * existing one from an earlier run is kept, renamed to metrics.N.jsonl
+ * with the first free N, and *kept_as says where (NULL when there was none;
+ * the caller frees it). */
+int rl_metrics_open(struct rl_metrics_log *log, const char *log_dir, char **kept_as, char *err,
+                    size_t errlen);
+/* Appends the step's line and flushes it, so a killed run keeps every
+ * finished step. Timers are the only values that differ between two runs
+ * of one config. */
+int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
+                     size_t errlen);
+void rl_metrics_close(struct rl_metrics_log *log);
+/* A run resumed after step `through`: DIR/metrics.jsonl keeps its lines up
+ * to that step (a stopped run may have logged steps past its checkpoint,
+ * which are about to be redone), replaced atomically, and is appended to.
+ * Without the file, a new one starts. */
+int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int64_t through,
+                            char *err, size_t errlen);
+/* The step's metrics line as a JSON object (NULL when out of memory). */
+json_t *rl_metrics_json(const struct rl_step_metrics *m);
+
+/* "step 3/40  reward 0.125 ±0.331  loss ... | gen 0.41s ... | 1.2 s/step, ETA 0:42" */
+void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s);
+
+#endif

@@ -1,0 +1,279 @@
+#define _GNU_SOURCE
+/* Both passes cut the samples into micro-batches the same way: a fixed
+ * count of sequences, or first-fit-decreasing packing into a token
+ * budget; under pipeline parallelism they run in its schedule. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/grpo/packing.h"
+#include "runtime/parallel/pipeline.h"
+#include "runtime/rollout/share.h"
+#include "runtime/train/policy_pass.h"
+
+int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training)
+{
+	/* the config resolves null budgets from the batch sizes, so both
+	 * train_mb_tokens and logprob_mb_tokens are always set here */
+	if (p->sequence_packing.enabled)
+		return training ? p->sequence_packing.train_mb_tokens.value
+		                : p->sequence_packing.logprob_mb_tokens.value;
+	return (training ? p->train_micro_batch_size : p->logprob_batch_size) *
+	       p->max_total_sequence_length;
+}
+
+/* Micro-batches of the samples which[0..n), as positions into which[]. */
+static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout *r,
+                             const int *which, int n, bool training, struct rl_microbatches *mb)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+
+	if (!p->sequence_packing.enabled)
+		return rl_pack_fixed(
+		    n, (int)(training ? p->train_micro_batch_size : p->logprob_batch_size), mb);
+	int *len = malloc(((size_t)n + 1) * sizeof *len);
+	if (!len)
+		return -1;
+	for (int k = 0; k < n; k++)
+		len[k] = r->s[which[k]].len;
+	int rc = rl_pack_ffd(len, n, (int)rl_mb_token_budget(p, training),
+	                     (int)p->sequence_packing.sequence_length_round, mb);
+	free(len);
+	return rc;
+}
+
+/* which[] of one micro-batch, mapped from positions to sample indices. */
+static int *mb_samples(const struct rl_microbatches *mb, int b, const int *which, int *n)
+{
+	*n = mb->start[b + 1] - mb->start[b];
+	int *s = malloc(((size_t)*n + 1) * sizeof *s);
+	if (s)
+		for (int k = 0; k < *n; k++)
+			s[k] = which[mb->items[mb->start[b] + k]];
+	return s;
+}
+
+static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *curr)
+{
+	return (struct rl_loss_batch){
+	    .n_tokens = p->batch.n_tokens,
+	    .n_seqs = p->batch.n_seqs,
+	    .cu_seqlens = p->cu_seqlens,
+	    .curr = curr,
+	    .prev = p->prev,
+	    .gen = p->gen,
+	    .ref = p->ref,
+	    .token_mask = p->token_mask,
+	    .advantage = p->advantage,
+	    .sample_mask = p->sample_mask,
+	};
+}
+
+/* One pass over micro-batches, as the pipeline schedule calls it back. */
+struct pass {
+	struct rl_trainer *t;
+	struct rl_rollout *r;
+	struct rl_microbatches mb;
+	const int *which; /* micro-batch positions to sample indices */
+	size_t field;     /* logprobs: where they go */
+	/* training: the global batch's denominators, the statistics summed */
+	const struct rl_loss_norm *norm;
+	struct rl_loss_stats *stats;
+};
+
+static int pass_tokens(void *ctx, int b)
+{
+	const struct pass *p = ctx;
+	int n = 0;
+
+	for (int k = p->mb.start[b]; k < p->mb.start[b + 1]; k++)
+		n += p->r->s[p->which[p->mb.items[k]]].len;
+	return n;
+}
+
+/* Micro-batch b through this stage, and on the last stage its logprobs
+ * into t->row_lp; *samples (free it) are its sample indices. */
+static int pass_forward(struct pass *p, int b, struct rl_acts *a, int **samples, int *n, char *err,
+                        size_t errlen)
+{
+	struct rl_trainer *t = p->t;
+
+	*samples = mb_samples(&p->mb, b, p->which, n);
+	if (!*samples) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (rl_packed_build(&t->packed, p->r, *samples, *n)) {
+		snprintf(err, errlen, "out of memory packing %d sequences", *n);
+		return -1;
+	}
+	if (t->packed.batch.n_tokens > t->max_mb_tokens) {
+		snprintf(err, errlen, "a micro-batch of %d tokens exceeds the %d planned",
+		         t->packed.batch.n_tokens, t->max_mb_tokens);
+		return -1;
+	}
+	if (rl_model_forward(t->model, a, &t->packed.batch, err, errlen))
+		return -1;
+	return rl_model_last_stage(t->model)
+	           ? rl_model_logprobs(t->model, a, t->row_lp, t->logit_scale, t->logprob_chunk,
+	                               err, errlen)
+	           : 0;
+}
+
+static int logprobs_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	int n, *samples = NULL;
+	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
+
+	if (rc == 0 && rl_model_last_stage(p->t->model))
+		rl_packed_scatter(&p->t->packed, p->r, samples, n, p->t->row_lp, p->field);
+	free(samples);
+	return rc;
+}
+
+/* On the last stage the loss of the micro-batch, whose gradient its
+ * backward pass (next in 1F1B there) starts from. */
+static int train_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	struct rl_trainer *t = p->t;
+	int n, *samples = NULL;
+	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
+
+	free(samples);
+	if (rc == 0)
+		p->stats->moe_aux_loss += rl_acts_aux_loss(t->model, a);
+	if (rc == 0 && rl_model_last_stage(t->model)) {
+		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
+		rl_loss_compute(&t->loss, &lb, p->norm, t->row_grad, p->stats);
+	}
+	return rc;
+}
+
+static int train_backward(void *ctx, int b, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+	struct rl_model *m = p->t->model;
+
+	(void)b;
+	return rl_model_backward(m, a, rl_model_last_stage(m) ? p->t->row_grad : NULL, err, errlen);
+}
+
+/* The passes this rank has no micro-batch for (ep_idle.c), in the
+ * pipeline's schedule. */
+static int idle_forward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+
+	return rl_model_idle_forward(p->t->model, a, err, errlen);
+}
+
+static int idle_backward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
+{
+	struct pass *p = ctx;
+
+	return rl_model_idle_backward(p->t->model, a, err, errlen);
+}
+
+/* most: the micro-batches of the rank of this one's ep group that has
+ * the most (ep_most) */
+static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p, int most)
+{
+	return (struct rl_pipeline){
+	    t->pp,        t->model,         t->acts,        t->n_acts,      p,
+	    pass_tokens,  logprobs_forward, train_backward, most - p->mb.n, idle_forward,
+	    idle_backward};
+}
+
+/* Expert parallelism: the most micro-batches a rank of this one's ep
+ * group has (asked before any pass: a rank asking after its own passes
+ * would wait for ranks waiting for it in an exchange); n without. */
+static int ep_most(const struct rl_trainer *t, int n)
+{
+	const struct rl_ep_group *ep = &t->model->shard.ep;
+
+	return ep->size > 1 ? ep->max_int(ep->ctx, n, "micro-batches of the ep group") : n;
+}
+
+int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
+                       size_t errlen)
+{
+	struct pass p = {.t = t, .r = r};
+	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
+	int rc = -1, lo, hi;
+
+	p.field =
+	    reference ? offsetof(struct rl_sample, ref_lp) : offsetof(struct rl_sample, prev_lp);
+	p.which = all;
+	if (!all) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* this rank's share, then everyone's */
+	rl_share_range(t->dp, r->n, &lo, &hi);
+	for (int i = lo; i < hi; i++)
+		all[i - lo] = i;
+	if (plan_microbatches(t, r, all, hi - lo, false, &p.mb)) {
+		snprintf(err, errlen, "out of memory planning micro-batches");
+		goto out;
+	}
+	int most = ep_most(t, p.mb.n);
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+	struct rl_pipeline pl = pipeline_of(t, &p, most);
+	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
+	if (reference)
+		rl_model_swap_weights(t->model, &t->ref_weights);
+	if (rc == 0 &&
+	    (rl_share_stage_logprobs(t->pp, r, p.field, lo, hi, err, errlen) ||
+	     rl_share_logprobs(t->dp, r, p.field, (int)t->cfg->policy.max_total_sequence_length,
+	                       err, errlen)))
+		rc = -1;
+out:
+	rl_microbatches_free(&p.mb);
+	free(all);
+	return rc;
+}
+
+int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
+                        struct rl_loss_stats *stats, char *err, size_t errlen)
+{
+	struct rl_loss_norm norm = {0};
+	struct pass p = {.t = t, .r = r, .norm = &norm, .stats = stats};
+	int rc = -1, lo, hi;
+
+	/* the denominators of the whole global batch, before any micro-batch
+	 * and on every data-parallel rank: that is what makes the split (into
+	 * micro-batches, and among ranks) invisible in the result */
+	for (int k = 0; k < n; k++) {
+		const struct rl_sample *s = &r->s[which[k]];
+		norm.valid_seqs += s->loss_mult;
+		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
+	}
+	rl_share_range(t->dp, n, &lo, &hi);
+	p.which = which + lo;
+	if (plan_microbatches(t, r, p.which, hi - lo, true, &p.mb)) {
+		snprintf(err, errlen, "out of memory planning micro-batches");
+		return -1;
+	}
+	if (rl_model_zero_grad(t->model)) {
+		snprintf(err, errlen, "the %s backend cannot zero the gradients",
+		         t->model->ops->name);
+		goto out;
+	}
+	/* a mixture of experts' load-balancing loss: a mean over the
+	 * micro-batches of every data-parallel rank, as Megatron scales it */
+	int ranks = t->dp ? rl_comm_size(t->dp) : 1;
+	const struct rl_opt_float *coef = &t->cfg->policy.moe.aux_loss_coef;
+	double aux_coef = coef->set ? coef->value : t->model->cfg.moe.aux_loss_coef;
+	float aux = (float)(aux_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
+	for (int i = 0; i < t->n_acts; i++)
+		rl_acts_set_aux_loss_coef(t->acts[i], aux);
+	int most = ep_most(t, p.mb.n);
+	struct rl_pipeline pl = pipeline_of(t, &p, most);
+	pl.forward = train_forward;
+	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);
+out:
+	rl_microbatches_free(&p.mb);
+	return rc;
+}

@@ -1,0 +1,74 @@
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/rollout/share.h"
+#include "runtime/train/score.h"
+
+/* The samples [*lo, *hi) this rank scores: its part of its data-parallel
+ * share, split over the ranks of its model replica. */
+static void scoring_range(const struct rl_trainer *t, int n, int *lo, int *hi)
+{
+	int share_lo, share_hi;
+
+	rl_share_range(t->dp, n, &share_lo, &share_hi);
+	if (!t->dist) {
+		*lo = share_lo;
+		*hi = share_hi;
+		return;
+	}
+	const int *size = t->dist->layout.size, *at = t->dist->coords.rank;
+	int replica = size[RL_AXIS_TP] * size[RL_AXIS_CP] * size[RL_AXIS_PP];
+	int me = (at[RL_AXIS_PP] * size[RL_AXIS_CP] + at[RL_AXIS_CP]) * size[RL_AXIS_TP] +
+	         at[RL_AXIS_TP];
+
+	rl_share_split(share_lo, share_hi, me, replica, lo, hi);
+}
+
+/* Samples [lo, hi) of r scored. */
+static int score_range(struct rl_trainer *t, struct rl_rollout *r, int lo, int hi,
+                       int64_t *failures, char *err, size_t errlen)
+{
+	size_t n = (size_t)(hi - lo);
+	struct rl_reward_item *items = calloc(n + 1, sizeof *items);
+	double *rewards = calloc(n + 1, sizeof *rewards);
+	int rc = -1;
+
+	if (!items || !rewards) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (int i = lo; i < hi; i++) {
+		int g = r->s[i].group;
+		items[i - lo] = (struct rl_reward_item){r->prompts[g], r->problems[g],
+		                                        r->s[i].response ? r->s[i].response : "",
+		                                        r->answers[g]};
+	}
+	if (rl_rewards_score(&t->reward, items, n, rewards, failures, err, errlen))
+		goto out;
+	for (int i = lo; i < hi; i++)
+		r->s[i].reward = rewards[i - lo];
+	rc = 0;
+out:
+	free(items);
+	free(rewards);
+	return rc;
+}
+
+int rl_trainer_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
+                     char *err, size_t errlen)
+{
+	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
+	int64_t failures = 0;
+	int lo, hi;
+
+	scoring_range(t, r->n, &lo, &hi);
+	if (hi > lo && score_range(t, r, lo, hi, &failures, err, errlen))
+		return -1;
+	if (rl_share_rewards(world, r, lo, hi, err, errlen))
+		return -1;
+	double sum = (double)failures;
+	rl_share_sum(world, &sum, 1, "reward failures");
+	*reward_failures += (int64_t)sum;
+	return 0;
+}

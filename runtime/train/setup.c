@@ -1,0 +1,334 @@
+/* Every option this release cannot honour is refused here, by name, before
+ * any work starts. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "runtime/generate/sampler.h"
+#include "runtime/job/stop_signal.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/builtin.h"
+#include "runtime/parallel/ep_group.h"
+#include "runtime/parallel/pp_group.h"
+#include "runtime/parallel/tp_group.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/policy_pass.h"
+#include "runtime/train/setup.h"
+#include "runtime/train/train.h"
+
+int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
+{
+	const struct rl_cfg_parallel *par = &c->policy.parallel;
+
+	if (strcmp(c->policy.precision, "float32") != 0) {
+		snprintf(err, errlen,
+		         "policy.precision: %s training is not implemented on the cpu backend yet; "
+		         "use policy.precision=float32",
+		         c->policy.precision);
+		return -1;
+	}
+	if (par->autoplan || par->expert_tensor > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel: GRPO training runs with tensor, pipeline, context, data "
+		         "and expert parallelism (expert tensor parallelism 1) in this release; "
+		         "give the sizes and set expert_tensor to 1");
+		return -1;
+	}
+	if (!c->policy.generation.colocated.enabled && par->pipeline > 1) {
+		snprintf(err, errlen,
+		         "policy.parallel.pipeline: non-colocated generation refits from one "
+		         "pipeline stage only in this release; set pipeline to 1 (tensor, context "
+		         "and data parallelism train)");
+		return -1;
+	}
+	return 0;
+}
+
+/* The reference policy is the weights as loaded; a resume checks that
+ * they are still what the checkpoint's run started from. */
+static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const float *host = rl_model_host_weights(t->model);
+
+	if (!host) {
+		snprintf(err, errlen, "the %s backend cannot copy the weights to host memory",
+		         t->model->ops->name);
+		return -1;
+	}
+	t->reference_xxh3 = XXH3_64bits(host, (size_t)t->model->n_elems * sizeof(float));
+	rl_model_host_weights_release(t->model, host);
+	return 0;
+}
+
+/* policy.moe: only a mixture of experts has routers to freeze or to
+ * balance; on another model the keys would do nothing, silently. */
+static int moe_options(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+
+	if (t->model->cfg.moe.n_experts == 0 &&
+	    (c->policy.moe.freeze_router || c->policy.moe.aux_loss_coef.set)) {
+		snprintf(err, errlen,
+		         "policy.moe.%s: %s is not a mixture of experts (its config.json has no "
+		         "experts): it has no router",
+		         c->policy.moe.freeze_router ? "freeze_router" : "aux_loss_coef",
+		         c->policy.model_name);
+		return -1;
+	}
+	t->model->freeze_router = c->policy.moe.freeze_router;
+	return 0;
+}
+
+static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	const char *tok_dir =
+	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
+
+	const struct rl_ops *ops;
+	char desc[300];
+
+	if (rl_backend_pick(c->policy.backend, t->dist ? t->dist->size : 1, &ops, desc, sizeof desc,
+	                    err, errlen))
+		return -1;
+	if (ops != &rl_ops_cpu && t->progress)
+		fprintf(t->progress, "rlrun train: backend %s\n", desc);
+	if (rl_builtin_is(c->policy.model_name)) {
+		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, ops,
+		                         &t->model, err, errlen))
+			return -1;
+	} else if (rl_model_load(&t->model, c->policy.model_name, ops, err, errlen)) {
+		return -1;
+	}
+	if (reference_hash(t, err, errlen))
+		return -1;
+	if (t->dist) {
+		/* every rank builds the whole model, then keeps its cut of it */
+		const struct rl_cfg_parallel *par = &c->policy.parallel;
+		struct rl_model_cut cut = {
+		    .sequence_parallel = par->sequence_parallel,
+		    .first_stage_layers = par->num_layers_in_first_pipeline_stage.set
+		                              ? (int)par->num_layers_in_first_pipeline_stage.value
+		                              : 0,
+		    .last_stage_layers = par->num_layers_in_last_pipeline_stage.set
+		                             ? (int)par->num_layers_in_last_pipeline_stage.value
+		                             : 0,
+		};
+
+		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
+		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
+		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
+		rl_ep_group_bind(&cut.ep, t->dist->g[RL_G_EP]);
+		/* the routers' load statistics over the ranks that share a
+		 * micro-batch: data-parallel ranks may run different numbers
+		 * of them */
+		rl_tp_group_bind(&cut.tokens, t->dist->g[RL_G_TP]);
+		if (rl_model_split(&t->model, &cut, err, errlen))
+			return -1;
+	}
+	if (moe_options(t, err, errlen))
+		return -1;
+	if (rl_builtin_is(tok_dir))
+		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
+	return rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
+}
+
+static int buffers(struct rl_trainer *t, char *err, size_t errlen)
+{
+	int64_t a = rl_mb_token_budget(&t->cfg->policy, true);
+	int64_t b = rl_mb_token_budget(&t->cfg->policy, false);
+	int64_t max = a > b ? a : b;
+
+	if (max > (1 << 24)) {
+		snprintf(err, errlen,
+		         "micro-batches of %lld tokens are more than this release "
+		         "handles (2^24)",
+		         (long long)max);
+		return -1;
+	}
+	t->max_mb_tokens = (int)max;
+	/* 1F1B: a stage holds as many micro-batches as there are stages from
+	 * it to the last */
+	int n_acts = t->pp ? rl_comm_size(t->pp) - rl_comm_rank(t->pp) : 1;
+	t->acts = calloc((size_t)n_acts, sizeof *t->acts);
+	bool acts_ok = t->acts != NULL;
+	for (int i = 0; acts_ok && i < n_acts; i++, t->n_acts++)
+		acts_ok = (t->acts[i] = rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
+	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
+	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
+	size_t bytes = (size_t)t->model->n_elems * sizeof(float);
+	t->ref_weights = t->model->ops->alloc(bytes);
+	if (!acts_ok || !t->row_lp || !t->row_grad || !t->ref_weights) {
+		snprintf(err, errlen, "out of memory for micro-batches of %d tokens",
+		         t->max_mb_tokens);
+		return -1;
+	}
+	/* the reference policy is the policy as it starts */
+	t->model->ops->copy(t->ref_weights, t->model->flat, bytes, NULL);
+	return 0;
+}
+
+static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+	struct rl_adamw_hparams hp = {
+	    .lr = (float)p->optimizer.lr,
+	    .beta1 = (float)p->optimizer.betas.v[0],
+	    .beta2 = (float)p->optimizer.betas.v[1],
+	    .eps = (float)p->optimizer.eps,
+	    .weight_decay = (float)p->optimizer.weight_decay,
+	};
+	int64_t total = t->cfg->grpo.max_num_steps * t->updates_per_step;
+
+	if (t->dist) {
+		/* Megatron's default bucket is 40M parameters; small models get
+		 * one bucket */
+		const struct rl_model *m = t->model;
+
+		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], m, 0,
+		                 m->expert_start, &hp, 40 << 20, err, errlen))
+			return -1;
+		/* the experts, held by other ranks than the dense tensors */
+		if (m->expert_start < m->n_elems &&
+		    rl_zero_init(&t->zero_experts, t->dist->g[RL_G_EDP], t->dist->g[RL_G_EXPERT_MP],
+		                 m, m->expert_start, m->n_elems - m->expert_start, &hp, 40 << 20,
+		                 err, errlen))
+			return -1;
+	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
+		return -1;
+	}
+	return rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr,
+	                           p->lr_schedule.min_lr, p->lr_schedule.warmup_steps,
+	                           p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
+	                                                          : 0,
+	                           total, err, errlen);
+}
+
+/* A generation rank (non-colocated) holds what generation needs: the model
+ * cut for its own tensor parallelism, the tokenizer and the sampling
+ * settings. */
+static int setup_generation(struct rl_trainer *t, char *err, size_t errlen)
+{
+	if (load_policy(t, err, errlen) ||
+	    rl_gen_settings_init(&t->gen, t->cfg, t->model, err, errlen)) {
+		rl_trainer_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Where the training ranks' rollouts come from, working from what the
+ * trainer holds. */
+static void open_rollouts(struct rl_trainer *t)
+{
+	const struct rl_config *c = t->cfg;
+	struct rl_rollout_ctx ctx = {
+	    .model = t->model,
+	    .tok = t->tok,
+	    .gen = &t->gen,
+	    .data = &t->data,
+	    .n_groups = (int)c->grpo.num_prompts_per_step,
+	    .group_size = (int)c->grpo.num_generations_per_prompt,
+	    .seed = (uint64_t)c->grpo.seed,
+	    .dist = t->dist,
+	    .dp = t->dp,
+	    .generation_tp = (int)c->policy.generation.tensor_parallel_size,
+	    .last_step = c->grpo.max_num_steps,
+	    .max_age_steps = c->grpo.async_grpo.max_trajectory_age_steps,
+	};
+
+	rl_rollout_source_open(&t->rollouts, &ctx, t->remote_generation,
+	                       c->grpo.async_grpo.enabled);
+}
+
+int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
+                     FILE *progress, char *err, size_t errlen)
+{
+	memset(t, 0, sizeof *t);
+	t->cfg = cfg;
+	t->dist = dist;
+	t->dp = dist ? dist->g[RL_G_DP] : NULL;
+	t->pp = dist ? dist->g[RL_G_PP] : NULL;
+	t->progress = rl_trainer_is_main(t) ? progress : NULL;
+	t->grad_dump = getenv("RL_GRAD_DUMP");
+	t->samples_per_step = cfg->grpo.num_prompts_per_step * cfg->grpo.num_generations_per_prompt;
+	/* a step's samples in global batches, the last one possibly short */
+	t->updates_per_step = (t->samples_per_step + cfg->policy.train_global_batch_size - 1) /
+	                      cfg->policy.train_global_batch_size;
+	t->logit_scale = cfg->policy.generation.temperature >= RL_SAMPLING_GREEDY_EPS
+	                     ? (float)(1.0 / cfg->policy.generation.temperature)
+	                     : 1.0f;
+	t->logprob_chunk =
+	    cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value : 4096;
+	t->remote_generation =
+	    dist && !dist->generation && !cfg->policy.generation.colocated.enabled;
+	if (dist && dist->generation)
+		return setup_generation(t, err, errlen);
+	/* the stop signals are armed by now (rl_train): a reward program's
+	 * copy they kill scores its sample again */
+	sigset_t stop_signals;
+	rl_stop_signal_set(&stop_signals);
+	if (rl_train_check(cfg, err, errlen) ||
+	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
+	    rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen) ||
+	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
+	                        errlen) ||
+	    load_policy(t, err, errlen) ||
+	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
+	    optimizer(t, err, errlen))
+		goto fail;
+	open_rollouts(t);
+	if (cfg->checkpointing.enabled && !(t->ckpt = calloc(1, sizeof *t->ckpt))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	return 0;
+fail:
+	rl_trainer_free(t);
+	return -1;
+}
+
+int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen)
+{
+	const char *dir = t->cfg->logger.log_dir;
+	char *kept = NULL;
+
+	if (!rl_trainer_is_main(t))
+		return 0;
+	if (t->resumed_step > 0)
+		return rl_metrics_open_resumed(&t->log, dir, t->resumed_step, err, errlen);
+	if (rl_metrics_open(&t->log, dir, &kept, err, errlen))
+		return -1;
+	if (kept && t->progress)
+		fprintf(t->progress, "rlrun train: the previous run's metrics were kept as %s\n",
+		        kept);
+	free(kept);
+	return 0;
+}
+
+void rl_trainer_free(struct rl_trainer *t)
+{
+	rl_trainer_save_free(t);
+	rl_metrics_close(&t->log);
+	if (t->model) {
+		rl_optimizer_free(&t->opt);
+		rl_zero_free(&t->zero);
+		rl_zero_free(&t->zero_experts);
+		for (int i = 0; i < t->n_acts; i++)
+			rl_acts_free(t->model, t->acts[i]);
+		free(t->acts);
+		t->model->ops->release(t->ref_weights);
+	}
+	rl_model_free(t->model);
+	rl_tokenizer_free(t->tok);
+	rl_data_source_close(&t->data);
+	rl_packed_free(&t->packed);
+	if (t->rollouts.ops)
+		rl_rollout_source_free(&t->rollouts);
+	rl_gen_settings_free(&t->gen);
+	free(t->row_lp);
+	free(t->row_grad);
+	free(t->frozen);
+	memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,18 @@
+/* One GRPO step, in NeMo-RL's order.
+ * defines: rl_trainer_step */
+#ifndef RL_TRAIN_STEP_H
+#define RL_TRAIN_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/train/metrics.h"
+#include "runtime/train/trainer.h"
+
+/* Step `step`: its rollout, rewards, advantages, logprobs and updates, and
+ * the refit; fills *m. Returns 0, 1 when the data ran out (nothing done),
+ * or -1 with err. Collective. */
+int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+                    size_t errlen);
+
+#endif

@@ -1,0 +1,248 @@
+#define _GNU_SOURCE
+/* The run: its setup agreed on by every rank, the resume, then step after
+ * step with validation, checkpoints and the early stop, until the last
+ * step or the end of the data; a generation rank serves instead. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/job/slurm_job.h"
+#include "runtime/job/stop_signal.h"
+#include "runtime/job/watch.h"
+#include "runtime/rollout/serve.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/resume.h"
+#include "runtime/train/setup.h"
+#include "runtime/train/step.h"
+#include "runtime/train/stop.h"
+#include "runtime/train/train.h"
+#include "runtime/train/validate.h"
+
+static void describe(const struct rl_trainer *t, FILE *out)
+{
+	const struct rl_config *c = t->cfg;
+	const struct rl_model_config *mc = &t->model->cfg;
+	int64_t params = 0;
+
+	for (int i = 0; i < t->model->n_params; i++)
+		params += t->model->params[i].numel;
+	fprintf(out,
+	        "rlrun train: %s (%s, %d layers, hidden %d, %.2fM parameters) on %s, data %s, "
+	        "reward %s\n"
+	        "rlrun train: %lld steps of %lld prompts x %lld samples, %lld optimizer "
+	        "update%s per step; metrics in %s\n",
+	        c->policy.model_name, mc->architecture, mc->n_layers, mc->hidden_size,
+	        (double)params / 1e6, t->model->ops->name, c->data.dataset_name, t->reward.name,
+	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
+	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
+	        t->updates_per_step == 1 ? "" : "s", t->log.path);
+	if (t->remote_generation)
+		fprintf(out,
+		        "rlrun train: %d training ranks; generation on %d ranks of their own "
+		        "(tensor parallel %lld), refit after each step\n",
+		        t->dist->size, t->dist->all_size - t->dist->size,
+		        (long long)c->policy.generation.tensor_parallel_size);
+	fflush(out);
+}
+
+/* After setup, which holds no collective, every rank has either failed or
+ * not: they agree on it, so that a refusal every rank meets (a model the
+ * layout cannot cut) is one message and a plain exit, not an abort. The
+ * first rank that failed keeps its message; the others' err is empty. */
+static bool failed_somewhere(struct rl_comm *group, bool failed, char *err)
+{
+	int me = rl_comm_rank(group), size = rl_comm_size(group);
+	int first = failed ? me : size;
+
+	rl_comm_all_reduce(group, &first, 1, RL_COMM_I32, RL_COMM_MIN, "setup agreement");
+	if (first != me)
+		err[0] = '\0';
+	return first < size;
+}
+
+/* RL_HOLD_AFTER_STEP (rlrun(1)): the step after which every rank waits
+ * for a stop signal; 0: none. The tests' way to have a preemption come at
+ * the step boundary they choose, however fast the machine runs steps. */
+static int64_t hold_after_step(void)
+{
+	const char *v = getenv("RL_HOLD_AFTER_STEP");
+	char *end;
+	long long n = v && *v ? strtoll(v, &end, 10) : 0;
+
+	return n > 0 && !*end ? (int64_t)n : 0;
+}
+
+/* The training ranks' run, set up; t is freed by the caller. */
+static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
+                       char *err, size_t errlen)
+{
+	struct rl_job_watch watch;
+	double started, spent = 0;
+	int rc = -1;
+	FILE *progress = t->progress; /* NULL on every rank but the first */
+
+	if (t->ckpt && rl_trainer_resume(t, &t->resumed_step, err, errlen)) {
+		if (!dist)
+			return -1;
+		/* agreed on every training rank: the first with a reason gives it */
+		failed_somewhere(dist->g[RL_G_WORLD], err[0] != '\0', err);
+		return RL_TRAIN_AGREED_FAILURE;
+	}
+	/* the generation ranks start from the weights training starts from,
+	 * a checkpoint's included */
+	if (rl_rollout_begin(&t->rollouts, t->resumed_step, err, errlen))
+		goto out;
+	if (rl_trainer_open_metrics(t, err, errlen))
+		goto out;
+	if (progress)
+		describe(t, progress);
+	if (t->ckpt) {
+		t->ckpt->committed = t->resumed_step;
+		rl_job_watch_open(&watch, rl_trainer_is_main(t), progress,
+		                  cfg->checkpointing.signal);
+	}
+	if (t->resumed_step >= cfg->grpo.max_num_steps) {
+		if (progress)
+			fprintf(progress,
+			        "rlrun train: the checkpoint holds step %lld of %lld: nothing left "
+			        "to do\n",
+			        (long long)t->resumed_step, (long long)cfg->grpo.max_num_steps);
+		rc = 0;
+		goto out;
+	}
+	if (cfg->grpo.val_at_start && t->resumed_step == 0) {
+		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
+		struct rl_step_metrics m = {
+		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
+		if (rl_trainer_validate(t, 0, &m, err, errlen) ||
+		    (m.has_val && rl_trainer_is_main(t) &&
+		     rl_metrics_write(&t->log, &m, err, errlen)))
+			goto out;
+		if (m.has_val && progress)
+			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
+			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
+	}
+	started = rl_now();
+	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
+	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
+	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
+		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
+		int reason =
+		    t->ckpt ? rl_job_stop_due(&watch, dist ? dist->g[RL_G_WORLD] : NULL,
+		                              done > t->resumed_step, rl_trainer_save_estimate(t))
+		            : 0;
+
+		if (reason) {
+			rc = rl_trainer_stop(t, &watch, reason, done, saved, &last, err, errlen);
+			rc = rc ? rc : RL_TRAIN_STOPPED;
+			goto out;
+		}
+		double step_started = rl_now();
+		int got = rl_trainer_step(t, step, &m, err, errlen);
+
+		if (got < 0)
+			goto out;
+		if (got > 0) {
+			if (progress)
+				fprintf(progress,
+				        "rlrun train: the data ran out after %lld "
+				        "epoch(s), at step %lld\n",
+				        (long long)cfg->grpo.max_num_epochs, (long long)step);
+			break;
+		}
+		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
+		    rl_trainer_validate(t, step, &m, err, errlen))
+			goto out;
+		done = step;
+		if (t->ckpt) {
+			double t0 = rl_now();
+			bool due = step % cfg->checkpointing.save_period == 0 ||
+			           step == cfg->grpo.max_num_steps;
+
+			if (rl_trainer_save_poll(t, false, err, errlen) ||
+			    (due && rl_trainer_save(t, step, &m, err, errlen)))
+				goto out;
+			saved = due ? step : saved;
+			m.t.checkpointing = rl_now() - t0;
+		}
+		if (rl_trainer_is_main(t) && rl_metrics_write(&t->log, &m, err, errlen))
+			goto out;
+		last = m;
+		double step_seconds = rl_now() - step_started;
+		if (t->ckpt && step_seconds > watch.longest_step)
+			watch.longest_step = step_seconds;
+		spent = rl_now() - started;
+		if (progress)
+			rl_metrics_progress(progress, &m,
+			                    spent / (double)(step - t->resumed_step) *
+			                        (double)(cfg->grpo.max_num_steps - step));
+		/* only with checkpointing are the stop signals caught */
+		if (step == hold && t->ckpt) {
+			if (progress) {
+				fprintf(progress,
+				        "rlrun train: RL_HOLD_AFTER_STEP: holding after step %lld "
+				        "until a stop signal\n",
+				        (long long)step);
+				fflush(progress);
+			}
+			rl_stop_signal_wait();
+		}
+	}
+	if (t->ckpt && saved != done) {
+		/* the data ran out before the last step: keep what was done */
+		if (rl_trainer_save(t, done, &last, err, errlen))
+			goto out;
+	}
+	if (rl_trainer_save_poll(t, true, err, errlen))
+		goto out;
+	rc = 0;
+out:
+	return rc;
+}
+
+static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+                 size_t errlen)
+{
+	struct rl_trainer t;
+	bool failed = rl_trainer_setup(&t, cfg, dist, progress, err, errlen) != 0;
+
+	/* every task of the run, the generation ranks' included */
+	if (dist && failed_somewhere(dist->all, failed, err)) {
+		if (!failed)
+			rl_trainer_free(&t);
+		return RL_TRAIN_AGREED_FAILURE;
+	}
+	if (failed)
+		return -1;
+	/* each role waits on the other's whole phase */
+	if (t.remote_generation || (dist && dist->generation))
+		rl_comm_set_patient(dist->all, true);
+	int rc;
+	if (dist && dist->generation) {
+		struct rl_serve serve = {t.model, t.tok, &t.gen, dist};
+
+		rc = rl_generation_serve(&serve, err, errlen);
+	} else {
+		rc = train_steps(&t, cfg, dist, err, errlen);
+		/* a failed rank ends the whole run instead (cmd_train) */
+		if (rc != -1)
+			rl_rollout_end(&t.rollouts);
+	}
+	rl_trainer_free(&t);
+	return rc;
+}
+
+int rl_train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
+             size_t errlen)
+{
+	/* from before the setup: a preemption while the model loads must not
+	 * kill the run before it can requeue itself */
+	if (cfg->checkpointing.enabled &&
+	    rl_stop_signal_arm(cfg->checkpointing.signal, err, errlen))
+		return -1;
+	int rc = train(cfg, dist, progress, err, errlen);
+	rl_stop_signal_disarm();
+	rl_slurm_job_done();
+	return rc;
+}
