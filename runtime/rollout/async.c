@@ -262,7 +262,6 @@ static int async_adopt(struct rl_rollout_source *s, struct rl_buffered *b, int n
 }
 
 const struct rl_rollout_source_ops rl_rollout_async = {
-    .name = "asynchronous",
     .next = async_next,
     .generate = async_generate,
     .send_weights = async_send_weights,

@@ -17,6 +17,5 @@ static int colocated_generate(struct rl_rollout_source *s, struct rl_rollout *r,
 }
 
 const struct rl_rollout_source_ops rl_rollout_colocated = {
-    .name = "colocated",
     .generate = colocated_generate,
 };

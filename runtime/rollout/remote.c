@@ -241,7 +241,6 @@ static int remote_send_weights(struct rl_rollout_source *s, char *err, size_t er
 }
 
 const struct rl_rollout_source_ops rl_rollout_remote = {
-    .name = "non-colocated",
     .generate = remote_generate,
     .send_weights = remote_send_weights,
     .end = rl_remote_end,

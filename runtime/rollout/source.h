@@ -88,7 +88,6 @@ struct rl_rollout_source;
 /* What a source does its own way; a NULL entry does what its wrapper
  * below says. */
 struct rl_rollout_source_ops {
-	const char *name;
 	int (*next)(struct rl_rollout_source *s, int64_t step, struct rl_rollout *r,
 	            struct rl_rollout_report *rep, char *err, size_t errlen);
 	int (*generate)(struct rl_rollout_source *s, struct rl_rollout *r, uint64_t seed,
