@@ -18,6 +18,9 @@
 /* What a stop costs besides the save: the agreement, the requeue, the
  * exit of every rank before Slurm kills them. */
 #define SLACK_SECONDS 10.0
+/* A save takes the last one's time and a margin: it also waits for the
+ * one in flight and for the slowest rank's disk. */
+#define SAVE_MARGIN 1.25
 
 static void signal_name(int sig, char *buf, size_t len)
 {
@@ -92,8 +95,10 @@ void rl_job_watch_open(struct rl_job_watch *w, bool main, FILE *out, const char 
 		                      : "submitted with --no-requeue, or JobRequeue=0");
 }
 
-int rl_job_stop_due(struct rl_job_watch *w, struct rl_comm *world, bool ran_a_step, double save_s)
+int rl_job_stop_due(struct rl_job_watch *w, struct rl_comm *world, bool ran_a_step,
+                    double last_save_s)
 {
+	double save_s = last_save_s * SAVE_MARGIN;
 	int reason = rl_stop_signal_caught();
 
 	if (w->main && !reason && w->job.id) {
@@ -108,8 +113,9 @@ int rl_job_stop_due(struct rl_job_watch *w, struct rl_comm *world, bool ran_a_st
 }
 
 bool rl_job_save_fits(struct rl_job_watch *w, int reason, int64_t done, int64_t total,
-                      int64_t saved, double save_s, double last_save_s)
+                      int64_t saved, double last_save_s)
 {
+	double save_s = last_save_s * SAVE_MARGIN;
 	FILE *out = w->out;
 
 	if (reason != RL_STOP_DEADLINE && w->job.id)

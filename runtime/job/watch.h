@@ -38,18 +38,19 @@ void rl_job_watch_open(struct rl_job_watch *w, bool main, FILE *out, const char 
 
 /* At a step boundary: whether to stop, as every rank of world (NULL: one
  * process) agrees: a signal any rank caught, or the first rank's view of
- * the time left, which must hold another step and a save of save_s
- * seconds. ran_a_step: this process ran a step already (a time limit too
- * short for one step must not requeue the job forever). 0, a signal
- * number or RL_STOP_DEADLINE. Collective. */
-int rl_job_stop_due(struct rl_job_watch *w, struct rl_comm *world, bool ran_a_step, double save_s);
+ * the time left, which must hold another step and a save (the last one
+ * took last_save_s; 0: none yet). ran_a_step: this process ran a step
+ * already (a time limit too short for one step must not requeue the job
+ * forever). 0, a signal number or RL_STOP_DEADLINE. Collective. */
+int rl_job_stop_due(struct rl_job_watch *w, struct rl_comm *world, bool ran_a_step,
+                    double last_save_s);
 
 /* The first rank, stopping for reason after step done of total: says
  * why, and whether a save of step done (saved: the newest step whose save
- * has begun) ends before Slurm kills the job, given the last one took
- * last_save_s (save_s with a margin). */
+ * has begun) ends before Slurm kills the job, given that the last one took
+ * last_save_s. */
 bool rl_job_save_fits(struct rl_job_watch *w, int reason, int64_t done, int64_t total,
-                      int64_t saved, double save_s, double last_save_s);
+                      int64_t saved, double last_save_s);
 
 /* The first rank, once the stop's checkpoint is durable (newest: its
  * step, 0 for none): says which steps will be redone, and asks Slurm to

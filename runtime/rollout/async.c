@@ -150,13 +150,9 @@ static int async_settle(struct rl_rollout_source *s, char *err, size_t errlen)
 static int async_generate(struct rl_rollout_source *s, struct rl_rollout *r, uint64_t seed,
                           int64_t *prompts_truncated, char *err, size_t errlen)
 {
-	struct rl_wire_info info;
-
-	if (async_settle(s, err, errlen) || rl_remote_request(s, r, seed, err, errlen) ||
-	    rl_remote_receive(s, r, &info, err, errlen))
+	if (async_settle(s, err, errlen))
 		return -1;
-	*prompts_truncated += info.prompts_truncated;
-	return 0;
+	return rl_rollout_remote.generate(s, r, seed, prompts_truncated, err, errlen);
 }
 
 /* The weights wait for the generation ranks in a copy, one refit at a

@@ -7,18 +7,13 @@
 #include "runtime/train/stop.h"
 #include "runtime/train/train.h"
 
-double rl_trainer_save_estimate(const struct rl_trainer *t)
-{
-	return t->ckpt->last_seconds * 1.25;
-}
-
 int rl_trainer_stop(struct rl_trainer *t, struct rl_job_watch *w, int reason, int64_t done,
                     int64_t saved, const struct rl_step_metrics *m, char *err, size_t errlen)
 {
 	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
 	int save = rl_trainer_is_main(t)
 	               ? rl_job_save_fits(w, reason, done, t->cfg->grpo.max_num_steps, saved,
-	                                  rl_trainer_save_estimate(t), t->ckpt->last_seconds)
+	                                  t->ckpt->last_seconds)
 	               : 0;
 
 	if (world)

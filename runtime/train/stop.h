@@ -3,7 +3,7 @@
  * checkpoint is made durable (or, when the time left is too short, the
  * newest one is kept), and the job asks Slurm to requeue it. The next
  * start resumes from that checkpoint.
- * defines: rl_trainer_save_estimate, rl_trainer_stop */
+ * defines: rl_trainer_stop */
 #ifndef RL_TRAIN_STOP_H
 #define RL_TRAIN_STOP_H
 
@@ -13,11 +13,6 @@
 #include "runtime/job/watch.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/trainer.h"
-
-/* The seconds a save would take: the last full one's, with a margin (a
- * save also waits for the one in flight and for the slowest rank's
- * disk). */
-double rl_trainer_save_estimate(const struct rl_trainer *t);
 
 /* Stops the run after step done, for reason (rl_job_stop_due's): the
  * checkpoint of that step (saved: the newest step whose save has begun;

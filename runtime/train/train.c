@@ -128,10 +128,10 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
-		int reason =
-		    t->ckpt ? rl_job_stop_due(&watch, dist ? dist->g[RL_G_WORLD] : NULL,
-		                              done > t->resumed_step, rl_trainer_save_estimate(t))
-		            : 0;
+		int reason = t->ckpt
+		                 ? rl_job_stop_due(&watch, dist ? dist->g[RL_G_WORLD] : NULL,
+		                                   done > t->resumed_step, t->ckpt->last_seconds)
+		                 : 0;
 
 		if (reason) {
 			rc = rl_trainer_stop(t, &watch, reason, done, saved, &last, err, errlen);
