@@ -324,6 +324,27 @@ static int fenced_sum_squares(double *out, const float *x, int64_t n, void *stre
 	return rl_ops_cpu.sum_squares(U(out), U(x), n, stream);
 }
 
+static int fenced_round_bf16(float *y, const float *x, int64_t n, void *stream)
+{
+	if (DEV(y) || DEV(x))
+		return -1;
+	return rl_ops_cpu.round_bf16(U(y), U(x), n, stream);
+}
+
+static int fenced_to_bf16(uint16_t *y, const float *x, int64_t n, void *stream)
+{
+	if (DEV(y) || DEV(x))
+		return -1;
+	return rl_ops_cpu.to_bf16(U(y), U(x), n, stream);
+}
+
+static int fenced_from_bf16(float *y, const uint16_t *x, int64_t n, void *stream)
+{
+	if (DEV(y) || DEV(x))
+		return -1;
+	return rl_ops_cpu.from_bf16(U(y), U(x), n, stream);
+}
+
 /* The group offsets are host memory, as the CUDA op reads them to size its
  * launch. */
 static int fenced_grouped_linear_forward(float *y, const float *x, const float *w,
@@ -396,6 +417,9 @@ const struct rl_ops rl_ops_fenced = {
     .add = fenced_add,
     .scale = fenced_scale,
     .sum_squares = fenced_sum_squares,
+    .round_bf16 = fenced_round_bf16,
+    .to_bf16 = fenced_to_bf16,
+    .from_bf16 = fenced_from_bf16,
     .grouped_linear_forward = fenced_grouped_linear_forward,
     .grouped_linear_backward = fenced_grouped_linear_backward,
     .moe_combine_forward = fenced_moe_combine_forward,

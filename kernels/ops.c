@@ -36,6 +36,9 @@ const char *rl_ops_missing(const struct rl_ops *ops)
 	CHECK(add);
 	CHECK(scale);
 	CHECK(sum_squares);
+	CHECK(round_bf16);
+	CHECK(to_bf16);
+	CHECK(from_bf16);
 	CHECK(grouped_linear_forward);
 	CHECK(grouped_linear_backward);
 	CHECK(moe_combine_forward);

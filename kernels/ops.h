@@ -58,6 +58,9 @@ struct rl_ops {
 	rl_add_fn add;
 	rl_scale_fn scale;
 	rl_sum_squares_fn sum_squares;
+	rl_round_bf16_fn round_bf16;
+	rl_to_bf16_fn to_bf16;
+	rl_from_bf16_fn from_bf16;
 	rl_grouped_linear_forward_fn grouped_linear_forward;
 	rl_grouped_linear_backward_fn grouped_linear_backward;
 	rl_moe_combine_forward_fn moe_combine_forward;

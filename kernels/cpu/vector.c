@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/dtype.h"
 #include "kernels/vector.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -81,5 +82,38 @@ int rl_sum_squares_cpu(double *out, const float *x, int64_t n, void *stream)
 	for (int64_t b = 0; b < nb; b++)
 		total += part[b];
 	*out += total;
+	return 0;
+}
+
+int rl_round_bf16_cpu(float *y, const float *x, int64_t n, void *stream)
+{
+	(void)stream;
+	if (!y || !x || n < 0)
+		return -1;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+	for (int64_t i = 0; i < n; i++)
+		y[i] = rl_bf16_to_f32(rl_f32_to_bf16(x[i]));
+	return 0;
+}
+
+int rl_to_bf16_cpu(uint16_t *y, const float *x, int64_t n, void *stream)
+{
+	(void)stream;
+	if (!y || !x || n < 0)
+		return -1;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+	for (int64_t i = 0; i < n; i++)
+		y[i] = rl_f32_to_bf16(x[i]);
+	return 0;
+}
+
+int rl_from_bf16_cpu(float *y, const uint16_t *x, int64_t n, void *stream)
+{
+	(void)stream;
+	if (!y || !x || n < 0)
+		return -1;
+#pragma omp parallel for if (n >= PAR_MIN) schedule(static)
+	for (int64_t i = 0; i < n; i++)
+		y[i] = rl_bf16_to_f32(x[i]);
 	return 0;
 }

@@ -9,6 +9,7 @@
  * one-block kernel adds the partials in a fixed order into *out. */
 #include <stdint.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.cuh"
@@ -99,6 +100,69 @@ extern "C" int rl_scale_cuda(float *x, int64_t n, float s, void *stream)
 
 	rl_scale_kernel<<<rl_stride_blocks(vec ? n / 4 : n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
 	                  RL_VEC_THREADS, 0, rl_stream(stream)>>>(x, n, s, vec);
+	return rl_launched();
+}
+
+/* __float2bfloat16_rn rounds to nearest, ties to even, and keeps a NaN a
+ * NaN, as rl_f32_to_bf16 does; the payload bits of a NaN may differ, which
+ * the model never produces on purpose. */
+static __global__ void __launch_bounds__(RL_VEC_THREADS)
+    rl_round_bf16_kernel(float *y, const float *x, int64_t n)
+{
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
+
+	for (int64_t i = t; i < n; i += stride)
+		y[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+
+extern "C" int rl_round_bf16_cuda(float *y, const float *x, int64_t n, void *stream)
+{
+	if (!y || !x || n < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	rl_round_bf16_kernel<<<rl_stride_blocks(n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
+	                       RL_VEC_THREADS, 0, rl_stream(stream)>>>(y, x, n);
+	return rl_launched();
+}
+
+static __global__ void __launch_bounds__(RL_VEC_THREADS)
+    rl_to_bf16_kernel(uint16_t *__restrict__ y, const float *__restrict__ x, int64_t n)
+{
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
+
+	for (int64_t i = t; i < n; i += stride)
+		y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+static __global__ void __launch_bounds__(RL_VEC_THREADS)
+    rl_from_bf16_kernel(float *__restrict__ y, const uint16_t *__restrict__ x, int64_t n)
+{
+	int64_t t = rl_grid_thread(), stride = rl_grid_stride();
+
+	for (int64_t i = t; i < n; i += stride)
+		y[i] = __bfloat162float(__ushort_as_bfloat16(x[i]));
+}
+
+extern "C" int rl_to_bf16_cuda(uint16_t *y, const float *x, int64_t n, void *stream)
+{
+	if (!y || !x || n < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	rl_to_bf16_kernel<<<rl_stride_blocks(n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS), RL_VEC_THREADS,
+	                    0, rl_stream(stream)>>>(y, x, n);
+	return rl_launched();
+}
+
+extern "C" int rl_from_bf16_cuda(float *y, const uint16_t *x, int64_t n, void *stream)
+{
+	if (!y || !x || n < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	rl_from_bf16_kernel<<<rl_stride_blocks(n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
+	                      RL_VEC_THREADS, 0, rl_stream(stream)>>>(y, x, n);
 	return rl_launched();
 }
 

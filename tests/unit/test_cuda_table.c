@@ -49,6 +49,9 @@ Test(cuda_table, every_field_holds_its_op)
 	SLOT(add, rl_add_cuda);
 	SLOT(scale, rl_scale_cuda);
 	SLOT(sum_squares, rl_sum_squares_cuda);
+	SLOT(round_bf16, rl_round_bf16_cuda);
+	SLOT(to_bf16, rl_to_bf16_cuda);
+	SLOT(from_bf16, rl_from_bf16_cuda);
 	SLOT(grouped_linear_forward, rl_grouped_linear_forward_cuda);
 	SLOT(grouped_linear_backward, rl_grouped_linear_backward_cuda);
 	SLOT(moe_combine_forward, rl_moe_combine_forward_cuda);

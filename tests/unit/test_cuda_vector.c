@@ -42,6 +42,14 @@ Test(cuda_vector, bad_arguments)
 	cr_expect_eq(rl_sum_squares_cuda(&out, NULL, 4, NULL), -1);
 	cr_expect_eq(rl_sum_squares_cuda(&out, x, -1, NULL), -1);
 	cr_expect_eq(rl_sum_squares_cuda(&out, x, 0, NULL), 0);
+	cr_expect_eq(rl_round_bf16_cuda(NULL, x, 4, NULL), -1);
+	cr_expect_eq(rl_round_bf16_cuda(y, NULL, 4, NULL), -1);
+	cr_expect_eq(rl_round_bf16_cuda(y, x, -1, NULL), -1);
+	cr_expect_eq(rl_round_bf16_cuda(y, x, 0, NULL), 0);
+	cr_expect_eq(rl_to_bf16_cuda(NULL, x, 4, NULL), -1);
+	cr_expect_eq(rl_to_bf16_cuda((uint16_t *)y, NULL, 4, NULL), -1);
+	cr_expect_eq(rl_from_bf16_cuda(NULL, (uint16_t *)x, 4, NULL), -1);
+	cr_expect_eq(rl_from_bf16_cuda(y, (uint16_t *)x, -1, NULL), -1);
 	cr_expect_eq(rl_adamw_step_cuda(NULL, x, m, v, 4, &hp, 1, NULL), -1);
 	cr_expect_eq(rl_adamw_step_cuda(y, NULL, m, v, 4, &hp, 1, NULL), -1);
 	cr_expect_eq(rl_adamw_step_cuda(y, x, NULL, v, 4, &hp, 1, NULL), -1);
@@ -132,6 +140,106 @@ Test(cuda_vector, add_scale_match_cpu)
 		}
 	}
 	cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+#endif
+}
+
+/* The CPU rounding against values worked by hand: bf16 keeps 7 mantissa
+ * bits, so 1 + 2^-8 is halfway between 1 and 1 + 2^-7 and goes to the even
+ * one (1), 1 + 3 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6 goes to 1 + 2^-6;
+ * the largest finite float rounds up to infinity; 2^-133 (a float
+ * subnormal) is a bf16 subnormal and stays. In place works. */
+Test(cuda_vector, round_bf16_by_hand)
+{
+	float x[] = {1.0f + 0x1p-8f,
+	             1.0f + 0x3p-8f,
+	             -(1.0f + 0x1.02p-7f),
+	             0x1.fffffep127f,
+	             0x1p-133f,
+	             -0.0f,
+	             INFINITY,
+	             0.1f,
+	             1.0f + 0x1p-10f,
+	             1.0f - 0x1p-9f - 0x1p-23f};
+	float want[] = {1.0f,  1.0f + 0x1p-6f, -(1.0f + 0x1p-7f), INFINITY, 0x1p-133f,
+	                -0.0f, INFINITY,       0x1.9ap-4f,        1.0f,     1.0f - 0x1p-8f};
+	size_t n = sizeof x / sizeof *x;
+	float y[sizeof x / sizeof *x];
+
+	cr_assert_eq(rl_round_bf16_cpu(y, x, (int64_t)n, NULL), 0);
+	for (size_t i = 0; i < n; i++)
+		cr_expect(memcmp(&y[i], &want[i], sizeof y[i]) == 0, "x[%zu] = %a: %a, want %a", i,
+		          (double)x[i], (double)y[i], (double)want[i]);
+	/* stored as bf16, the same value: the top half of its fp32 bits */
+	uint16_t h[sizeof x / sizeof *x];
+	float back[sizeof x / sizeof *x];
+	cr_assert_eq(rl_to_bf16_cpu(h, x, (int64_t)n, NULL), 0);
+	cr_assert_eq(rl_from_bf16_cpu(back, h, (int64_t)n, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits;
+		memcpy(&bits, &want[i], sizeof bits);
+		cr_expect_eq(h[i], bits >> 16, "x[%zu]: bf16 %#x, want %#x", i, h[i], bits >> 16);
+	}
+	cr_expect_arr_eq(back, want, sizeof back);
+	cr_assert_eq(rl_round_bf16_cpu(x, x, (int64_t)n, NULL), 0);
+	cr_expect_arr_eq(x, y, sizeof y);
+	float nan_in = NAN, nan_out = 0;
+	cr_assert_eq(rl_round_bf16_cpu(&nan_out, &nan_in, 1, NULL), 0);
+	cr_expect(isnan(nan_out));
+	cr_expect_eq(rl_round_bf16_cpu(NULL, x, 1, NULL), -1);
+	cr_expect_eq(rl_round_bf16_cpu(y, x, -1, NULL), -1);
+}
+
+/* The GPU rounding gives the CPU's bits (one rounding of one value), at
+ * every size and alignment, specials and ties included. */
+Test(cuda_vector, round_bf16_matches_cpu)
+{
+	CUDA_TEST_BEGIN();
+#ifdef RL_HAVE_CUDA
+	uint32_t seed = 0x5eed0b16u;
+
+	for (size_t k = 0; k < NSIZES; k++) {
+		size_t n = sizes[k];
+		float *x = frand(&seed, n, -3.0f, 3.0f), *want = falloc(n), *got = falloc(n);
+		float *bx, *by;
+
+		/* ties at every exponent, and the specials */
+		for (size_t i = 0; i < n; i += 7)
+			x[i] =
+			    ldexpf(1.0f + 0x1p-8f * (float)(1 + 2 * (i % 5)), (int)(i % 200) - 100);
+		if (n > 6) {
+			x[1] = INFINITY;
+			x[2] = -0.0f;
+			x[3] = 3.3e38f;
+			x[4] = 0x1p-140f;
+			x[5] = -0x1.fffffep127f;
+		}
+		float *dx = dev_at(&bx, x, n, (int)(k % 2)), *dy = dev_at(&by, x, n, 0);
+		cr_assert_eq(rl_round_bf16_cpu(want, x, (int64_t)n, NULL), 0);
+		cr_assert_eq(rl_round_bf16_cuda(dy, dx, (int64_t)n, NULL), 0, "n %zu", n);
+		dev_download(got, dy, n);
+		cr_expect_arr_eq(got, want, n * sizeof(float), "round_bf16: n %zu", n);
+		/* stored as bf16 and read back, into the same buffer's bytes */
+		uint16_t *h = dev_alloc(n * sizeof *h + 2), *want_h = malloc(n * sizeof *h + 2);
+		uint16_t *got_h = malloc(n * sizeof *h + 2);
+		cr_assert_eq(rl_to_bf16_cpu(want_h, x, (int64_t)n, NULL), 0);
+		cr_assert_eq(rl_to_bf16_cuda(h + k % 2, dx, (int64_t)n, NULL), 0, "n %zu", n);
+		dev_sync();
+		if (n)
+			cuda_ok(cudaMemcpy(got_h, h + k % 2, n * sizeof *h, cudaMemcpyDeviceToHost),
+			        "download");
+		cr_expect_arr_eq(got_h, want_h, n * sizeof *h, "to_bf16: n %zu", n);
+		cr_assert_eq(rl_from_bf16_cuda(dy, h + k % 2, (int64_t)n, NULL), 0, "n %zu", n);
+		dev_download(got, dy, n);
+		cr_expect_arr_eq(got, want, n * sizeof(float), "from_bf16: n %zu", n);
+		dev_free(h);
+		free(want_h);
+		free(got_h);
+		dev_free(bx);
+		dev_free(by);
+		free(x);
+		free(want);
+		free(got);
+	}
 #endif
 }
 
