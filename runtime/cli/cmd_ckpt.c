@@ -258,8 +258,7 @@ static int export_hf(const char *dir, const char *out, const char *model_overrid
 		goto out;
 	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_CONFIG);
 	char *args[] = {path};
-	if (!model_override &&
-	    rl_cli_load_config("ckpt export", usage, args, 1, &cfg) != RL_EXIT_OK) {
+	if (rl_cli_load_config("ckpt export", usage, args, 1, &cfg) != RL_EXIT_OK) {
 		snprintf(err, errlen, "%s/%s: not a valid config (see above)", dir, RL_CKPT_CONFIG);
 		goto out;
 	}
@@ -278,14 +277,18 @@ static int export_hf(const char *dir, const char *out, const char *model_overrid
 
 		for (int d = 0; d < p->ndim; d++)
 			b.global_shape[d] = b.shape[d] = p->shape[d];
-		if (rl_ckpt_fill(&o.set.ix, RL_CKPT_WEIGHT, &b, p->data, err, errlen))
+		if (rl_ckpt_fill(&o.set.ix, RL_CKPT_WEIGHT, &b, p->master, err, errlen))
 			goto out;
 	}
+	/* a bf16 run's policy is its bf16 weights: what it generated and
+	 * scored with (the fp32 master stays in the checkpoint) */
+	if (strcmp(cfg.policy.precision, "bfloat16") == 0)
+		m->cfg.torch_dtype = RL_BF16;
 	/* transformers' default shard size */
 	if (rl_model_save(m, out, (size_t)5 << 30, err, errlen))
 		goto out;
-	printf("%s: step %" PRId64 " written to %s as %s (%s)\n", dir, o.man.step, out,
-	       m->cfg.architecture, model_dir);
+	printf("%s: step %" PRId64 " written to %s as %s (%s, %s)\n", dir, o.man.step, out,
+	       m->cfg.architecture, model_dir, rl_dtype_name(m->cfg.torch_dtype));
 	rc = 0;
 out:
 	rl_model_free(m);

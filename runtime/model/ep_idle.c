@@ -43,7 +43,13 @@ static int experts_forward(struct rl_model *m, struct rl_acts *a, struct rl_moe_
 
 int rl_model_idle_forward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
 {
-	return applies(m) ? experts_forward(m, a, NULL, a->x_final, true, err, errlen) : 0;
+	if (!applies(m))
+		return 0;
+	/* the first pass of an update may be idle: the weights it reads are
+	 * the optimizer's latest */
+	if (rl_model_round_weights(m, err, errlen))
+		return -1;
+	return experts_forward(m, a, NULL, a->x_final, true, err, errlen);
 }
 
 int rl_model_idle_backward(struct rl_model *m, struct rl_acts *a, char *err, size_t errlen)
@@ -64,8 +70,9 @@ int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
 	struct rl_moe_acts moe = {0};
 	int rc = 0;
 
-	if (!applies(m))
-		return 0;
+	/* a rank with no prompts of its own comes here first */
+	if (!applies(m) || rl_model_round_weights(m, err, errlen))
+		return applies(m) ? -1 : 0;
 	float *none = m->ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
 	if (!none) {
 		/* the others wait in the next exchange until the watchdog stops

@@ -208,7 +208,7 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 			return -1;
 		}
 	}
-	if (upload_batch(m, a, b, err, errlen))
+	if (upload_batch(m, a, b, err, errlen) || rl_model_round_weights(m, err, errlen))
 		return -1;
 	int first = m->shard.first_layer, end = first + m->shard.n_layers;
 	if (rl_model_first_stage(m)) {

@@ -252,6 +252,11 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
+	if (!kv->weights_rounded) {
+		if (rl_model_round_weights(m, err, errlen))
+			return -1;
+		kv->weights_rounded = true;
+	}
 	if (m->shard.ep.size > 1) {
 		/* a step of this rank's: the ranks draining take part (under
 		 * pipeline parallelism, each stage's in its own ep group) */

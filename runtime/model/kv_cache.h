@@ -11,6 +11,7 @@
 #ifndef RL_MODEL_KV_CACHE_H
 #define RL_MODEL_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,9 @@ struct rl_kv_cache {
 	int *len;       /* host: tokens cached per slot */
 	float **k, **v; /* per layer: [n_slots, max_len, this rank's kv heads, head_dim] */
 	struct rl_decode_scratch *scratch;
+	/* a bf16 model's weights were rounded at the cache's first decode:
+	 * they do not change while a cache is in use */
+	bool weights_rounded;
 };
 
 struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int max_len,

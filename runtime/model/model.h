@@ -4,12 +4,15 @@
  *
  * Every parameter and every gradient lives in one flat fp32 buffer each, in
  * the order of the parameter table, so the optimizer, gradient zeroing and
- * the global grad norm are single calls over the whole model.
+ * the global grad norm are single calls over the whole model. A bf16 model
+ * computes with a bf16 rounding of the parameters (rl_model_set_precision).
  * defines: struct rl_param, struct rl_model, struct rl_batch, struct rl_acts,
- * rl_model_load, rl_model_new_random, rl_model_swap_weights, rl_model_save,
- * rl_model_free, rl_acts_new, rl_acts_free, rl_model_forward, rl_model_logits,
- * rl_model_logprobs, rl_model_backward, rl_model_idle_forward, rl_model_idle_backward,
- * rl_layer_param_is_expert, rl_expert_name */
+ * rl_model_load, rl_model_new_random, rl_model_weights_bytes,
+ * rl_model_copy_weights, rl_model_use_weights, rl_model_save,
+ * rl_model_free, rl_model_set_precision, rl_model_round_weights, rl_acts_new,
+ * rl_acts_free, rl_model_forward, rl_model_logits,
+ * rl_model_logprobs, rl_model_backward, rl_model_idle_forward,
+ * rl_model_idle_backward, rl_layer_param_is_expert, rl_expert_name */
 #ifndef RL_MODEL_MODEL_H
 #define RL_MODEL_MODEL_H
 
@@ -72,8 +75,11 @@ struct rl_param {
 	int64_t shape[2]; /* what this rank holds */
 	int64_t numel;
 	int64_t offset; /* into the flat buffers, in floats */
-	float *data;    /* flat + offset (backend memory) */
-	float *grad;    /* flat_grad + offset (backend memory) */
+	/* the weight the passes read (backend memory): master itself in
+	 * fp32, the view's bf16 rounding of it in bf16 (rl_model.view) */
+	float *data;
+	float *master; /* flat + offset: what the optimizer updates, checkpoints keep */
+	float *grad;   /* flat_grad + offset (backend memory) */
 	/* How the whole tensor is cut over the tensor-parallel ranks: along
 	 * split_dim (0 rows, 1 columns; -1: every rank holds all of it), rank
 	 * r taking rl_split_range(full_shape[split_dim], size, r). */
@@ -211,6 +217,17 @@ struct rl_model {
 	 * them into the layers below */
 	bool freeze_router;
 
+	/* policy.precision. RL_BF16: every pass reads the weights rounded to
+	 * bf16 (view, refreshed from flat by rl_model_round_weights before
+	 * each pass), while flat keeps the fp32 master weights the optimizer
+	 * updates, so that updates smaller than a bf16 step are not lost;
+	 * gradients are fp32 (flat_grad). Activations are fp32. */
+	enum rl_dtype precision;
+	float *view; /* RL_BF16: n_elems floats; NULL in fp32 */
+	/* rl_model_use_weights' weights, which the passes read instead of
+	 * the master's (the view is made from them in bf16); NULL: the own */
+	const void *other;
+
 	int64_t n_elems;
 	/* under expert parallelism, the experts' tensors are the flat
 	 * buffers' [expert_start, n_elems), after every dense tensor; without,
@@ -251,10 +268,27 @@ int rl_model_new_random(struct rl_model **out, const struct rl_model_config *cfg
                         const struct rl_ops *ops, uint64_t seed, double init_std, char *err,
                         size_t errlen);
 void rl_model_free(struct rl_model *m);
-/* Exchanges the weights with *other, a buffer of m->n_elems floats on the
- * same backend, without copying: how the frozen reference policy is run
- * through the same model. */
-void rl_model_swap_weights(struct rl_model *m, float **other);
+/* Computes from now on with weights of the given precision (RL_F32 or
+ * RL_BF16; see rl_model.precision). After rl_model_split, which builds an
+ * fp32 model. 0, or -1 with err (out of memory, a dtype other than these). */
+int rl_model_set_precision(struct rl_model *m, enum rl_dtype precision, char *err, size_t errlen);
+/* RL_BF16: the view made again from the master weights (or from
+ * rl_model_use_weights' bf16 ones), which the optimizer, a resume or a
+ * refit may have changed. The
+ * passes call it themselves (forward, idle forward, a cache's first decode,
+ * decode drain); nothing in fp32. */
+int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen);
+/* Another set of weights for the passes, such as the frozen reference
+ * policy, held in the model's precision (bf16: 2 bytes a weight) and run
+ * through the same model. rl_model_weights_bytes: the size of such a copy;
+ * rl_model_copy_weights: the weights the passes read now (bf16: the master
+ * rounded) into dst, that many bytes of backend memory;
+ * rl_model_use_weights: from now on the passes read w, such a copy, in
+ * place of the model's own (NULL: its own again). The master weights are
+ * left alone. 0, or -1 with err. */
+size_t rl_model_weights_bytes(const struct rl_model *m);
+int rl_model_copy_weights(const struct rl_model *m, void *dst, char *err, size_t errlen);
+int rl_model_use_weights(struct rl_model *m, const void *w, char *err, size_t errlen);
 /* All m->n_elems weights in host memory: m->flat itself on the CPU backend,
  * else a copy (NULL when it cannot be made). Hand it back with
  * rl_model_host_weights_release. */

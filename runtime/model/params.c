@@ -374,7 +374,7 @@ static int load_weights(struct rl_model *m, char *err, size_t errlen)
 		struct rl_param *p = &m->params[i];
 
 		if (m->ops == &rl_ops_cpu) { /* host memory: no staging copy */
-			if (rl_st_read_f32(st, p->name, p->data, p->ndim, p->shape, err, errlen))
+			if (rl_st_read_f32(st, p->name, p->master, p->ndim, p->shape, err, errlen))
 				goto out;
 			continue;
 		}
@@ -385,7 +385,7 @@ static int load_weights(struct rl_model *m, char *err, size_t errlen)
 			goto out;
 		}
 		if (rl_st_read_f32(st, p->name, host, p->ndim, p->shape, err, errlen) ||
-		    m->ops->from_host(p->data, host, (size_t)p->numel * sizeof *host, NULL))
+		    m->ops->from_host(p->master, host, (size_t)p->numel * sizeof *host, NULL))
 			goto out;
 	}
 	rc = 0;
@@ -432,9 +432,10 @@ int rl_model_new_shard(struct rl_model **out, const struct rl_model_config *cfg,
 	ops->zero(m->flat, bytes, NULL);
 	ops->zero(m->flat_grad, bytes, NULL);
 	for (int i = 0; i < m->n_params; i++) {
-		m->params[i].data = m->flat + m->params[i].offset;
+		m->params[i].master = m->params[i].data = m->flat + m->params[i].offset;
 		m->params[i].grad = m->flat_grad + m->params[i].offset;
 	}
+	m->precision = RL_F32;
 
 	float inv_freq[512];
 	if (m->cfg.head_dim / 2 > (int)(sizeof inv_freq / sizeof *inv_freq)) {
@@ -518,7 +519,7 @@ int rl_model_new_random(struct rl_model **out, const struct rl_model_config *cfg
 		for (int64_t k = 0; k < p->numel; k++)
 			host[k] = is_norm_or_bias(p) ? (strstr(p->name, "norm") ? 1.0f : 0.0f)
 			                             : (float)(init_std * normal_draw(&rng));
-		if (ops->from_host(p->data, host, (size_t)p->numel * sizeof *host, NULL)) {
+		if (ops->from_host(p->master, host, (size_t)p->numel * sizeof *host, NULL)) {
 			set_errf(err, errlen, "%s: cannot copy %s to the %s backend", name, p->name,
 			         ops->name);
 			goto fail;
@@ -533,14 +534,82 @@ fail:
 	return -1;
 }
 
-void rl_model_swap_weights(struct rl_model *m, float **other)
+size_t rl_model_weights_bytes(const struct rl_model *m)
 {
-	float *mine = m->flat;
+	return (size_t)m->n_elems * (m->precision == RL_BF16 ? sizeof(uint16_t) : sizeof(float));
+}
 
-	m->flat = *other;
-	*other = mine;
-	for (int i = 0; i < m->n_params; i++)
-		m->params[i].data = m->flat + m->params[i].offset;
+int rl_model_copy_weights(const struct rl_model *m, void *dst, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	int rc = m->precision == RL_BF16
+	             ? ops->to_bf16(dst, m->flat, m->n_elems, NULL)
+	             : ops->copy(dst, m->flat, (size_t)m->n_elems * sizeof(float), NULL);
+
+	if (rc)
+		set_errf(err, errlen, "%s: copying the weights on the %s backend failed", m->dir,
+		         ops->name);
+	return rc ? -1 : 0;
+}
+
+int rl_model_use_weights(struct rl_model *m, const void *w, char *err, size_t errlen)
+{
+	m->other = w;
+	if (m->precision == RL_BF16)
+		return rl_model_round_weights(m, err, errlen);
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+
+		p->data = w ? (float *)(uintptr_t)w + p->offset : p->master;
+	}
+	return 0;
+}
+
+int rl_model_set_precision(struct rl_model *m, enum rl_dtype precision, char *err, size_t errlen)
+{
+	if (precision != RL_F32 && precision != RL_BF16) {
+		set_errf(err, errlen, "%s: computing in %s is not supported (float32 or bfloat16)",
+		         m->dir, rl_dtype_name(precision));
+		return -1;
+	}
+	if (precision == RL_BF16 && !m->view) {
+		size_t bytes = (size_t)m->n_elems * sizeof(float);
+
+		if (!(m->view = m->ops->alloc(bytes ? bytes : 1))) {
+			set_errf(err, errlen, "%s: cannot allocate %zu bytes for the bf16 weights",
+			         m->dir, bytes);
+			return -1;
+		}
+	}
+	if (m->other) {
+		set_errf(err, errlen, "%s: the precision changes only with the model's own weights",
+		         m->dir);
+		return -1;
+	}
+	m->precision = precision;
+	for (int i = 0; i < m->n_params; i++) {
+		struct rl_param *p = &m->params[i];
+
+		p->data = precision == RL_BF16 ? m->view + p->offset : p->master;
+	}
+	if (precision == RL_F32 && m->view) {
+		m->ops->release(m->view);
+		m->view = NULL;
+	}
+	return rl_model_round_weights(m, err, errlen);
+}
+
+int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen)
+{
+	if (m->precision != RL_BF16)
+		return 0;
+	if (m->other ? m->ops->from_bf16(m->view, m->other, m->n_elems, NULL)
+	             : m->ops->round_bf16(m->view, m->flat, m->n_elems, NULL)) {
+		set_errf(err, errlen, "%s: rounding the weights to bf16 on the %s backend failed",
+		         m->dir, m->ops->name);
+		return -1;
+	}
+	return 0;
 }
 
 void rl_model_free(struct rl_model *m)
@@ -549,6 +618,7 @@ void rl_model_free(struct rl_model *m)
 		return;
 	if (m->ops) {
 		m->ops->release(m->flat);
+		m->ops->release(m->view);
 		m->ops->release(m->flat_grad);
 		m->ops->release(m->inv_freq);
 	}

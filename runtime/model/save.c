@@ -1,9 +1,11 @@
 #define _GNU_SOURCE
-/* Saving a model as a Hugging Face directory: the weights in the dtype the
- * source's config.json names, beside the source's own config, tokenizer and
- * generation files, so that transformers loads the result unchanged. */
+/* Saving a model as a Hugging Face directory: the weights in the dtype
+ * m->cfg.torch_dtype names (the source's config.json's, unless the caller
+ * changed it), beside the source's own config, tokenizer and generation
+ * files, so that transformers loads the result unchanged. */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,47 @@ static const char *const side_files[] = {
     "config.json",           "generation_config.json",  "tokenizer.json",
     "tokenizer_config.json", "special_tokens_map.json", NULL,
 };
+
+static const char *torch_dtype_name(enum rl_dtype t)
+{
+	return t == RL_BF16 ? "bfloat16" : t == RL_F16 ? "float16" : "float32";
+}
+
+/* The source's config.json, its dtype key (transformers 5's "dtype" or the
+ * older "torch_dtype", whichever it has) naming the weights written. The
+ * file is copied byte for byte when it already does. */
+static int write_config(const struct rl_model *m, const char *from, const char *to, char *err,
+                        size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(from, 0, &jerr);
+	const char *want = torch_dtype_name(m->cfg.torch_dtype);
+	int rc = -1;
+
+	if (!root) {
+		snprintf(err, errlen, "%s:%d: %s", from, jerr.line, jerr.text);
+		return -1;
+	}
+	const char *key = json_object_get(root, "dtype") ? "dtype" : "torch_dtype";
+	const char *have = json_string_value(json_object_get(root, key));
+	if (have ? strcmp(have, want) == 0 : m->cfg.torch_dtype == RL_F32) {
+		json_decref(root);
+		return rl_copy_file_durable(from, to, err, errlen);
+	}
+	char *text = NULL;
+	if (json_object_set_new(root, key, json_string(want)) ||
+	    !(text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
+		snprintf(err, errlen, "%s: out of memory", to);
+		goto out;
+	}
+	size_t n = strlen(text);
+	text[n] = '\n'; /* json_dumps leaves room for its NUL: the file ends in a newline */
+	rc = rl_write_file_durable(to, text, n + 1, err, errlen);
+out:
+	free(text);
+	json_decref(root);
+	return rc;
+}
 
 int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_bytes, char *err,
                   size_t errlen)
@@ -63,7 +106,8 @@ int rl_model_save(const struct rl_model *m, const char *dir, size_t max_shard_by
 		}
 		if (i > 0 && access(from, F_OK))
 			continue;
-		if (strcmp(from, to) && rl_copy_file_durable(from, to, err, errlen))
+		if (i == 0 ? write_config(m, from, to, err, errlen)
+		           : strcmp(from, to) && rl_copy_file_durable(from, to, err, errlen))
 			goto out;
 	}
 	rc = 0;

@@ -224,8 +224,13 @@ int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *er
 	for (int i = 0; i < part->n_params; i++) {
 		const struct rl_param *from = find_param(whole, part->params[i].name);
 
-		cut_part(from, &part->params[i], cut->tp.rank, cut->tp.size, part->params[i].data,
-		         from->data);
+		cut_part(from, &part->params[i], cut->tp.rank, cut->tp.size, part->params[i].master,
+		         from->master);
+	}
+	/* a bf16 model's cut computes in bf16 too */
+	if (rl_model_set_precision(part, whole->precision, err, errlen)) {
+		rl_model_free(part);
+		return -1;
 	}
 	rl_model_free(whole);
 	*m = part;
@@ -333,16 +338,16 @@ int rl_model_scatter_param(struct rl_model *m, int i, const float *full_host, ch
 	const struct rl_param *p = &m->params[i];
 	struct rl_param whole = {.ndim = p->ndim, .shape = {p->full_shape[0], p->full_shape[1]}};
 	size_t bytes = (size_t)p->numel * sizeof(float);
-	float *mine = m->ops == &rl_ops_cpu ? p->data : malloc(bytes ? bytes : 1);
+	float *mine = m->ops == &rl_ops_cpu ? p->master : malloc(bytes ? bytes : 1);
 
 	if (!mine) {
 		snprintf(err, errlen, "out of memory for %s", p->name);
 		return -1;
 	}
 	cut_part(&whole, p, m->shard.tp.rank, m->shard.tp.size, mine, full_host);
-	if (mine == p->data)
+	if (mine == p->master)
 		return 0;
-	int rc = m->ops->from_host(p->data, mine, bytes, NULL);
+	int rc = m->ops->from_host(p->master, mine, bytes, NULL);
 	free(mine);
 	if (rc)
 		snprintf(err, errlen, "the %s backend could not take %s", m->ops->name, p->name);

@@ -153,7 +153,7 @@ static int plan(struct rl_trainer *t, struct rl_ckpt_save *s)
 		if (!saved_here(p) || by->next++ % by->size != by->rank)
 			continue;
 		rl_trainer_param_block(t, i, &b);
-		if (add_piece(s, &b, RL_CKPT_WEIGHT, 0, p->numel, p->data))
+		if (add_piece(s, &b, RL_CKPT_WEIGHT, 0, p->numel, p->master))
 			return -1;
 	}
 	return plan_moments(t, s);

@@ -218,12 +218,12 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 		goto out;
 	}
 	int most = ep_most(t, p.mb.n);
-	if (reference)
-		rl_model_swap_weights(t->model, &t->ref_weights);
+	if (reference && rl_model_use_weights(t->model, t->ref_weights, err, errlen))
+		goto out;
 	struct rl_pipeline pl = pipeline_of(t, &p, most);
 	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
-	if (reference)
-		rl_model_swap_weights(t->model, &t->ref_weights);
+	if (reference && rl_model_use_weights(t->model, NULL, rc ? NULL : err, rc ? 0 : errlen))
+		rc = -1;
 	if (rc == 0 &&
 	    (rl_share_stage_logprobs(t->pp, r, p.field, lo, hi, err, errlen) ||
 	     rl_share_logprobs(t->dp, r, p.field, (int)t->cfg->policy.max_total_sequence_length,

@@ -21,13 +21,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 {
 	const struct rl_cfg_parallel *par = &c->policy.parallel;
 
-	if (strcmp(c->policy.precision, "float32") != 0) {
-		snprintf(err, errlen,
-		         "policy.precision: %s training is not implemented on the cpu backend yet; "
-		         "use policy.precision=float32",
-		         c->policy.precision);
-		return -1;
-	}
 	if (par->autoplan || par->expert_tensor > 1) {
 		snprintf(err, errlen,
 		         "policy.parallel: GRPO training runs with tensor, pipeline, context, data "
@@ -127,7 +120,11 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		if (rl_model_split(&t->model, &cut, err, errlen))
 			return -1;
 	}
-	if (moe_options(t, err, errlen))
+	/* after the cut: each rank rounds only its own part */
+	if (rl_model_set_precision(t->model,
+	                           strcmp(c->policy.precision, "float32") == 0 ? RL_F32 : RL_BF16,
+	                           err, errlen) ||
+	    moe_options(t, err, errlen))
 		return -1;
 	if (rl_builtin_is(tok_dir))
 		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
@@ -157,16 +154,15 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 		acts_ok = (t->acts[i] = rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
 	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
 	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
-	size_t bytes = (size_t)t->model->n_elems * sizeof(float);
-	t->ref_weights = t->model->ops->alloc(bytes);
+	size_t bytes = rl_model_weights_bytes(t->model);
+	t->ref_weights = t->model->ops->alloc(bytes ? bytes : 1);
 	if (!acts_ok || !t->row_lp || !t->row_grad || !t->ref_weights) {
 		snprintf(err, errlen, "out of memory for micro-batches of %d tokens",
 		         t->max_mb_tokens);
 		return -1;
 	}
 	/* the reference policy is the policy as it starts */
-	t->model->ops->copy(t->ref_weights, t->model->flat, bytes, NULL);
-	return 0;
+	return rl_model_copy_weights(t->model, t->ref_weights, err, errlen);
 }
 
 static int optimizer(struct rl_trainer *t, char *err, size_t errlen)

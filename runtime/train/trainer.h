@@ -43,7 +43,7 @@ struct rl_trainer {
 	/* the policy: the model cut for this rank, the frozen reference
 	 * (swapped in to run it), and what training it takes */
 	struct rl_model *model;
-	float *ref_weights;
+	void *ref_weights; /* the reference policy, in the model's precision */
 	struct rl_tokenizer *tok;
 	struct rl_optimizer opt;
 	struct rl_zero zero;

@@ -54,8 +54,8 @@ static int frozen_routers(struct rl_trainer *t, bool keep)
 		struct rl_param *r = m->layer[l * RL_P_PER_LAYER + RL_P_ROUTER];
 		size_t bytes = r ? (size_t)r->numel * sizeof(float) : 0;
 
-		if (r && (keep ? ops->to_host(t->frozen + at, r->data, bytes, NULL)
-		               : ops->from_host(r->data, t->frozen + at, bytes, NULL)))
+		if (r && (keep ? ops->to_host(t->frozen + at, r->master, bytes, NULL)
+		               : ops->from_host(r->master, t->frozen + at, bytes, NULL)))
 			return -1;
 		at += r ? r->numel : 0;
 	}

@@ -152,4 +152,40 @@ expect_status 1 "export into another model is refused" -- \
 	"$RLRUN" ckpt export full.ck/step_6 --hf hf-bad --model "$top_srcdir/tests/fixtures/models/llama"
 expect_grep "$WORK/err" "is not the model of full.ck/step_6" "  naming both"
 expect_status 2 "export without --hf is a usage error" -- "$RLRUN" ckpt export full.ck/step_6
+
+# ---- bf16: the checkpoints keep the fp32 master weights ----
+bf16=policy.precision=bfloat16
+expect_status 0 "six bf16 steps" -- train bf16-full $bf16
+[ "$(strip_timers full/metrics.jsonl)" != "$(strip_timers bf16-full/metrics.jsonl)" ] &&
+	ok "  compute other numbers than the fp32 run" || not_ok "  bf16 changed nothing"
+(
+	# shellcheck disable=SC2086
+	"$RLRUN" train $small $bf16 checkpointing.checkpoint_dir=bf16-killed.ck \
+		logger.log_dir=bf16-killed >bf16-killed.log 2>&1 &
+	pid=$!
+	wait_line bf16-killed.log "^step 5/6"
+	kill -9 $pid
+	wait $pid
+)
+expect_status 0 "the bf16 run killed in step 5, started again" -- train bf16-killed $bf16
+expect_grep "$WORK/out" "resuming from bf16-killed.ck/step_4 " "  resumes from step_4"
+[ "$(strip_timers bf16-full/metrics.jsonl)" = "$(strip_timers bf16-killed/metrics.jsonl)" ] &&
+	ok "  its metrics.jsonl equals the uninterrupted bf16 run's, timers aside" ||
+	not_ok "  metrics differ: $(diff bf16-full/metrics.jsonl bf16-killed/metrics.jsonl | head -4)"
+cmp bf16-full.ck/step_6/rank-00000.safetensors bf16-killed.ck/step_6/rank-00000.safetensors &&
+	ok "  its step_6 equals the uninterrupted run's, byte for byte" || not_ok "  step_6 differs"
+expect_status 0 "rlrun ckpt export of a bf16 run" -- \
+	"$RLRUN" ckpt export bf16-full.ck/step_6 --hf hf-bf16
+expect_grep "$WORK/out" "(builtin:tiny-llama, BF16)" "  says it writes bf16"
+header() { head -c 4096 "$1" | tr -d '\000'; }
+header hf-bf16/model.safetensors | grep -q '"dtype":"BF16"' &&
+	! header hf-bf16/model.safetensors | grep -q '"dtype":"F32"' &&
+	ok "  every tensor is BF16" || not_ok "  not all BF16: $(header hf-bf16/model.safetensors | head -c 300)"
+grep -q '"torch_dtype": "bfloat16"' hf-bf16/config.json &&
+	ok "  config.json says bfloat16" || not_ok "  config.json: $(grep dtype hf-bf16/config.json)"
+header hf-full/model.safetensors | grep -q '"dtype":"BF16"' &&
+	not_ok "  the fp32 run's export has BF16 tensors" || ok "  the fp32 run's export stays F32"
+"$RLRUN" forward --model hf-bf16 --ids 1,2,3 >fwd-export.txt 2>&1 &&
+	"$RLRUN" forward --model hf-full --ids 1,2,3 >fwd-full.txt 2>&1 &&
+	ok "  rlrun forward reads the bf16 export" || not_ok "  rlrun forward on the bf16 export failed"
 finish

@@ -4,7 +4,8 @@
 # memory and refuses host memory where an op wants backend memory, while
 # computing with the CPU ops. So a GRPO run on it must give the CPU run's
 # numbers to the bit: through generation, logprobs, training, a checkpoint
-# and a resume. And policy.backend=cuda where CUDA cannot run is an error.
+# and a resume, in fp32 and in bf16. And policy.backend=cuda where CUDA
+# cannot run is an error.
 . "$(dirname "$0")/lib.sh"
 
 cd "$WORK" || exit 1
@@ -19,29 +20,34 @@ same_numbers() { # RUN REFERENCE WHAT
 }
 
 ckpt="checkpointing.enabled=true checkpointing.save_period=2"
-for be in cpu fenced; do
-	fence=0
-	[ "$be" = fenced ] && fence=1
-	# shellcheck disable=SC2086 # $ckpt is two arguments
-	RL_OPS_FENCED=$fence expect_status 0 "4 steps on the $be backend, saving every 2" -- \
-		"$RLRUN" train $ckpt checkpointing.checkpoint_dir="ck-$be" \
-		logger.log_dir="log-$be" grpo.max_num_steps=4
-	cp "log-$be/metrics.jsonl" "first-$be.jsonl"
-	# shellcheck disable=SC2086
-	RL_OPS_FENCED=$fence expect_status 0 "a resume to step 6 on the $be backend" -- \
-		"$RLRUN" train $ckpt checkpointing.checkpoint_dir="ck-$be" logger.log_dir="log-$be" \
-		grpo.max_num_steps=6
+for prec in float32 bfloat16; do
+	for be in cpu fenced; do
+		fence=0
+		[ "$be" = fenced ] && fence=1
+		run=$be-$prec
+		# shellcheck disable=SC2086 # $ckpt is two arguments
+		RL_OPS_FENCED=$fence expect_status 0 "4 $prec steps on the $be backend, saving every 2" -- \
+			"$RLRUN" train $ckpt checkpointing.checkpoint_dir="ck-$run" \
+			logger.log_dir="log-$run" grpo.max_num_steps=4 policy.precision=$prec
+		cp "log-$run/metrics.jsonl" "first-$run.jsonl"
+		# shellcheck disable=SC2086
+		RL_OPS_FENCED=$fence expect_status 0 "a resume to step 6 on the $be backend" -- \
+			"$RLRUN" train $ckpt checkpointing.checkpoint_dir="ck-$run" \
+			logger.log_dir="log-$run" grpo.max_num_steps=6 policy.precision=$prec
+	done
+	expect_grep "$WORK/out" "^rlrun train: resuming from ck-fenced-$prec/step_4" \
+		"the fenced $prec run resumed"
+	same_numbers first-fenced-$prec.jsonl first-cpu-$prec.jsonl \
+		"the fenced $prec run's first 4 steps are the CPU's, bit for bit"
+	same_numbers log-fenced-$prec/metrics.jsonl log-cpu-$prec/metrics.jsonl \
+		"after its resume, all 6 $prec steps are the CPU's, bit for bit"
+	if cmp -s ck-fenced-$prec/step_6/rank-00000.safetensors ck-cpu-$prec/step_6/rank-00000.safetensors; then
+		ok "the $prec step-6 checkpoints are identical files"
+	else
+		not_ok "the $prec step-6 checkpoints differ"
+	fi
 done
-expect_grep "$WORK/out" "^rlrun train: resuming from ck-fenced/step_4" "the fenced run resumed"
 expect_grep "$WORK/out" "^rlrun train: backend fenced" "the run names its backend"
-same_numbers first-fenced.jsonl first-cpu.jsonl "the fenced run's first 4 steps are the CPU's, bit for bit"
-same_numbers log-fenced/metrics.jsonl log-cpu/metrics.jsonl \
-	"after its resume, all 6 steps are the CPU's, bit for bit"
-if cmp -s ck-fenced/step_6/rank-00000.safetensors ck-cpu/step_6/rank-00000.safetensors; then
-	ok "the step-6 checkpoints are identical files"
-else
-	not_ok "the step-6 checkpoints differ"
-fi
 
 # cuda where it cannot run: refused by name, not run on the CPU instead
 expect_status 1 "policy.backend=cuda without a usable GPU" -- \

@@ -54,6 +54,28 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 		metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4
 done
 
+# bf16: each rank rounds its own cut of the fp32 master weights, which is
+# the whole model's rounding cut, so a layout's first update has the
+# single rank's gradient as in fp32. One step only: a master weight that a
+# later update leaves within float32 rounding of a bf16 tie rounds one way
+# in one layout and the other way in another, a jump of 2^-9 no tolerance
+# on ten steps would bound.
+bf16="policy.precision=bfloat16 grpo.max_num_steps=1"
+train single-bf16 1 $bf16
+for layout in "tp2-pp2-dp2-bf16 8 $tp=2 $pp=2" "tp2-sp-bf16 2 $tp=2 $sp" "cp2-bf16 2 $cp=2"; do
+	set -- $layout
+	name=$1
+	train "$@" $bf16
+	same_as "$name: first update's gradient = single rank's bf16 one" \
+		grads "$work/$name.grads" "$work/single-bf16.grads" 1e-5
+	same_as "$name: its step's metrics = single rank's bf16 ones" \
+		metrics "$work/$name/metrics.jsonl" "$work/single-bf16/metrics.jsonl" 1e-4
+done
+"$top_builddir/tests/tools/rl_compare" grads "$work/single-bf16.grads" "$work/single.grads" 0 \
+	>/dev/null 2>&1
+[ $? = 1 ] && ok "the bf16 gradient is not the fp32 one" ||
+	not_ok "the bf16 and fp32 gradients were not found to differ"
+
 # ---- checkpoints: written by one layout, resumed by others ----
 # tp2-dp2 saves step 2 and step 4. Its step_2, resumed by tp2-dp2 again,
 # must redo steps 3 and 4 exactly (metrics as written, step_4's shards byte

@@ -16,7 +16,7 @@
 # exported checkpoints of those steps score it, and resumes exactly; a
 # mixture of experts trained with expert parallelism refits its experts to
 # generation ranks that hold them all; what cannot be laid out or run yet
-# is refused by name.
+# is refused by name; a bf16 run generates with the weights it trains with.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -87,6 +87,15 @@ for layout in "nc-dp2-g2 4 $apart" "nc-dp2-gtp2 4 $apart $gtp=2" "nc-tp2-g2 4 $a
 	grep -q '"refit":[0-9]' "$work/$name/metrics.jsonl" && ok "  $name: refit is timed" ||
 		not_ok "  $name: no refit time in metrics.jsonl"
 done
+
+# bf16: the generation ranks get the fp32 master weights and round them as
+# the training ranks do, so the run is the colocated bf16 one, exactly
+bf16=policy.precision=bfloat16
+train co-dp2-bf16 2 $bf16
+# shellcheck disable=SC2086
+train nc-dp2-g2-bf16 4 $apart $bf16
+same_as "nc-dp2-g2-bf16: ten steps' metrics = co-dp2-bf16's" \
+	metrics "$work/nc-dp2-g2-bf16/metrics.jsonl" "$work/co-dp2-bf16/metrics.jsonl" 0
 
 # ---- a checkpoint: step_2, resumed, redoes steps 3-4 exactly ----
 ckpt="checkpointing.enabled=true checkpointing.save_period=2 grpo.max_num_steps=4"

@@ -5,8 +5,8 @@
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
 # metrics (timers aside) as a run never stopped. Five ways: after a random
-# step, synchronous and asynchronous (the rollout in flight saved with the
-# checkpoint); landing inside the reward program; landing inside a
+# step, synchronous, in bf16, and asynchronous (the rollout in flight saved
+# with the checkpoint); landing inside the reward program; landing inside a
 # checkpoint write; and with a grace time too short for a save, where the
 # newest checkpoint is kept and the log says how many steps will be redone.
 # Where the step matters, the run holds after it until the signal comes
@@ -244,6 +244,20 @@ if preempted_at_random random $steps; then
 	expect_grep "$work/random.out" "requeued job $id: it resumes from step_[0-9]+" \
 		"random: a checkpoint, then the requeue"
 	same_end random
+fi
+
+# ---- a bf16 run preempted at a random step ----
+# the checkpoint holds the fp32 master weights, from which the second start
+# rounds the bf16 ones again
+bf16=policy.precision=bfloat16
+job_script bref $steps $bf16
+id=$(submit bref low) && wait_until 120 start_ended bref 1 && [ "$(last_exit bref)" = 0 ] &&
+	ok "the uninterrupted bf16 run: $steps steps" || {
+	not_ok "the uninterrupted bf16 run did not finish"
+	sed 's/^/  | /' "$work/bref.out" | tail -20
+}
+if preempted_at_random brandom $steps $bf16; then
+	same_end brandom bref
 fi
 
 # ---- asynchronous GRPO preempted at a random step ----
