@@ -1,4 +1,5 @@
 /* Allocation of a model's activation and scratch buffers for a token budget. */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "runtime/model/acts.h"
@@ -27,7 +28,44 @@ static void *take(const struct rl_model *m, struct rl_acts *a, size_t bytes, int
 	return p;
 }
 
-struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
+/* The buffers a layer's forward pass writes and its backward pass reads,
+ * but for its input: each layer's own, or, recomputed, one set that every
+ * layer uses in turn. mlp: a dense MLP's too. */
+static void layer_buffers(const struct rl_model *m, struct rl_acts *a, int l, size_t T, bool mlp,
+                          int *failed)
+{
+	const struct rl_model_config *c = &m->cfg;
+	const struct rl_model_shard *sh = &m->shard;
+	struct rl_layer_acts *L = &a->layers[l];
+	size_t d = (size_t)c->hidden_size, f = sizeof(float);
+	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim;
+	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
+	size_t inter = (size_t)sh->intermediate;
+
+	L->xn1 = take(m, a, T * d * f, failed);
+	L->rstd1 = take(m, a, T * f, failed);
+	L->q = take(m, a, T * qd * f, failed);
+	L->k = take(m, a, T * kvd * f, failed);
+	L->v = take(m, a, T * kvd * f, failed);
+	if (c->qk_norm) {
+		L->q_raw = take(m, a, T * qd * f, failed);
+		L->k_raw = take(m, a, T * kvd * f, failed);
+		L->q_rstd = take(m, a, T * (size_t)sh->n_heads * f, failed);
+		L->k_rstd = take(m, a, T * (size_t)sh->n_kv_heads * f, failed);
+	}
+	L->att = take(m, a, T * qd * f, failed);
+	L->lse = take(m, a, T * (size_t)sh->n_heads * f, failed);
+	L->x_mid = take(m, a, T * d * f, failed);
+	L->xn2 = take(m, a, T * d * f, failed);
+	L->rstd2 = take(m, a, T * f, failed);
+	if (!mlp)
+		return;
+	L->gate = take(m, a, T * inter * f, failed);
+	L->up = take(m, a, T * inter * f, failed);
+	L->h = take(m, a, T * inter * f, failed);
+}
+
+static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool recompute)
 {
 	const struct rl_model_config *c = &m->cfg;
 	const struct rl_model_shard *sh = &m->shard;
@@ -70,35 +108,32 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 	a->targets = take(m, a, T * sizeof(int32_t), &failed);
 	a->cu_seqlens = take(m, a, (T + 1) * sizeof(int32_t), &failed);
 	a->first_layer = sh->first_layer;
+	a->recompute = recompute;
+	/* recomputed, the shared buffers serve every layer: the MLP's if any
+	 * layer is dense */
+	bool any_dense = false;
+	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++)
+		any_dense |= !rl_layer_is_moe(c, l);
 	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
 		struct rl_layer_acts *L = &a->layers[l];
+		float *x_in = take(m, a, T * d * f, &failed);
 
-		L->x_in = take(m, a, T * d * f, &failed);
-		L->xn1 = take(m, a, T * d * f, &failed);
-		L->rstd1 = take(m, a, T * f, &failed);
-		L->q = take(m, a, T * qd * f, &failed);
-		L->k = take(m, a, T * kvd * f, &failed);
-		L->v = take(m, a, T * kvd * f, &failed);
-		if (c->qk_norm) {
-			L->q_raw = take(m, a, T * qd * f, &failed);
-			L->k_raw = take(m, a, T * kvd * f, &failed);
-			L->q_rstd = take(m, a, T * (size_t)sh->n_heads * f, &failed);
-			L->k_rstd = take(m, a, T * (size_t)sh->n_kv_heads * f, &failed);
-		}
-		L->att = take(m, a, T * qd * f, &failed);
-		L->lse = take(m, a, T * (size_t)sh->n_heads * f, &failed);
-		L->x_mid = take(m, a, T * d * f, &failed);
-		L->xn2 = take(m, a, T * d * f, &failed);
-		L->rstd2 = take(m, a, T * f, &failed);
+		if (recompute && l > sh->first_layer)
+			*L = a->layers[sh->first_layer];
+		else
+			layer_buffers(m, a, l, T, recompute ? any_dense : !rl_layer_is_moe(c, l),
+			              &failed);
+		L->x_in = x_in;
+		L->moe = NULL;
+		/* a mixture-of-experts layer's routing and experts' buffers are
+		 * its own, recomputed or not: they grow with what it routes */
 		if (rl_layer_is_moe(c, l)) {
 			L->moe = calloc(1, sizeof *L->moe);
 			failed |= !L->moe;
-			continue;
 		}
-		L->gate = take(m, a, T * inter * f, &failed);
-		L->up = take(m, a, T * inter * f, &failed);
-		L->h = take(m, a, T * inter * f, &failed);
 	}
+	if (recompute)
+		a->recompute_out = take(m, a, T * d * f, &failed);
 	a->x_final = take(m, a, T * d * f, &failed);
 	a->hf = take(m, a, T * d * f, &failed);
 	a->rstd_f = take(m, a, T * f, &failed);
@@ -138,6 +173,16 @@ struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
 		return NULL;
 	}
 	return a;
+}
+
+struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens)
+{
+	return acts_new(m, max_tokens, false);
+}
+
+struct rl_acts *rl_acts_new_recompute(const struct rl_model *m, int max_tokens)
+{
+	return acts_new(m, max_tokens, true);
 }
 
 void rl_acts_free(const struct rl_model *m, struct rl_acts *a)

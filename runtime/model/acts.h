@@ -3,6 +3,8 @@
 #ifndef RL_MODEL_ACTS_H
 #define RL_MODEL_ACTS_H
 
+#include <stdbool.h>
+
 #include "runtime/model/model.h"
 #include "runtime/model/moe.h"
 #include "runtime/model/split.h"
@@ -16,7 +18,7 @@ struct rl_layer_acts {
 	float *att, *lse;       /* attention output [T, H*D], lse [T, H] */
 	float *x_mid;           /* residual stream after attention */
 	float *xn2, *rstd2;
-	float *gate, *up, *h; /* [T, intermediate] */
+	float *gate, *up, *h;    /* [T, intermediate] */
 	struct rl_moe_acts *moe; /* a mixture-of-experts layer's, instead of gate/up/h */
 };
 
@@ -38,6 +40,11 @@ struct rl_acts {
 	 * coefficient in the backward pass */
 	uint8_t *row_real;
 	float aux_coef;
+	/* activation checkpointing (rl_acts_new_recompute): every layer but
+	 * its input shares the first layer's buffers, and the backward pass
+	 * runs each layer's forward again, into recompute_out, before it */
+	bool recompute;
+	float *recompute_out;
 	struct rl_layer_acts *layers;
 	float *x_final, *hf, *rstd_f;
 	float *lm_lse;

@@ -162,6 +162,10 @@ static int stage_backward(struct rl_model *m, struct rl_acts *a, int first, int 
                           size_t errlen)
 {
 	for (int l = end - 1; l >= first; l--) {
+		/* checkpointed: the layer's activations again, from its input;
+		 * its output is already known, and is not overwritten */
+		if (a->recompute && rl_layer_forward(m, a, l, a->recompute_out, err, errlen))
+			return -1;
 		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
 			return -1;
 	}

@@ -57,10 +57,18 @@ int rl_model_idle_backward(struct rl_model *m, struct rl_acts *a, char *err, siz
 	if (!applies(m))
 		return 0;
 	float *none = a->x_final;
-	for (int l = m->shard.first_layer + m->shard.n_layers - 1; l >= m->shard.first_layer; l--)
-		if (has_experts(m, a, l) && rl_moe_backward(m, l, a->layers[l].moe, none, none,
-		                                            none, a->aux_coef, err, errlen))
+	for (int l = m->shard.first_layer + m->shard.n_layers - 1; l >= m->shard.first_layer; l--) {
+		if (!has_experts(m, a, l))
+			continue;
+		/* checkpointed, the others run each layer's forward again
+		 * before its backward, exchanges included */
+		if (a->recompute &&
+		    rl_moe_forward(m, l, a->layers[l].moe, none, 0, NULL, none, true, err, errlen))
 			return -1;
+		if (rl_moe_backward(m, l, a->layers[l].moe, none, none, none, a->aux_coef, err,
+		                    errlen))
+			return -1;
+	}
 	return 0;
 }
 

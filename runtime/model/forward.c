@@ -135,8 +135,8 @@ out:
 	return rc;
 }
 
-static int layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out, char *err,
-                         size_t errlen)
+int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out, char *err,
+                     size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
@@ -222,7 +222,7 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	for (int l = first; l < end; l++) {
 		float *x_out = l + 1 < end ? a->layers[l + 1].x_in : a->x_final;
 
-		if (layer_forward(m, a, l, x_out, err, errlen))
+		if (rl_layer_forward(m, a, l, x_out, err, errlen))
 			return -1;
 	}
 	if (!rl_model_last_stage(m))

@@ -44,6 +44,12 @@ struct rl_qkv_out {
 	float *q_rstd, *k_rstd;
 };
 
+/* forward.c: layer l of the batch in a (uploaded by rl_model_forward),
+ * from its input a->layers[l].x_in to x_out; the backward pass of a
+ * checkpointed model runs it again. */
+int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out, char *err,
+                     size_t errlen);
+
 /* blocks.c: the layer pieces forward.c and kv_cache.c share; out may alias
  * xn in rl_block_mlp (xn is read before out is written). */
 int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos, int T,

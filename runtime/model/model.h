@@ -10,7 +10,7 @@
  * rl_model_load, rl_model_new_random, rl_model_weights_bytes,
  * rl_model_copy_weights, rl_model_use_weights, rl_model_save,
  * rl_model_free, rl_model_set_precision, rl_model_round_weights, rl_acts_new,
- * rl_acts_free, rl_model_forward, rl_model_logits,
+ * rl_acts_new_recompute, rl_acts_free, rl_model_forward, rl_model_logits,
  * rl_model_logprobs, rl_model_backward, rl_model_idle_forward,
  * rl_model_idle_backward, rl_layer_param_is_expert, rl_expert_name */
 #ifndef RL_MODEL_MODEL_H
@@ -296,6 +296,13 @@ const float *rl_model_host_weights(const struct rl_model *m);
 void rl_model_host_weights_release(const struct rl_model *m, const float *host);
 
 struct rl_acts *rl_acts_new(const struct rl_model *m, int max_tokens);
+/* The same with activation checkpointing (Megatron's full recompute of
+ * each layer, NeMo-RL's policy.activation_checkpointing): the forward pass
+ * keeps each layer's input only, and the backward pass runs each layer's
+ * forward again before its backward, so the activations of one layer are
+ * held instead of all of them, for a second forward pass's time. The
+ * gradients are the same bits. */
+struct rl_acts *rl_acts_new_recompute(const struct rl_model *m, int max_tokens);
 void rl_acts_free(const struct rl_model *m, struct rl_acts *a);
 
 /* Runs the batch through every layer and the final norm. Under pipeline

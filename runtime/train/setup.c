@@ -151,7 +151,9 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 	t->acts = calloc((size_t)n_acts, sizeof *t->acts);
 	bool acts_ok = t->acts != NULL;
 	for (int i = 0; acts_ok && i < n_acts; i++, t->n_acts++)
-		acts_ok = (t->acts[i] = rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
+		acts_ok = (t->acts[i] = t->cfg->policy.parallel.activation_checkpointing
+		                            ? rl_acts_new_recompute(t->model, t->max_mb_tokens)
+		                            : rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
 	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
 	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
 	size_t bytes = rl_model_weights_bytes(t->model);

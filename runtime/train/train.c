@@ -37,10 +37,13 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
 	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
 	        t->updates_per_step == 1 ? "" : "s", t->log.path);
-	fprintf(out, "rlrun train: precision %s%s\n", c->policy.precision,
+	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
 	              "gradients and moments)"
+	            : "",
+	        c->policy.parallel.activation_checkpointing
+	            ? "; activation checkpointing: each layer recomputed in the backward pass"
 	            : "");
 	if (t->remote_generation)
 		fprintf(out,

@@ -283,6 +283,14 @@ expect_status 0 "  exported" -- "$RLRUN" ckpt export ep1.ck/step_1 --hf ep1.hf
 expect_status 0 "  exported" -- "$RLRUN" ckpt export ep2.ck/step_1 --hf ep2.hf
 expect_status 0 "  ep2's weights after it = ep1's (1e-4)" -- \
 	"$compare" grads ep2.hf/model.safetensors ep1.hf/model.safetensors 1e-4
+# activation checkpointing recomputes each layer, its exchanges included,
+# before the layer's backward: the same bits
+ac=policy.parallel.activation_checkpointing=true
+ep_run ep2-ac 2 1 $one_update $ac
+expect_grep "$WORK/out" "activation checkpointing: each layer recomputed" "  says it recomputes"
+expect_status 0 "  ep2 with activation checkpointing: the same metrics, bit for bit" -- \
+	"$compare" metrics ep2-ac/metrics.jsonl ep2/metrics.jsonl 0
+expect_status 0 "  and the same gradient" -- "$compare" grads ep2-ac.grads ep2.grads 0
 ep_run ep2-full 2 4 checkpointing.save_period=2
 mkdir -p ep2-re.ck ep1-re.ck && cp -r ep2-full.ck/step_2 ep2-re.ck/ && cp -r ep2-full.ck/step_2 ep1-re.ck/
 ep_run ep2-re 2 4 checkpointing.save_period=2
@@ -317,6 +325,11 @@ expect_status 0 "  its first step = ep1's (1e-5)" -- \
 	"$compare" metrics ep2pp2/metrics.jsonl ep1-uneven/metrics.jsonl 1e-5
 expect_status 0 "  its first gradient = ep1's, every expert's included (1e-5)" -- \
 	"$compare" grads ep2pp2.grads ep1-uneven.grads 1e-5
+# the rank with one micro-batch recomputes its idle pass's exchanges too
+ep_pp_run ep2pp2-ac 1 $ac
+expect_status 0 "  ep2pp2 with activation checkpointing: the same metrics, bit for bit" -- \
+	"$compare" metrics ep2pp2-ac/metrics.jsonl ep2pp2/metrics.jsonl 0
+expect_status 0 "  and the same gradient" -- "$compare" grads ep2pp2-ac.grads ep2pp2.grads 0
 ep_pp_run ep2pp2-full 2 checkpointing.save_period=1
 mkdir -p ep2pp2-re.ck && cp -r ep2pp2-full.ck/step_1 ep2pp2-re.ck/
 ep_pp_run ep2pp2-re 2 checkpointing.save_period=1

@@ -54,6 +54,22 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 		metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4
 done
 
+# activation checkpointing: each layer's forward again before its
+# backward, collectives included, in the same order on every rank: the
+# same bits as the layout without it
+ac=policy.parallel.activation_checkpointing=true
+for layout in "tp2-pp2-dp2 8 $tp=2 $pp=2" "tp2-sp 2 $tp=2 $sp" "cp2 2 $cp=2"; do
+	set -- $layout
+	base=$1 # (train sets name)
+	shift
+	train "$base-ac" "$@" $ac
+	expect_grep "$WORK/out" "activation checkpointing: each layer recomputed" "  says it recomputes"
+	same_as "$base-ac: first update's gradient = $base's, bit for bit" \
+		grads "$work/$base-ac.grads" "$work/$base.grads" 0
+	same_as "$base-ac: ten steps' metrics = $base's, bit for bit" \
+		metrics "$work/$base-ac/metrics.jsonl" "$work/$base/metrics.jsonl" 0
+done
+
 # bf16: each rank rounds its own cut of the fp32 master weights, which is
 # the whole model's rounding cut, so a layout's first update has the
 # single rank's gradient as in fp32. One step only: a master weight that a
