@@ -1,28 +1,39 @@
 #!/bin/sh
-# Packs what a GPU machine needs to run the CUDA parity tests and benches of
-# a --with-cuda build that was made elsewhere: the test and bench programs,
-# and the shared libraries they link that a bare CUDA image lacks (Criterion,
-# OpenBLAS and their own needs; the CUDA libraries are the machine's). One
-# command there then runs everything: sh DIR/run.sh [OUTDIR]. The files go
-# into DIR as one xz archive (OpenBLAS alone is 36 MB, and what travels to
-# the GPU machine is limited), which run.sh unpacks beside itself.
+# Packs what a GPU machine needs to check a --with-cuda build that was made
+# elsewhere, in one call: the CUDA parity tests, rlrun (the tiny GRPO on the
+# GPU in fp32 and in bf16, beside the same run on the machine's CPUs), the
+# benches; and the shared libraries they link that a bare CUDA image lacks
+# (Criterion, OpenBLAS, MPICH, UCX and UCX's modules, jansson, hwloc...; the
+# CUDA libraries are the machine's, found there). The files go into DIR as
+# one xz archive (OpenBLAS alone is 36 MB, and what travels to the GPU
+# machine is limited) beside run.sh, which unpacks it and runs everything:
 #
-#   tests/cuda/device-pack.sh BUILDDIR DIR
+#   tests/cuda/device-pack.sh BUILDDIR DIR        (here, after `make check
+#       TESTS=` and `make tests/bench/bench_gemm ...` in a --with-cuda build)
+#   sh DIR/run.sh OUTDIR                           (there)
+#
+# run.sh writes every log under OUTDIR/logs and OUTDIR/logs.tgz after each
+# stage, so a run cut short by its time limit still brings back what it
+# did; OUTDIR/logs/summary.txt has a line per check. Stages: the parity
+# tests (four at a time, T_TEST seconds each), the GRPO runs (GRPO_STEPS
+# steps, T_GRPO seconds each), then bench_gemm, bench_attention and
+# bench_model_gpu (RL_BENCH_PRECISION=bfloat16). RL_PACK_BENCH=0 skips the
+# benches.
 #
 # With this workplace's device tool: pack into .devpack (ignored by git),
-# carry it, and run `sh .devpack/run.sh $OUT/logs` there.
+# carry it, and run `sh .devpack/run.sh $OUT` there.
 set -eu
 [ $# = 2 ] || { echo "usage: $0 BUILDDIR DIR" >&2; exit 2; }
 build=$1 out=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/rl-pack-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir/bin" "$dir/lib" "$out"
+mkdir -p "$dir/bin" "$dir/lib/ucx" "$out"
 
 programs=
 for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
 	"$build"/tests/bench/bench_gemm "$build"/tests/bench/bench_attention \
-	"$build"/tests/bench/bench_rmsnorm "$build"/tests/bench/bench_model_gpu; do
+	"$build"/tests/bench/bench_rmsnorm "$build"/tests/bench/bench_model_gpu "$build"/rlrun; do
 	[ -x "$p" ] && [ -f "$p" ] || continue
 	case $p in *.o | *.log | *.trs) continue ;; esac
 	cp "$p" "$dir/bin/"
@@ -31,13 +42,15 @@ for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
 	programs="$programs $p"
 done
 [ -n "$programs" ] || { echo "$0: no CUDA test programs under $build" >&2; exit 1; }
+[ -f "$dir/bin/rlrun" ] || echo "$0: warning: no rlrun under $build: no GRPO runs" >&2
 
 # every library the programs resolve here, but the C library's own and the
 # CUDA ones, which must match the GPU machine's driver
 # shellcheck disable=SC2086 # one word per program
-ldd $programs 2>/dev/null | awk '/=> \// { print $3 }' | sort -u | while read -r lib; do
+libs=$(ldd $programs 2>/dev/null | awk '/=> \// { print $3 }' | sort -u)
+for lib in $libs; do
 	case $(basename "$lib") in
-	libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | \
+	libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libresolv.so* | \
 		libcuda.so* | libcudart.so* | libcublas* | libnccl.so* | libstdc++.so* | libgcc_s.so*) ;;
 	*)
 		cp -L "$lib" "$dir/lib/"
@@ -45,34 +58,102 @@ ldd $programs 2>/dev/null | awk '/=> \// { print $3 }' | sort -u | while read -r
 		;;
 	esac
 done
+# UCX (under MPICH) loads its transports from a directory beside libucp:
+# without them MPI_Init fails on the bare image
+for lib in $libs; do
+	case $(basename "$lib") in libucp.so*)
+		for m in "$(dirname "$lib")"/ucx/*.so.0; do
+			[ -f "$m" ] || continue
+			# the CUDA transports would pull in a CUDA runtime of this machine's
+			case $(basename "$m") in *cuda* | *gdr*) continue ;; esac
+			cp -L "$m" "$dir/lib/ucx/"
+		done
+		;;
+	esac
+done
 cp "$src/tests/bench/"*_torch.py "$dir/bin/" 2>/dev/null || true
 
 cat >"$out/run.sh" <<'RUN'
 #!/bin/sh
-# Runs every packed CUDA test, then the benches; a summary line per program.
+# Runs the packed checks on a GPU machine; see tests/cuda/device-pack.sh.
 pack=$(cd "$(dirname "$0")" && pwd)
 here=/tmp/rl-device-pack
 rm -rf "$here" && mkdir -p "$here" && tar -xJf "$pack/pack.tar.xz" -C "$here" || exit 1
 out=${1:-$here/out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CRITERION_VERBOSITY_LEVEL=1 RL_BENCH_TORCH_DIR="$here/bin"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+logs=$out/logs
+mkdir -p "$logs"
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$logs/summary.txt"; }
+save() { tar -czf "$out/logs.tgz" -C "$out" logs 2>/dev/null || true; }
+# the machine's CUDA libraries, wherever its image keeps them
+extra=$(find /usr/local /opt /usr/lib -name 'libnccl.so.2' -o -name 'libcublasLt.so.1[23]' \
+	-o -name 'libcudart.so.1[23]' 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:$extra${LD_LIBRARY_PATH:-}"
+export UCX_MODULE_DIR=$here/lib/ucx CRITERION_VERBOSITY_LEVEL=1 RL_BENCH_TORCH_DIR=$here/bin
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader |
+	tee -a "$logs/summary.txt"
+for p in "$here"/bin/*; do
+	case $p in *.py) continue ;; esac
+	ldd "$p" | grep -i "not found" | sed "s|^|$(basename "$p"): |"
+done | tee -a "$logs/summary.txt"
+
+cd "$here/bin" || exit 1
+say "parity tests"
 failed=0
-for t in "$here"/bin/test_*; do
-	name=$(basename "$t")
-	"$t" -j1 >"$out/$name.log" 2>&1
+# shellcheck disable=SC2016
+ls test_* | xargs -P 4 -I{} sh -c 'timeout '"${T_TEST:-150}"' ./{} -j1 >"$1/{}.log" 2>&1;
+	echo "{}: exit $?: $(grep -a Synthesis "$1/{}.log" | tail -1)"' sh "$logs" |
+	tee "$logs/tests.txt" | tee -a "$logs/summary.txt"
+failed=$(grep -vc ': exit 0:' "$logs/tests.txt")
+say "$failed test program(s) failed"
+save
+
+# The built-in tiny GRPO: on the CPUs (the reference), on the GPU in fp32
+# and in bf16. Their first step is on the same weights and samples, so the
+# fp32 GPU run's first line must be the CPU's to rounding; later steps
+# drift by sampling. The bar: reward 0.9 reached by the last step.
+grpo() { # NAME KEY=VALUE...
+	name=$1
+	shift
+	rm -rf "/tmp/rl-grpo/$name"
+	mkdir -p /tmp/rl-grpo
+	(cd /tmp/rl-grpo && timeout "${T_GRPO:-150}" "$here/bin/rlrun" train \
+		grpo.max_num_steps="${GRPO_STEPS:-100}" logger.log_dir="/tmp/rl-grpo/$name" "$@" \
+		>"$logs/grpo_$name.log" 2>&1)
 	rc=$?
-	echo "$name: exit $rc: $(grep -a 'Synthesis' "$out/$name.log" | tail -1)"
-	[ $rc = 0 ] || failed=$((failed + 1))
-done
-[ "${RL_PACK_BENCH:-1}" = 1 ] && for b in "$here"/bin/bench_*; do
-	[ -x "$b" ] || continue
-	case $b in *.py) continue ;; esac
-	(cd "$here/bin" && "$b") 2>&1 | tee "$out/$(basename "$b").log"
-done
-echo "$failed test program(s) failed"
-[ $failed = 0 ]
+	m=/tmp/rl-grpo/$name/metrics.jsonl
+	cp "$m" "$logs/grpo_${name}_metrics.jsonl" 2>/dev/null
+	say "grpo $name: exit $rc; $(awk -F'"reward_mean":' 'NF > 1 { split($2, a, ","); r = a[1] + 0;
+		n++; if (n == 1) f = r; if (r > b) b = r; l[n] = r }
+		END { s = 0; k = 0; for (i = n; i > n - 10 && i > 0; i--) { s += l[i]; k++ }
+		if (n) printf "%d steps, first %.4f, best %.4f, last 10 %.4f", n, f, b, s / k }' "$m" 2>/dev/null)"
+	save
+}
+if [ -x "$here/bin/rlrun" ]; then
+	say "grpo"
+	grpo cpu-fp32 policy.backend=cpu policy.precision=float32
+	grpo gpu-fp32 policy.backend=cuda policy.precision=float32
+	grpo gpu-bf16 policy.backend=cuda policy.precision=bfloat16
+	grpo cpu-bf16 policy.backend=cpu policy.precision=bfloat16
+	for p in fp32 bf16; do
+		a=$(head -1 "$logs/grpo_gpu-${p}_metrics.jsonl" 2>/dev/null | sed -E 's/"tokens_per_sec".*//')
+		b=$(head -1 "$logs/grpo_cpu-${p}_metrics.jsonl" 2>/dev/null | sed -E 's/"tokens_per_sec".*//')
+		say "grpo $p step 1, gpu: $a"
+		say "grpo $p step 1, cpu: $b"
+	done
+fi
+
+if [ "${RL_PACK_BENCH:-1}" = 1 ]; then
+	for b in bench_gemm bench_attention bench_rmsnorm bench_model_gpu; do
+		[ -x "$b" ] || continue
+		timeout "${T_BENCH:-240}" ./"$b" >"$logs/$b.log" 2>&1
+		say "$b: exit $?"
+		save
+	done
+fi
+say "done: $failed test program(s) failed"
+save
+[ "$failed" = 0 ]
 RUN
 chmod +x "$out/run.sh"
 tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib
