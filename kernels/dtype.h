@@ -1,8 +1,9 @@
 /* Element types of tensors on disk and in memory. The type travels with the
  * tensor, so one code path serves bf16, fp16 and fp32 files; conversions are
  * exact (to fp32) or round-to-nearest-even (from fp32), as PyTorch does.
- * defines: enum rl_dtype, rl_dtype_size, rl_dtype_name, rl_bf16_to_f32,
- * rl_f32_to_bf16, rl_f16_to_f32, rl_f32_to_f16 */
+ * defines: enum rl_dtype, rl_dtype_size, rl_dtype_name, rl_dtype_torch_name,
+ * rl_dtype_from_torch_name, rl_bf16_to_f32, rl_f32_to_bf16, rl_f16_to_f32,
+ * rl_f32_to_f16 */
 #ifndef RL_KERNELS_DTYPE_H
 #define RL_KERNELS_DTYPE_H
 
@@ -25,6 +26,26 @@ static inline size_t rl_dtype_size(enum rl_dtype t)
 static inline const char *rl_dtype_name(enum rl_dtype t)
 {
 	return t == RL_F32 ? "F32" : t == RL_BF16 ? "BF16" : "F16";
+}
+
+/* The names torch and config.json use ("bfloat16", "float16", "float32"),
+ * which policy.precision takes too. */
+static inline const char *rl_dtype_torch_name(enum rl_dtype t)
+{
+	return t == RL_F32 ? "float32" : t == RL_BF16 ? "bfloat16" : "float16";
+}
+
+/* *t for such a name: 0, or -1 when it names none. */
+static inline int rl_dtype_from_torch_name(const char *name, enum rl_dtype *t)
+{
+	static const enum rl_dtype all[] = {RL_F32, RL_BF16, RL_F16};
+
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		if (strcmp(name, rl_dtype_torch_name(all[i])) == 0) {
+			*t = all[i];
+			return 0;
+		}
+	return -1;
 }
 
 static inline float rl_bf16_to_f32(uint16_t h)

@@ -282,7 +282,8 @@ static int export_hf(const char *dir, const char *out, const char *model_overrid
 	}
 	/* a bf16 run's policy is its bf16 weights: what it generated and
 	 * scored with (the fp32 master stays in the checkpoint) */
-	if (strcmp(cfg.policy.precision, "bfloat16") == 0)
+	enum rl_dtype precision;
+	if (rl_dtype_from_torch_name(cfg.policy.precision, &precision) == 0 && precision == RL_BF16)
 		m->cfg.torch_dtype = RL_BF16;
 	/* transformers' default shard size */
 	if (rl_model_save(m, out, (size_t)5 << 30, err, errlen))

@@ -78,9 +78,11 @@ int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
 	struct rl_moe_acts moe = {0};
 	int rc = 0;
 
+	if (!applies(m))
+		return 0;
 	/* a rank with no prompts of its own comes here first */
-	if (!applies(m) || rl_model_round_weights(m, err, errlen))
-		return applies(m) ? -1 : 0;
+	if (rl_model_round_weights(m, err, errlen))
+		return -1;
 	float *none = m->ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
 	if (!none) {
 		/* the others wait in the next exchange until the watchdog stops

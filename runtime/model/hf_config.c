@@ -296,11 +296,7 @@ static int parse_dtype(struct ctx *c, struct rl_model_config *cfg)
 	if (!json_is_string(v))
 		return fail(c, "key %s: expected a string, got %s", key, rl_json_type_name(v));
 	const char *s = json_string_value(v);
-	if (!strcmp(s, "bfloat16"))
-		cfg->torch_dtype = RL_BF16;
-	else if (!strcmp(s, "float16"))
-		cfg->torch_dtype = RL_F16;
-	else if (strcmp(s, "float32"))
+	if (rl_dtype_from_torch_name(s, &cfg->torch_dtype))
 		return fail(c, "key %s: %s is not supported (bfloat16, float16, float32)", key, s);
 	return 0;
 }
@@ -389,7 +385,8 @@ static int parse_mlp_only(struct ctx *c, struct rl_moe_config *e, int n_layers)
 	if (!list)
 		return 0;
 	if (!json_is_array(list))
-		return fail(c, "key mlp_only_layers: expected a list, got %s", rl_json_type_name(list));
+		return fail(c, "key mlp_only_layers: expected a list, got %s",
+		            rl_json_type_name(list));
 	if (json_array_size(list) > RL_MAX_MLP_ONLY)
 		return fail(c, "key mlp_only_layers: %zu entries, at most %d are supported",
 		            json_array_size(list), RL_MAX_MLP_ONLY);

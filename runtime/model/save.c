@@ -22,11 +22,6 @@ static const char *const side_files[] = {
     "tokenizer_config.json", "special_tokens_map.json", NULL,
 };
 
-static const char *torch_dtype_name(enum rl_dtype t)
-{
-	return t == RL_BF16 ? "bfloat16" : t == RL_F16 ? "float16" : "float32";
-}
-
 /* The source's config.json, its dtype key (transformers 5's "dtype" or the
  * older "torch_dtype", whichever it has) naming the weights written. The
  * file is copied byte for byte when it already does. */
@@ -35,7 +30,7 @@ static int write_config(const struct rl_model *m, const char *from, const char *
 {
 	json_error_t jerr;
 	json_t *root = json_load_file(from, 0, &jerr);
-	const char *want = torch_dtype_name(m->cfg.torch_dtype);
+	const char *want = rl_dtype_torch_name(m->cfg.torch_dtype);
 	int rc = -1;
 
 	if (!root) {

@@ -121,10 +121,12 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 			return -1;
 	}
 	/* after the cut: each rank rounds only its own part */
-	if (rl_model_set_precision(t->model,
-	                           strcmp(c->policy.precision, "float32") == 0 ? RL_F32 : RL_BF16,
-	                           err, errlen) ||
-	    moe_options(t, err, errlen))
+	enum rl_dtype precision;
+	if (rl_dtype_from_torch_name(c->policy.precision, &precision)) {
+		snprintf(err, errlen, "policy.precision: %s is not a dtype", c->policy.precision);
+		return -1;
+	}
+	if (rl_model_set_precision(t->model, precision, err, errlen) || moe_options(t, err, errlen))
 		return -1;
 	if (rl_builtin_is(tok_dir))
 		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
