@@ -115,12 +115,19 @@ tmp_write() { ls -d "$work/$1.ck"/tmp_step_* >/dev/null 2>&1; }
 held() { grep -q "holding after step $2 " "$work/$1.out" 2>/dev/null; } # NAME STEP
 committed() { [ -f "$work/$1.ck/step_$2/manifest.json" ]; }
 
-# the pids of the job's rlrun processes (a process gone before its files
-# are read is not one: 2>/dev/null comes first to silence the < too)
+# the first word of process PID's command line (empty once it is gone:
+# 2>/dev/null comes first to silence the < too)
+command_of() { tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline" | head -1; }
+# the pids of the job's rlrun ranks. A rank's reward program, spawned but
+# not yet exec'd, is an rlrun process of the job too for a moment: its
+# parent is a rank, and it is not one (held and then gone, it once made the
+# preemption look done before it came, and the run finished unpreempted).
 ranks_of() { # JOBID
 	for p in /proc/[0-9]*; do
 		# slurmstepd starts tasks through /proc/self/exe: comm says "exe"
-		[ "$(tr '\0' '\n' 2>/dev/null <"$p/cmdline" | head -1)" = "$RLRUN" ] || continue
+		[ "$(command_of "${p#/proc/}")" = "$RLRUN" ] || continue
+		parent=$(cut -d' ' -f4 "$p/stat" 2>/dev/null)
+		[ -n "$parent" ] && [ "$(command_of "$parent")" != "$RLRUN" ] || continue
 		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "SLURM_JOB_ID=$1" && echo "${p#/proc/}"
 	done
 }
