@@ -388,6 +388,69 @@ static int fenced_moe_combine_backward(float *dy, float *dweight, const float *d
 	                                       n_tokens, k, dim, stream);
 }
 
+static int fenced_kv_append(float *k_cache, float *v_cache, const float *k, const float *v,
+                            const int32_t *rows, int n, int row_floats, void *stream)
+{
+	if (DEV(k_cache) || DEV(v_cache) || DEV(k) || DEV(v) || DEV(rows))
+		return -1;
+	return rl_ops_cpu.kv_append(U(k_cache), U(v_cache), U(k), U(v), U(rows), n, row_floats,
+	                            stream);
+}
+
+static int fenced_attention_paged(float *out, float *lse, const float *q, const float *k_cache,
+                                  const float *v_cache, const int32_t *table, const int32_t *off,
+                                  const int32_t *pos, int n, int block,
+                                  const struct rl_attention_shape *shape, void *stream)
+{
+	if (DEV(out) || DEV_OR_NULL(lse) || DEV(q) || DEV(k_cache) || DEV(v_cache) || DEV(table) ||
+	    DEV(off) || DEV(pos) || host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.attention_paged(U(out), U(lse), U(q), U(k_cache), U(v_cache), U(table),
+	                                  U(off), U(pos), n, block, shape, stream);
+}
+
+/* The parameters are host memory; the counters are per row, on the device. */
+static int fenced_sample(int32_t *tokens, const float *logits, int n, int vocab, int ld,
+                         const struct rl_sample_params *p, const int64_t *counters, void *stream)
+{
+	if (DEV(tokens) || DEV(logits) || DEV(counters) || host(__func__, "p", p))
+		return -1;
+	return rl_ops_cpu.sample(U(tokens), U(logits), n, vocab, ld, p, U(counters), stream);
+}
+
+static int fenced_logits_logprobs(float *logprob, float *lse, const float *logits, int ld,
+                                  const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                                  float *work, void *stream)
+{
+	if (DEV(logprob) || DEV(lse) || DEV(logits) || DEV(targets) || DEV(work) ||
+	    host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.logits_logprobs(U(logprob), U(lse), U(logits), ld, U(targets), shape,
+	                                  U(work), stream);
+}
+
+static int fenced_linear_forward_invariant(float *y, const float *x, const float *w,
+                                           const float *bias, int n, int in_dim, int out_dim,
+                                           void *stream)
+{
+	if (DEV(y) || DEV(x) || DEV(w) || DEV_OR_NULL(bias))
+		return -1;
+	return rl_ops_cpu.linear_forward_invariant(U(y), U(x), U(w), U(bias), n, in_dim, out_dim,
+	                                           stream);
+}
+
+static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, const float *h,
+                                                const float *w, const int32_t *targets,
+                                                const struct rl_lm_logprobs_shape *shape,
+                                                float *work, void *stream)
+{
+	if (DEV(logprob) || DEV(lse) || DEV(h) || DEV(w) || DEV(targets) || DEV(work) ||
+	    host(__func__, "shape", shape))
+		return -1;
+	return rl_ops_cpu.lm_logprobs_forward_invariant(U(logprob), U(lse), U(h), U(w), U(targets),
+	                                                shape, U(work), stream);
+}
+
 const struct rl_ops rl_ops_fenced = {
     .name = "fenced",
     .alloc = fenced_alloc,
@@ -424,4 +487,10 @@ const struct rl_ops rl_ops_fenced = {
     .grouped_linear_backward = fenced_grouped_linear_backward,
     .moe_combine_forward = fenced_moe_combine_forward,
     .moe_combine_backward = fenced_moe_combine_backward,
+    .kv_append = fenced_kv_append,
+    .attention_paged = fenced_attention_paged,
+    .sample = fenced_sample,
+    .logits_logprobs = fenced_logits_logprobs,
+    .linear_forward_invariant = fenced_linear_forward_invariant,
+    .lm_logprobs_forward_invariant = fenced_lm_logprobs_forward_invariant,
 };

@@ -3,9 +3,17 @@
  * fp32, walking the vocabulary in chunks so that memory stays
  * O(n x chunk) and the [n, vocab] logits never exist. The cross-entropy loss
  * is -mean(logprob) and is left to the caller, as are GRPO's weightings.
+ *
+ * Generation's logprobs equal the logprob pass's bit for bit when both sides
+ * use the batch-invariant pair: the fused forward with its chunk logits from
+ * the invariant GEMM (linear.h), each logit scale * dot, and
+ * rl_logits_logprobs on the logits generation already has (the invariant
+ * LM head's, unscaled), folding them in the same chunks with the same code.
  * defines: rl_lm_logprobs_forward_cpu, rl_lm_logprobs_backward_cpu,
+ * rl_lm_logprobs_forward_invariant_cpu, rl_logits_logprobs_cpu,
  * rl_lm_logprobs_forward_cuda, rl_lm_logprobs_backward_cuda,
- * rl_lm_logprobs_work_floats */
+ * rl_lm_logprobs_forward_invariant_cuda, rl_logits_logprobs_cuda,
+ * rl_lm_logprobs_work_floats, rl_logits_logprobs_fn */
 #ifndef RL_KERNELS_LOGPROBS_H
 #define RL_KERNELS_LOGPROBS_H
 
@@ -50,6 +58,15 @@ typedef int (*rl_lm_logprobs_backward_fn)(float *dh, float *dw, const float *dlo
                                           const struct rl_lm_logprobs_shape *shape, float *work,
                                           void *stream);
 
+/* logprob[t] and lse[t] as the invariant fused forward computes them, from
+ * logits [n, ld] (the first shape->vocab of each row; shape->dim is not
+ * read) already computed: each is multiplied by logit_scale, then folded in
+ * chunks of shape->chunk. targets in [-1, vocab). work: n * chunk floats. */
+typedef int (*rl_logits_logprobs_fn)(float *logprob, float *lse, const float *logits, int ld,
+                                     const int32_t *targets,
+                                     const struct rl_lm_logprobs_shape *shape, float *work,
+                                     void *stream);
+
 int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
                                const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
                                float *work, void *stream);
@@ -57,6 +74,14 @@ int rl_lm_logprobs_backward_cpu(float *dh, float *dw, const float *dlogprob, con
                                 const float *w, const int32_t *targets, const float *lse,
                                 const struct rl_lm_logprobs_shape *shape, float *work,
                                 void *stream);
+
+int rl_lm_logprobs_forward_invariant_cpu(float *logprob, float *lse, const float *h, const float *w,
+                                         const int32_t *targets,
+                                         const struct rl_lm_logprobs_shape *shape, float *work,
+                                         void *stream);
+int rl_logits_logprobs_cpu(float *logprob, float *lse, const float *logits, int ld,
+                           const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                           float *work, void *stream);
 
 /* Only defined when built --with-cuda (RL_HAVE_CUDA).
  * Pointers, work included, are device memory. The forward checks the
@@ -91,6 +116,16 @@ int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *dlogprob, co
                                  const float *w, const int32_t *targets, const float *lse,
                                  const struct rl_lm_logprobs_shape *shape, float *work,
                                  void *stream);
+/* kernels/cuda/logprobs_invariant.cu. Neither checks the targets on the
+ * device (no synchronisation: both run inside a captured decode step); a
+ * target outside [-1, vocab) gives logprob 0. */
+int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse, const float *h,
+                                          const float *w, const int32_t *targets,
+                                          const struct rl_lm_logprobs_shape *shape, float *work,
+                                          void *stream);
+int rl_logits_logprobs_cuda(float *logprob, float *lse, const float *logits, int ld,
+                            const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                            float *work, void *stream);
 
 #ifdef __cplusplus
 }

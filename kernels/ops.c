@@ -43,5 +43,11 @@ const char *rl_ops_missing(const struct rl_ops *ops)
 	CHECK(grouped_linear_backward);
 	CHECK(moe_combine_forward);
 	CHECK(moe_combine_backward);
+	CHECK(kv_append);
+	CHECK(attention_paged);
+	CHECK(sample);
+	CHECK(logits_logprobs);
+	CHECK(linear_forward_invariant);
+	CHECK(lm_logprobs_forward_invariant);
 	return NULL;
 }

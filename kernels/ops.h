@@ -17,8 +17,10 @@
 #include "kernels/linear.h"
 #include "kernels/logprobs.h"
 #include "kernels/moe.h"
+#include "kernels/paged.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/sample.h"
 #include "kernels/swiglu.h"
 #include "kernels/vector.h"
 
@@ -65,6 +67,14 @@ struct rl_ops {
 	rl_grouped_linear_backward_fn grouped_linear_backward;
 	rl_moe_combine_forward_fn moe_combine_forward;
 	rl_moe_combine_backward_fn moe_combine_backward;
+	/* generation: the paged KV cache, sampling on the backend, and the
+	 * batch-invariant twins that make its logprobs equal training's */
+	rl_kv_append_fn kv_append;
+	rl_attention_paged_fn attention_paged;
+	rl_sample_fn sample;
+	rl_logits_logprobs_fn logits_logprobs;
+	rl_linear_forward_fn linear_forward_invariant;
+	rl_lm_logprobs_forward_fn lm_logprobs_forward_invariant;
 };
 
 extern const struct rl_ops rl_ops_cpu;

@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/linear.h"
 #include "kernels/logprobs.h"
 
 #define PAR_MIN (1L << 15)
@@ -60,17 +61,44 @@ static void fold_row(const float *restrict row, int c, int c0, int32_t target, f
 		*tlogit = row[target - c0];
 }
 
-int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
-                               const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
-                               float *work, void *stream)
+/* How a forward gets a chunk's scaled logits [n, c] into work. */
+struct chunk_src {
+	const float *h, *w;  /* the fused ops: h [n, dim], W [vocab, dim] */
+	const float *logits; /* rl_logits_logprobs: [n, ld] */
+	int ld, dim;
+	float scale;
+	int invariant;
+};
+
+static void chunk_from(const struct chunk_src *src, float *work, int n, int c0, int c)
 {
-	(void)stream;
+	if (src->logits) {
+		for (int t = 0; t < n; t++)
+			for (int j = 0; j < c; j++)
+				work[(size_t)t * c + j] =
+				    src->logits[(size_t)t * (size_t)src->ld + (size_t)(c0 + j)] *
+				    src->scale;
+	} else if (src->invariant) {
+		/* the same bits as the invariant LM head's logits, then scaled as
+		 * rl_logits_logprobs scales them */
+		rl_linear_forward_invariant_cpu(work, src->h, src->w + (size_t)c0 * src->dim, NULL,
+		                                n, src->dim, c, NULL);
+		for (size_t i = 0; i < (size_t)n * (size_t)c; i++)
+			work[i] *= src->scale;
+	} else {
+		chunk_logits(work, src->h, src->w, n, src->dim, c0, c, src->scale);
+	}
+}
+
+static int forward(float *logprob, float *lse, const struct chunk_src *src, const int32_t *targets,
+                   const struct rl_lm_logprobs_shape *shape, float *work)
+{
 	int chunk;
 
-	if (!logprob || !lse || !h || !w || !targets || !work || check_shape(shape, &chunk))
+	if (!logprob || !lse || !targets || !work || check_shape(shape, &chunk))
 		return -1;
 
-	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
+	int n = shape->n, vocab = shape->vocab;
 
 	for (int t = 0; t < n; t++)
 		if (targets[t] < -1 || targets[t] >= vocab)
@@ -93,7 +121,7 @@ int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
 		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
 
-		chunk_logits(work, h, w, n, dim, c0, c, shape->logit_scale);
+		chunk_from(src, work, n, c0, c);
 #pragma omp parallel for if ((long)n * c >= PAR_MIN) schedule(static)
 		for (int t = 0; t < n; t++)
 			fold_row(work + (size_t)t * c, c, c0, targets[t], &lse[t], &sum[t],
@@ -109,6 +137,46 @@ int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const
 	}
 	free(sum);
 	return 0;
+}
+
+int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
+                               const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                               float *work, void *stream)
+{
+	(void)stream;
+	if (!h || !w || !shape)
+		return -1;
+
+	struct chunk_src src = {h, w, NULL, 0, shape->dim, shape->logit_scale, 0};
+
+	return forward(logprob, lse, &src, targets, shape, work);
+}
+
+int rl_lm_logprobs_forward_invariant_cpu(float *logprob, float *lse, const float *h, const float *w,
+                                         const int32_t *targets,
+                                         const struct rl_lm_logprobs_shape *shape, float *work,
+                                         void *stream)
+{
+	(void)stream;
+	if (!h || !w || !shape)
+		return -1;
+
+	struct chunk_src src = {h, w, NULL, 0, shape->dim, shape->logit_scale, 1};
+
+	return forward(logprob, lse, &src, targets, shape, work);
+}
+
+int rl_logits_logprobs_cpu(float *logprob, float *lse, const float *logits, int ld,
+                           const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
+                           float *work, void *stream)
+{
+	(void)stream;
+	if (!logits || !shape || ld < shape->vocab)
+		return -1;
+
+	struct chunk_src src = {NULL, NULL, logits, ld, 1, shape->logit_scale, 0};
+
+	return forward(logprob, lse, &src, targets, shape, work);
 }
 
 /* row[j] becomes dlogits = scale dlogprob ([j == target] - softmax) */

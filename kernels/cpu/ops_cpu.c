@@ -69,4 +69,10 @@ const struct rl_ops rl_ops_cpu = {
     .grouped_linear_backward = rl_grouped_linear_backward_cpu,
     .moe_combine_forward = rl_moe_combine_forward_cpu,
     .moe_combine_backward = rl_moe_combine_backward_cpu,
+    .kv_append = rl_kv_append_cpu,
+    .attention_paged = rl_attention_paged_cpu,
+    .sample = rl_sample_cpu,
+    .logits_logprobs = rl_logits_logprobs_cpu,
+    .linear_forward_invariant = rl_linear_forward_invariant_cpu,
+    .lm_logprobs_forward_invariant = rl_lm_logprobs_forward_invariant_cpu,
 };

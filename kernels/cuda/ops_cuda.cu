@@ -42,4 +42,10 @@ extern "C" const struct rl_ops rl_ops_cuda = {
     rl_grouped_linear_backward_cuda,
     rl_moe_combine_forward_cuda,
     rl_moe_combine_backward_cuda,
+    rl_kv_append_cuda,
+    rl_attention_paged_cuda,
+    rl_sample_cuda,
+    rl_logits_logprobs_cuda,
+    rl_linear_forward_invariant_cuda,
+    rl_lm_logprobs_forward_invariant_cuda,
 };

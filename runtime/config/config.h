@@ -154,6 +154,8 @@ struct rl_cfg_policy {
 		struct rl_opt_int top_k;
 		struct rl_int_list stop_token_ids;
 		struct rl_str_list stop_strings;
+		bool batch_invariant;
+		struct rl_opt_int kv_cache_blocks;
 		struct {
 			bool enabled;
 			struct rl_opt_int gpus_per_node;

@@ -257,6 +257,14 @@ const struct rl_key rl_schema[] = {
      "null", AT_LEAST(0), .doc = "token ids that end a sample (besides EOS)"},
     {"policy.generation.stop_strings", RL_T_STRING_LIST, OFF(policy.generation.stop_strings),
      "null", .doc = "strings that end a sample"},
+    {"policy.generation.batch_invariant", RL_T_BOOL, OFF(policy.generation.batch_invariant), "true",
+     .doc = "generation and the logprob pass use batch-invariant kernels, so the logprobs "
+            "generation reports are the trainer's to the bit (gen_logprob_max_diff 0); false: "
+            "the fastest GEMMs"},
+    {"policy.generation.kv_cache_blocks", RL_T_OPT_INT, OFF(policy.generation.kv_cache_blocks),
+     "null", AT_LEAST(1),
+     .doc = "blocks of 16 tokens in the paged KV cache; null: enough for "
+            "generation_batch_size sequences of the longest length"},
     NOT_YET("policy.generation.vllm_cfg", "slurm-rl does not use vLLM"),
     NOT_YET_UNLESS("policy.generation.vllm_kwargs", "{}", "slurm-rl does not use vLLM"),
     {"policy.generation.colocated.enabled", RL_T_BOOL, OFF(policy.generation.colocated.enabled),

@@ -1,13 +1,24 @@
-/* Batched generation: prefill every prompt through the KV cache, then decode
- * one token per live sequence per step until each stops on its own (EOS,
- * stop token, stop string, token budget). Sequence i samples from RNG stream
- * stream_base + i of the seed, so its tokens do not depend on the batch it
- * ran in.
+/* The generation engine: continuous batching over a paged KV cache. Up to
+ * max_slots sequences run at once; each engine step feeds every running one
+ * its pending tokens (a prompt, or the last token drawn) in one batched
+ * forward, samples every next token on the backend, and brings back only
+ * the ids and their logprobs; a sequence that stops (EOS, stop token, stop
+ * string, token budget) frees its slot for the next waiting prompt at
+ * once. Prompts given as the same array (GRPO's samples of one prompt) are
+ * prefilled once: a later one shares the first's cache blocks but the last
+ * prompt token, which it feeds itself.
+ *
+ * Token t of prompt i draws its number from Philox at (seed, stream_base +
+ * i, t), so with batch_invariant on what a sequence generates depends on
+ * nothing but its prompt, the weights and that key: not on max_slots, the
+ * order of the prompts, the sharing or the backend's threads. Its logprobs
+ * are then the bits the trainer's batch-invariant logprob pass computes.
  * defines: struct rl_gen_params, struct rl_gen_output, rl_generate,
  * rl_gen_outputs_free */
 #ifndef RL_GENERATE_GENERATE_H
 #define RL_GENERATE_GENERATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,11 +34,22 @@ struct rl_gen_params {
 	/* prompt i draws from stream stream_base + i: a caller that splits one
 	 * logical batch into several calls keeps every sequence's stream */
 	uint64_t stream_base;
+	int max_slots; /* sequences at once; 0: all the prompts */
+	/* the KV cache: tokens per block (0: 16) and blocks (0: enough for
+	 * max_slots sequences of the longest length, so it never runs out) */
+	int kv_block;
+	int kv_blocks;
+	/* the logprobs: log-softmax of logit_scale * logits folded in chunks
+	 * of logprob_chunk, as the trainer's pass (0: 1/temperature, or 1 when
+	 * greedy; 0: the whole vocabulary) */
+	float logit_scale;
+	int logprob_chunk;
+	bool batch_invariant;
 };
 
 struct rl_gen_output {
 	int32_t *tokens; /* generated ids, the stopping token included */
-	float *logprobs; /* per token: see rl_sample */
+	float *logprobs; /* per token: log p under logit_scale * logits, see above */
 	size_t n_tokens;
 	char *text; /* decoded, cut before a stop string; NULL without a tokenizer */
 	size_t text_len;

@@ -9,11 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/sample.h"
 #include "runtime/base/rng.h"
 
 /* A temperature below this is greedy decoding, as vLLM's _SAMPLING_EPS:
  * dividing by a tinier temperature only overflows. */
-#define RL_SAMPLING_GREEDY_EPS 1e-5f
+#define RL_SAMPLING_GREEDY_EPS RL_SAMPLE_GREEDY_EPS
 
 /* temperature: >= 0; below RL_SAMPLING_GREEDY_EPS (0 in practice) = greedy.
  * top_k: 0 or -1 = off; otherwise keep the top_k highest scaled logits, ties

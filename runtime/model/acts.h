@@ -33,6 +33,9 @@ struct rl_acts {
 	/* ids and targets are this rank's vocabulary rows (-1: another
 	 * rank's, or no target) */
 	int32_t *ids, *pos, *cu_seqlens, *targets;
+	/* the batch-invariant attention's view of the batch (kernels/paged.h):
+	 * the identity table and each token's sequence start, t - pos[t] */
+	int32_t *key_rows, *key_off;
 	int32_t *targets_host;
 	float *target_mask; /* host: 1 where a target exists */
 	/* host: 1 for the rows that are tokens, not padding (the routers'

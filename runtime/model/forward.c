@@ -88,6 +88,26 @@ static int check_batch(const struct rl_model *m, const struct rl_batch *b, char 
 	return 0;
 }
 
+/* The batch-invariant attention reads a packed batch as a paged cache with
+ * blocks of one row: key j of token t is row t - pos[t] + j. Uses ids as
+ * scratch once it is uploaded. */
+static int upload_key_rows(struct rl_model *m, struct rl_acts *a, const int32_t *pos,
+                           int32_t *scratch, int rows)
+{
+	const struct rl_ops *ops = m->ops;
+	size_t n = (size_t)rows * sizeof(int32_t);
+
+	if (!m->invariant || m->shard.cp.size > 1)
+		return 0;
+	for (int t = 0; t < rows; t++)
+		scratch[t] = t;
+	if (ops->from_host(a->key_rows, scratch, n, NULL))
+		return -1;
+	for (int t = 0; t < rows; t++)
+		scratch[t] = t - pos[t];
+	return ops->from_host(a->key_off, scratch, n, NULL);
+}
+
 /* The batch on the backend, as this rank's rows of it. */
 static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_batch *b, char *err,
                         size_t errlen)
@@ -115,7 +135,7 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 		goto out;
 	size_t n = (size_t)rows * sizeof(int32_t);
 	if (ops->from_host(a->ids, ids, n, NULL) || ops->from_host(a->pos, pos, n, NULL) ||
-	    ops->from_host(a->targets, tgt, n, NULL) ||
+	    ops->from_host(a->targets, tgt, n, NULL) || upload_key_rows(m, a, pos, ids, rows) ||
 	    ops->from_host(a->cu_seqlens, cu, (size_t)(n_seqs + 1) * sizeof(int32_t), NULL)) {
 		snprintf(err, errlen, "copying the batch to the %s backend failed", ops->name);
 		goto out;
@@ -163,6 +183,12 @@ int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out,
 		rl_cp_gather_kv(m, a, L->v, a->v_full, kvd, "context-parallel values all-gather");
 		RL_TRY(ops->attention_chunks_forward(L->att, L->lse, L->q, a->k_full, a->v_full,
 		                                     &a->chunks, &shape, NULL),
+		       "layer %d: attention", l);
+	} else if (m->invariant) {
+		/* generation's attention, so that a token's logprob here has
+		 * the bits generation reported for it */
+		RL_TRY(ops->attention_paged(L->att, L->lse, L->q, L->k, L->v, a->key_rows,
+		                            a->key_off, a->pos, T, 1, &shape, NULL),
 		       "layer %d: attention", l);
 	} else {
 		RL_TRY(ops->attention_forward(L->att, L->lse, L->q, L->k, L->v, a->cu_seqlens,

@@ -1,18 +1,23 @@
-/* Prefill and decode through the KV cache. The token-wise work (norms,
- * projections, MLP) runs on all new tokens of all sequences as one batch;
- * only attention goes sequence by sequence, each against its own cache. */
+/* Prefill and decode through the paged KV cache. The token-wise work
+ * (norms, projections, MLP) runs on all new tokens of all slots as one
+ * batch, and so do the cache append and attention: one op each per layer,
+ * whatever the mix of prompts and decode steps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/model/forward_util.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/moe.h"
+#include "runtime/model/split.h"
 
 struct rl_decode_scratch {
-	int32_t *ids, *pos;
+	int32_t *ids, *pos, *rows, *off;
 	float *x, *xn, *q, *k, *v, *qn, *kn, *att, *gate, *up, *h, *last, *logits;
-	int32_t *pos_host;      /* host: positions, then ids as this rank's vocabulary rows */
+	float *logits_full;     /* tensor parallelism: the gathered vocabulary */
+	float *logits_host;     /* tensor or pipeline parallelism: the host's copy */
+	int32_t *host;          /* host: positions, local ids, cache rows, table offsets */
 	int *first;             /* host: first token of each group */
 	struct rl_moe_acts moe; /* every sparse layer's in turn: no backward pass */
 };
@@ -23,11 +28,13 @@ static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
 	struct rl_decode_scratch *s = kv->scratch;
 
 	if (s) {
-		void *dev[] = {s->ids, s->pos, s->x,    s->xn, s->q, s->k,    s->v,     s->qn,
-		               s->kn,  s->att, s->gate, s->up, s->h, s->last, s->logits};
+		void *dev[] = {s->ids,  s->pos, s->rows, s->off,  s->x,      s->xn,
+		               s->q,    s->k,   s->v,    s->qn,   s->kn,     s->att,
+		               s->gate, s->up,  s->h,    s->last, s->logits, s->logits_full};
 		for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 			ops->release(dev[i]);
-		free(s->pos_host);
+		free(s->logits_host);
+		free(s->host);
 		free(s->first);
 		rl_moe_acts_free(ops, &s->moe);
 		free(s);
@@ -36,48 +43,38 @@ static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
 		ops->release(kv->k[l]);
 		ops->release(kv->v[l]);
 	}
+	ops->release(kv->table);
 	free(kv->k);
 	free(kv->v);
 	free(kv->len);
+	free(kv->held);
+	free(kv->table_host);
+	free(kv->refs);
+	free(kv->free_ids);
 }
 
-struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int max_len,
-                                    int max_tokens)
+int64_t rl_kv_blocks_for(int n_slots, int max_len, int block)
+{
+	if (n_slots <= 0 || max_len <= 0 || block <= 0)
+		return 0;
+	return (int64_t)n_slots * (((int64_t)max_len + block - 1) / block);
+}
+
+static int alloc_scratch(const struct rl_model *m, struct rl_kv_cache *kv)
 {
 	const struct rl_model_config *c = &m->cfg;
 	const struct rl_ops *ops = m->ops;
-	struct rl_kv_cache *kv = calloc(1, sizeof *kv);
-	size_t f = sizeof(float), T = (size_t)max_tokens, d = (size_t)c->hidden_size;
 	const struct rl_model_shard *sh = &m->shard;
+	struct rl_decode_scratch *s = kv->scratch;
+	size_t f = sizeof(float), T = (size_t)kv->max_tokens, d = (size_t)c->hidden_size;
 	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
 	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim, inter = (size_t)sh->intermediate;
-	size_t per_layer = (size_t)n_slots * (size_t)max_len * kvd * f;
-	struct rl_decode_scratch *s;
-	int ok = 1;
+	size_t S = (size_t)kv->n_slots, V = (size_t)c->vocab_size;
 
-	if (!kv || n_slots <= 0 || max_len <= 0 || max_tokens <= 0) {
-		free(kv);
-		return NULL;
-	}
-	kv->n_slots = n_slots;
-	kv->max_len = max_len;
-	kv->max_tokens = max_tokens;
-	kv->len = calloc((size_t)n_slots, sizeof *kv->len);
-	kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
-	kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
-	kv->scratch = s = calloc(1, sizeof *s);
-	if (!kv->len || !kv->k || !kv->v || !s) {
-		release_all(m, kv);
-		free(kv);
-		return NULL;
-	}
-	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
-		kv->k[l] = ops->alloc(per_layer);
-		kv->v[l] = ops->alloc(per_layer);
-		ok &= kv->k[l] && kv->v[l];
-	}
 	s->ids = ops->alloc(T * sizeof(int32_t));
 	s->pos = ops->alloc(T * sizeof(int32_t));
+	s->rows = ops->alloc(T * sizeof(int32_t));
+	s->off = ops->alloc(T * sizeof(int32_t));
 	s->x = ops->alloc(T * d * f);
 	s->xn = ops->alloc(T * d * f);
 	s->q = ops->alloc(T * qd * f);
@@ -89,13 +86,68 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 	s->gate = ops->alloc(T * inter * f);
 	s->up = ops->alloc(T * inter * f);
 	s->h = ops->alloc(T * inter * f);
-	s->last = ops->alloc((size_t)n_slots * d * f);
-	s->logits = ops->alloc((size_t)n_slots * (size_t)sh->vocab * f);
-	s->pos_host = malloc(2 * T * sizeof(int32_t)); /* positions, then local ids */
-	s->first = malloc(((size_t)n_slots + 1) * sizeof(int));
-	ok &= s->ids && s->pos && s->x && s->xn && s->q && s->qn && s->k && s->kn && s->v &&
-	      s->att && s->gate && s->up && s->h && s->last && s->logits && s->pos_host && s->first;
-	if (!ok) {
+	s->last = ops->alloc(S * d * f);
+	s->logits = ops->alloc(S * (size_t)sh->vocab * f);
+	if (sh->tp.size > 1 || sh->pp.size > 1) {
+		s->logits_full = ops->alloc(S * V * f);
+		s->logits_host = malloc(S * V * f);
+	}
+	s->host = malloc(4 * T * sizeof(int32_t));
+	s->first = malloc((S + 1) * sizeof(int));
+	return s->ids && s->pos && s->rows && s->off && s->x && s->xn && s->q && s->qn && s->k &&
+	       s->kn && s->v && s->att && s->gate && s->up && s->h && s->last && s->logits &&
+	       ((sh->tp.size == 1 && sh->pp.size == 1) || (s->logits_full && s->logits_host)) &&
+	       s->host && s->first;
+}
+
+struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int max_len,
+                                    int max_tokens, int block, int n_blocks)
+{
+	const struct rl_model_config *c = &m->cfg;
+	const struct rl_ops *ops = m->ops;
+	const struct rl_model_shard *sh = &m->shard;
+	struct rl_kv_cache *kv = calloc(1, sizeof *kv);
+	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
+	int64_t worst = rl_kv_blocks_for(n_slots, max_len, block);
+	int ok = 1;
+
+	if (!kv || worst <= 0 || max_tokens <= 0 || worst > INT32_MAX) {
+		free(kv);
+		return NULL;
+	}
+	kv->n_slots = n_slots;
+	kv->max_len = max_len;
+	kv->max_tokens = max_tokens;
+	kv->block = block;
+	kv->n_blocks = n_blocks > 0 ? n_blocks : (int)worst;
+	kv->max_blocks = (max_len + block - 1) / block;
+	kv->len = calloc((size_t)n_slots, sizeof *kv->len);
+	kv->held = calloc((size_t)n_slots, sizeof *kv->held);
+	kv->table_host = calloc((size_t)worst, sizeof *kv->table_host);
+	kv->refs = calloc((size_t)kv->n_blocks, sizeof *kv->refs);
+	kv->free_ids = malloc((size_t)kv->n_blocks * sizeof *kv->free_ids);
+	kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
+	kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
+	kv->scratch = calloc(1, sizeof *kv->scratch);
+	kv->table = ops->alloc((size_t)worst * sizeof(int32_t));
+	if (!kv->len || !kv->held || !kv->table_host || !kv->refs || !kv->free_ids || !kv->k ||
+	    !kv->v || !kv->scratch || !kv->table) {
+		release_all(m, kv);
+		free(kv);
+		return NULL;
+	}
+	/* popped from the end: block 0 first */
+	for (int b = 0; b < kv->n_blocks; b++)
+		kv->free_ids[b] = kv->n_blocks - 1 - b;
+	kv->n_free = kv->n_blocks;
+	kv->table_dirty = true;
+	size_t per_layer = (size_t)kv->n_blocks * (size_t)block * kvd * sizeof(float);
+	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
+		kv->k[l] = ops->alloc(per_layer);
+		kv->v[l] = ops->alloc(per_layer);
+		ok &= kv->k[l] && kv->v[l];
+	}
+	if (!ok || !alloc_scratch(m, kv)) {
 		release_all(m, kv);
 		free(kv);
 		return NULL;
@@ -109,6 +161,94 @@ void rl_kv_cache_free(const struct rl_model *m, struct rl_kv_cache *kv)
 		return;
 	release_all(m, kv);
 	free(kv);
+}
+
+static int32_t *row_of(struct rl_kv_cache *kv, int slot)
+{
+	return kv->table_host + (size_t)slot * (size_t)kv->max_blocks;
+}
+
+void rl_kv_slot_release(struct rl_kv_cache *kv, int slot)
+{
+	int32_t *row = row_of(kv, slot);
+
+	for (int i = 0; i < kv->held[slot]; i++) {
+		if (--kv->refs[row[i]] == 0)
+			kv->free_ids[kv->n_free++] = row[i];
+	}
+	kv->held[slot] = 0;
+	kv->len[slot] = 0;
+}
+
+int rl_kv_slot_share(struct rl_kv_cache *kv, int dst, int src, int n, char *err, size_t errlen)
+{
+	if (dst == src || kv->held[dst] || n < 0 || n > kv->len[src]) {
+		snprintf(err, errlen, "kv cache: cannot share %d tokens of slot %d with slot %d", n,
+		         src, dst);
+		return -1;
+	}
+	int blocks = (n + kv->block - 1) / kv->block;
+	int32_t *from = row_of(kv, src), *to = row_of(kv, dst);
+
+	for (int i = 0; i < blocks; i++) {
+		to[i] = from[i];
+		kv->refs[from[i]]++;
+	}
+	kv->held[dst] = blocks;
+	kv->len[dst] = n;
+	kv->table_dirty = true;
+	return 0;
+}
+
+static int take_block(struct rl_kv_cache *kv, int32_t *id, char *err, size_t errlen)
+{
+	if (kv->n_free == 0) {
+		snprintf(err, errlen,
+		         "kv cache: all %d blocks of %d tokens are in use (raise the cache's "
+		         "size or lower the concurrent sequences)",
+		         kv->n_blocks, kv->block);
+		return -1;
+	}
+	*id = kv->free_ids[--kv->n_free];
+	kv->refs[*id] = 1;
+	return 0;
+}
+
+/* Blocks for slot's tokens len .. len + n - 1: new ones past its last, and
+ * a private copy of a shared block it is about to write into. */
+static int make_room(struct rl_model *m, struct rl_kv_cache *kv, int slot, int n, char *err,
+                     size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	int32_t *row = row_of(kv, slot);
+	int len = kv->len[slot], need = (len + n + kv->block - 1) / kv->block;
+
+	if (len % kv->block && kv->refs[row[len / kv->block]] > 1) {
+		int32_t old = row[len / kv->block], fresh;
+		size_t rowf = (size_t)m->shard.n_kv_heads * (size_t)m->cfg.head_dim;
+		size_t at = (size_t)old * (size_t)kv->block * rowf, to = 0,
+		       bytes = (size_t)(len % kv->block) * rowf * sizeof(float);
+
+		if (take_block(kv, &fresh, err, errlen))
+			return -1;
+		to = (size_t)fresh * (size_t)kv->block * rowf;
+		for (int l = m->shard.first_layer; l < m->shard.first_layer + m->shard.n_layers;
+		     l++) {
+			RL_TRY(ops->copy(kv->k[l] + to, kv->k[l] + at, bytes, NULL) ||
+			           ops->copy(kv->v[l] + to, kv->v[l] + at, bytes, NULL),
+			       "kv cache: copying a shared block");
+		}
+		kv->refs[old]--;
+		row[len / kv->block] = fresh;
+		kv->table_dirty = true;
+	}
+	while (kv->held[slot] < need) {
+		if (take_block(kv, &row[kv->held[slot]], err, errlen))
+			return -1;
+		kv->held[slot]++;
+		kv->table_dirty = true;
+	}
+	return 0;
 }
 
 static int check_groups(const struct rl_model *m, const struct rl_kv_cache *kv, int n_groups,
@@ -157,8 +297,8 @@ static int check_groups(const struct rl_model *m, const struct rl_kv_cache *kv, 
 	return 0;
 }
 
-static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n_groups,
-                        const int *slots, const int *n_new, int T, char *err, size_t errlen)
+static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int T, char *err,
+                        size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
@@ -168,7 +308,6 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	float eps = (float)c->rms_norm_eps;
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
 	struct rl_rows rows;
-	size_t kvrow = (size_t)Hkv * (size_t)D, qrow = (size_t)H * (size_t)D;
 	float *q = s->q, *k = s->k;
 
 	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(ATTN_NORM), T, d, eps, NULL),
@@ -180,21 +319,11 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 	struct rl_qkv_out o = {s->q, s->k, s->v, q, k, NULL, NULL};
 	if (rl_block_qkv(m, l, s->xn, s->pos, T, &o, err, errlen))
 		return -1;
-	for (int g = 0; g < n_groups; g++) {
-		size_t at =
-		    ((size_t)slots[g] * (size_t)kv->max_len + (size_t)kv->len[slots[g]]) * kvrow;
-		size_t first = (size_t)s->first[g],
-		       bytes = (size_t)n_new[g] * kvrow * sizeof(float);
-		float *kc = kv->k[l] + (size_t)slots[g] * (size_t)kv->max_len * kvrow;
-		float *vc = kv->v[l] + (size_t)slots[g] * (size_t)kv->max_len * kvrow;
-
-		RL_TRY(ops->copy(kv->k[l] + at, k + first * kvrow, bytes, NULL) ||
-		           ops->copy(kv->v[l] + at, s->v + first * kvrow, bytes, NULL),
-		       "layer %d: cache append", l);
-		RL_TRY(ops->attention_cached(s->att + first * qrow, q + first * qrow, kc, vc,
-		                             n_new[g], kv->len[slots[g]] + n_new[g], &shape, NULL),
-		       "layer %d: attention", l);
-	}
+	RL_TRY(ops->kv_append(kv->k[l], kv->v[l], k, s->v, s->rows, T, Hkv * D, NULL),
+	       "layer %d: cache append", l);
+	RL_TRY(ops->attention_paged(s->att, NULL, q, kv->k[l], kv->v[l], kv->table, s->off, s->pos,
+	                            T, kv->block, &shape, NULL),
+	       "layer %d: attention", l);
 	rl_rows_of(m, T, false, &rows);
 	RL_TRY(ops->linear_forward(s->xn, s->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d,
 	                           NULL),
@@ -214,9 +343,9 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int n
 }
 
 /* The last stage: each group's last new token through the final norm and
- * the LM head, the whole vocabulary's logits into logits_host. */
+ * the LM head, into s->logits (this rank's share of the vocabulary). */
 static int head_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *n_new,
-                       float *logits_host, char *err, size_t errlen)
+                       char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
 	const struct rl_model_config *c = &m->cfg;
@@ -236,11 +365,80 @@ static int head_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups,
 	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
 	                           m->shard.vocab, NULL),
 	       "lm_head");
-	return rl_tp_gather_vocab(m, s->logits, n_groups, logits_host, err, errlen);
+	return 0;
+}
+
+/* The whole vocabulary's logits on the backend of every rank and stage:
+ * under tensor parallelism gathered, under pipeline parallelism sent from
+ * the last stage, so that every rank samples the same tokens. */
+static int share_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups,
+                        const float **logits, char *err, size_t errlen)
+{
+	struct rl_decode_scratch *s = kv->scratch;
+	const struct rl_pp_group *pp = &m->shard.pp;
+	size_t n = (size_t)n_groups * (size_t)m->cfg.vocab_size;
+
+	if (m->shard.tp.size == 1 && pp->size == 1) {
+		*logits = s->logits;
+		return 0;
+	}
+	if (rl_model_last_stage(m) &&
+	    rl_tp_gather_vocab(m, s->logits, n_groups, s->logits_host, err, errlen))
+		return -1;
+	if (pp->size > 1)
+		pp->broadcast(pp->ctx, s->logits_host, n, pp->size - 1,
+		              "decode: logits from the last stage");
+	RL_TRY(m->ops->from_host(s->logits_full, s->logits_host, n * sizeof(float), NULL),
+	       "decode: copying the logits to the %s backend", m->ops->name);
+	*logits = s->logits_full;
+	return 0;
+}
+
+/* Positions, this rank's vocabulary rows, cache rows and table offsets of
+ * the step's tokens, to the backend with the table if it changed. */
+static int upload_step(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
+                       const int *n_new, const int32_t *ids, int *T_out, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	struct rl_decode_scratch *s = kv->scratch;
+	int T = 0;
+	size_t cap = (size_t)kv->max_tokens;
+	int32_t *pos = s->host, *local = s->host + cap, *rows = s->host + 2 * cap,
+	        *off = s->host + 3 * cap;
+
+	for (int g = 0; g < n_groups; g++) {
+		const int32_t *row = row_of(kv, slots[g]);
+
+		if (make_room(m, kv, slots[g], n_new[g], err, errlen))
+			return -1;
+		s->first[g] = T;
+		for (int i = 0; i < n_new[g]; i++, T++) {
+			int p = kv->len[slots[g]] + i;
+
+			pos[T] = p;
+			rows[T] = row[p / kv->block] * kv->block + p % kv->block;
+			off[T] = slots[g] * kv->max_blocks;
+		}
+	}
+	for (int t = 0; t < T; t++)
+		local[t] = rl_tp_local_row(m, ids[t]);
+	size_t n = (size_t)T * sizeof(int32_t);
+	RL_TRY(ops->from_host(s->ids, local, n, NULL) || ops->from_host(s->pos, pos, n, NULL) ||
+	           ops->from_host(s->rows, rows, n, NULL) || ops->from_host(s->off, off, n, NULL),
+	       "decode: copying the tokens");
+	if (kv->table_dirty) {
+		RL_TRY(ops->from_host(
+		           kv->table, kv->table_host,
+		           (size_t)kv->n_slots * (size_t)kv->max_blocks * sizeof(int32_t), NULL),
+		       "decode: copying the block table");
+		kv->table_dirty = false;
+	}
+	*T_out = T;
+	return 0;
 }
 
 int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
-                    const int *n_new, const int32_t *ids, float *logits_host, char *err,
+                    const int *n_new, const int32_t *ids, const float **logits, char *err,
                     size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
@@ -262,18 +460,8 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		 * pipeline parallelism, each stage's in its own ep group) */
 		m->shard.ep.max_int(m->shard.ep.ctx, 1, "decode: a rank of ep decodes");
 	}
-	for (int g = 0; g < n_groups; g++) {
-		s->first[g] = T;
-		for (int i = 0; i < n_new[g]; i++)
-			s->pos_host[T++] = kv->len[slots[g]] + i;
-	}
-	/* this rank's rows of the vocabulary, -1 for the others' */
-	int32_t *local_ids = s->pos_host + T;
-	for (int t = 0; t < T; t++)
-		local_ids[t] = rl_tp_local_row(m, ids[t]);
-	RL_TRY(ops->from_host(s->ids, local_ids, (size_t)T * sizeof(int32_t), NULL) ||
-	           ops->from_host(s->pos, s->pos_host, (size_t)T * sizeof(int32_t), NULL),
-	       "decode: copying the tokens");
+	if (upload_step(m, kv, n_groups, slots, n_new, ids, &T, err, errlen))
+		return -1;
 	rl_rows_of(m, T, false, &rows);
 	if (rl_model_first_stage(m)) {
 		RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, m->shard.vocab,
@@ -285,21 +473,17 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		         "decode: hidden states from the stage before");
 	}
 	for (int l = m->shard.first_layer; l < m->shard.first_layer + m->shard.n_layers; l++) {
-		if (layer_decode(m, kv, l, n_groups, slots, n_new, T, err, errlen))
+		if (layer_decode(m, kv, l, T, err, errlen))
 			return -1;
 	}
 	for (int g = 0; g < n_groups; g++)
 		kv->len[slots[g]] += n_new[g];
 	if (rl_model_last_stage(m)) {
-		if (head_logits(m, kv, n_groups, n_new, logits_host, err, errlen))
+		if (head_logits(m, kv, n_groups, n_new, err, errlen))
 			return -1;
 	} else {
 		pp->send(pp->ctx, s->x, (size_t)T * (size_t)d, pp->rank + 1,
 		         "decode: hidden states to the stage after");
 	}
-	/* every stage samples the same tokens from the same logits */
-	if (pp->size > 1)
-		pp->broadcast(pp->ctx, logits_host, (size_t)n_groups * (size_t)c->vocab_size,
-		              pp->size - 1, "decode: logits from the last stage");
-	return 0;
+	return share_logits(m, kv, n_groups, logits, err, errlen);
 }

@@ -9,7 +9,8 @@
  * defines: struct rl_param, struct rl_model, struct rl_batch, struct rl_acts,
  * rl_model_load, rl_model_new_random, rl_model_weights_bytes,
  * rl_model_copy_weights, rl_model_use_weights, rl_model_save,
- * rl_model_free, rl_model_set_precision, rl_model_round_weights, rl_acts_new,
+ * rl_model_free, rl_model_set_precision, rl_model_round_weights,
+ * rl_model_set_invariant, rl_acts_new,
  * rl_acts_new_recompute, rl_acts_free, rl_model_forward, rl_model_logits,
  * rl_model_logprobs, rl_model_backward, rl_model_idle_forward,
  * rl_model_idle_backward, rl_layer_param_is_expert, rl_expert_name */
@@ -201,6 +202,13 @@ struct rl_model {
 	struct rl_model_config cfg; /* the whole model's */
 	struct rl_model_shard shard;
 	const struct rl_ops *ops;
+	/* rl_model_set_invariant: while on, ops is &invariant_ops, the
+	 * backend's table with its batch-invariant ops in place of the GEMMs
+	 * and the fused logprobs, and the forward's attention is the paged
+	 * op's; base_ops is the backend's own table */
+	const struct rl_ops *base_ops;
+	struct rl_ops invariant_ops;
+	bool invariant;
 	char *dir; /* where it was loaded from: config.json and tokenizer come from here */
 
 	int n_params;
@@ -278,6 +286,13 @@ int rl_model_set_precision(struct rl_model *m, enum rl_dtype precision, char *er
  * passes call it themselves (forward, idle forward, a cache's first decode,
  * decode drain); nothing in fp32. */
 int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen);
+/* Batch-invariant passes on (policy.generation.batch_invariant) or off:
+ * while on, a token's logits and logprob have the same bits whatever else
+ * is in its batch, so generation (runtime/generate) and the logprob pass
+ * agree exactly; off, the backend's fastest GEMMs. Dense layers only: the
+ * experts' grouped GEMMs and the collectives of tensor parallelism over
+ * more than two ranks are not invariant. Returns the previous setting. */
+bool rl_model_set_invariant(struct rl_model *m, bool on);
 /* Another set of weights for the passes, such as the frozen reference
  * policy, held in the model's precision (bf16: 2 bytes a weight) and run
  * through the same model. rl_model_weights_bytes: the size of such a copy;

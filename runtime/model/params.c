@@ -414,6 +414,7 @@ int rl_model_new_shard(struct rl_model **out, const struct rl_model_config *cfg,
 		return -1;
 	}
 	m->ops = ops;
+	m->base_ops = ops;
 	m->cfg = *cfg;
 	m->shard = *shard;
 	if (build_table(m)) {
@@ -652,4 +653,18 @@ void rl_model_host_weights_release(const struct rl_model *m, const float *host)
 int rl_model_zero_grad(struct rl_model *m)
 {
 	return m->ops->zero(m->flat_grad, (size_t)m->n_elems * sizeof(float), NULL);
+}
+
+bool rl_model_set_invariant(struct rl_model *m, bool on)
+{
+	bool was = m->invariant;
+
+	/* made here, not at load: a model copied by value keeps no pointer
+	 * into another's table */
+	m->invariant_ops = *m->base_ops;
+	m->invariant_ops.linear_forward = m->base_ops->linear_forward_invariant;
+	m->invariant_ops.lm_logprobs_forward = m->base_ops->lm_logprobs_forward_invariant;
+	m->ops = on ? &m->invariant_ops : m->base_ops;
+	m->invariant = on;
+	return was;
 }

@@ -8,6 +8,19 @@
 #include "runtime/rollout/generate.h"
 #include "runtime/rollout/share.h"
 
+float rl_gen_logit_scale(const struct rl_config *cfg)
+{
+	double t = cfg->policy.generation.temperature;
+
+	return t >= RL_SAMPLING_GREEDY_EPS ? (float)(1.0 / t) : 1.0f;
+}
+
+int rl_gen_logprob_chunk(const struct rl_config *cfg)
+{
+	return cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value
+	                                          : 4096;
+}
+
 int rl_gen_settings_init(struct rl_gen_settings *g, const struct rl_config *cfg,
                          const struct rl_model *m, char *err, size_t errlen)
 {
@@ -31,6 +44,11 @@ int rl_gen_settings_init(struct rl_gen_settings *g, const struct rl_config *cfg,
 	g->max_total_tokens = p->max_total_sequence_length;
 	g->batch_size = (int)p->generation_batch_size;
 	g->overlong_filtering = cfg->grpo.overlong_filtering;
+	g->batch_invariant = p->generation.batch_invariant;
+	g->kv_cache_blocks =
+	    p->generation.kv_cache_blocks.set ? (int)p->generation.kv_cache_blocks.value : 0;
+	g->logit_scale = rl_gen_logit_scale(cfg);
+	g->logprob_chunk = rl_gen_logprob_chunk(cfg);
 
 	g->n_eos_ids = (size_t)mc->n_eos;
 	g->n_stop_ids = g->n_eos_ids + extra->n;
@@ -150,15 +168,16 @@ int rl_rollout_generate_share(struct rl_model *m, const struct rl_tokenizer *tok
 	             .n_stop_strings = g->n_stop_strings,
 	             .max_new_tokens = (size_t)budget},
 	    .seed = seed,
+	    .stream_base = (uint64_t)lo,
+	    .max_slots = g->batch_size,
+	    .kv_blocks = g->kv_cache_blocks,
+	    .logit_scale = g->logit_scale,
+	    .logprob_chunk = g->logprob_chunk,
+	    .batch_invariant = g->batch_invariant,
 	};
-	for (int start = lo; start < hi; start += g->batch_size) {
-		int n = hi - start < g->batch_size ? hi - start : g->batch_size;
-
-		p.stream_base = (uint64_t)start;
-		if (rl_generate(m, tok, n, seq_prompt + start, seq_len + start, &p, out + start,
-		                err, errlen))
-			goto done;
-	}
+	if (hi > lo &&
+	    rl_generate(m, tok, hi - lo, seq_prompt + lo, seq_len + lo, &p, out + lo, err, errlen))
+		goto done;
 	/* under expert parallelism, the ranks of ep that are done serve the
 	 * others' experts until every one is */
 	if (rl_model_decode_drain(m, err, errlen))

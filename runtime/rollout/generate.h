@@ -30,7 +30,18 @@ struct rl_gen_settings {
 	int64_t max_total_tokens; /* policy.max_total_sequence_length */
 	int batch_size;           /* policy.generation_batch_size */
 	bool overlong_filtering;  /* grpo.overlong_filtering: a truncated sample is no loss */
+	bool batch_invariant;     /* policy.generation.batch_invariant */
+	int kv_cache_blocks;      /* policy.generation.kv_cache_blocks; 0: enough */
+	/* the logprobs as the trainer's pass computes them */
+	float logit_scale;
+	int logprob_chunk;
 };
+
+/* The trainer's logit scale (1/temperature; 1 when greedy) and logprob
+ * chunk (policy.logprob_chunk_size, 4096 when null): generation's logprobs
+ * are computed with the same, so that the two agree. */
+float rl_gen_logit_scale(const struct rl_config *cfg);
+int rl_gen_logprob_chunk(const struct rl_config *cfg);
 
 /* Fills g from cfg and model m's config. Returns 0, or -1 with err naming
  * a stop token past the vocabulary (or out of memory); warns on stderr

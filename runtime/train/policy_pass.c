@@ -221,7 +221,14 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 	if (reference && rl_model_use_weights(t->model, t->ref_weights, err, errlen))
 		goto out;
 	struct rl_pipeline pl = pipeline_of(t, &p, most);
+	/* The policy's with generation's kernels, so that generation's
+	 * logprobs are these to the bit. The reference's only meet the
+	 * training pass's (in the KL term), so they are computed with its
+	 * kernels: at the first step, where the two policies are one, the KL
+	 * and its gradient stay at their rounding floor. */
+	bool was = rl_model_set_invariant(t->model, t->gen.batch_invariant && !reference);
 	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
+	rl_model_set_invariant(t->model, was);
 	if (reference && rl_model_use_weights(t->model, NULL, rc ? NULL : err, rc ? 0 : errlen))
 		rc = -1;
 	if (rc == 0 &&

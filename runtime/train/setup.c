@@ -256,11 +256,8 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	/* a step's samples in global batches, the last one possibly short */
 	t->updates_per_step = (t->samples_per_step + cfg->policy.train_global_batch_size - 1) /
 	                      cfg->policy.train_global_batch_size;
-	t->logit_scale = cfg->policy.generation.temperature >= RL_SAMPLING_GREEDY_EPS
-	                     ? (float)(1.0 / cfg->policy.generation.temperature)
-	                     : 1.0f;
-	t->logprob_chunk =
-	    cfg->policy.logprob_chunk_size.set ? (int)cfg->policy.logprob_chunk_size.value : 4096;
+	t->logit_scale = rl_gen_logit_scale(cfg);
+	t->logprob_chunk = rl_gen_logprob_chunk(cfg);
 	t->remote_generation =
 	    dist && !dist->generation && !cfg->policy.generation.colocated.enabled;
 	if (dist && dist->generation)

@@ -341,8 +341,12 @@ static int bench_gen(struct rl_model *m, int32_t *const *prompts, int batch, int
                      double *secs, char *err, size_t errlen)
 {
 	struct rl_gen_output out[MAX_BATCH];
+	/* RL_BENCH_INVARIANT=0: the fastest GEMMs instead of the
+	 * batch-invariant ones (policy.generation.batch_invariant) */
+	const char *inv = getenv("RL_BENCH_INVARIANT");
 	struct rl_gen_params p = {.sampling = {0, -1, 1},
-	                          .stop = {.max_new_tokens = (size_t)new_tokens}};
+	                          .stop = {.max_new_tokens = (size_t)new_tokens},
+	                          .batch_invariant = !inv || strcmp(inv, "0") != 0};
 	int lens[MAX_BATCH];
 	double t[GEN_REPS];
 

@@ -74,7 +74,35 @@ else
 fi
 expect_grep same-a/metrics.jsonl '"step":3,.*"total_step_time":.*"generation":.*"reward_calculation":.*"policy_and_reference_logprobs":.*"policy_training":.*"refit":.*"checkpointing":' \
 	"metrics carry NeMo-RL's timers"
-expect_grep same-a/metrics.jsonl '"token_mult_prob_error":1\.0000' "generation and training logprobs agree"
+# batch-invariant kernels (policy.generation.batch_invariant, the default):
+# generation reports the logprob pass's logprobs to the bit at every step
+if [ "$(grep -c '"token_mult_prob_error":1\.0,"gen_logprob_max_diff":0\.0,' same-a/metrics.jsonl)" = 3 ]; then
+	ok "generation and training logprobs are equal at every step (error 1, max diff 0)"
+else
+	not_ok "generation and training logprobs differ:"
+	grep -o '"token_mult_prob_error":[^,]*,"gen_logprob_max_diff":[^,]*' same-a/metrics.jsonl
+fi
+# and a sample's tokens do not depend on how many run at once (the
+# continuous batching's slots) or on prefix sharing: the whole run is the same
+expect_status 0 "short run with 7 generation slots" -- \
+	"$RLRUN" train grpo.max_num_steps=3 logger.log_dir=same-7 policy.generation_batch_size=7
+if [ "$(strip_timers same-7/metrics.jsonl)" = "$(strip_timers same-a/metrics.jsonl)" ]; then
+	ok "  the same metrics as with 32 slots, timers aside"
+else
+	not_ok "  7 slots generate otherwise than 32:"
+	diff same-a/metrics.jsonl same-7/metrics.jsonl | head -6
+fi
+# nor on the threads (the first step's samples: the training pass after
+# them sums in OpenBLAS's thread-dependent order)
+samples() { sed -n 1p "$1" | grep -o '"reward_mean":[^,]*,"reward_std":[^,]*\|"token_mult_prob_error":[^,]*,"gen_logprob_max_diff":[^,]*'; }
+expect_status 0 "a step on one thread" -- env OMP_NUM_THREADS=1 \
+	"$RLRUN" train grpo.max_num_steps=1 logger.log_dir=same-1t
+if [ -n "$(samples same-a/metrics.jsonl)" ] &&
+	[ "$(samples same-1t/metrics.jsonl)" = "$(samples same-a/metrics.jsonl)" ]; then
+	ok "  the same samples as on all threads"
+else
+	not_ok "  one thread samples otherwise: $(samples same-1t/metrics.jsonl)"
+fi
 # a rerun into the same log directory keeps the earlier record
 expect_status 0 "a rerun into the same log dir" -- "$RLRUN" train grpo.max_num_steps=1 logger.log_dir=same-a
 expect_grep "$WORK/out" "kept as same-a/metrics.1.jsonl" "says where the earlier metrics went"

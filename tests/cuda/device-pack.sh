@@ -33,7 +33,8 @@ mkdir -p "$dir/bin" "$dir/lib/ucx" "$out"
 programs=
 for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
 	"$build"/tests/bench/bench_gemm "$build"/tests/bench/bench_attention \
-	"$build"/tests/bench/bench_rmsnorm "$build"/tests/bench/bench_model_gpu "$build"/rlrun; do
+	"$build"/tests/bench/bench_rmsnorm "$build"/tests/bench/bench_model_gpu \
+	"$build"/tests/bench/bench_decode_gpu "$build"/rlrun; do
 	[ -x "$p" ] && [ -f "$p" ] || continue
 	case $p in *.o | *.log | *.trs) continue ;; esac
 	cp "$p" "$dir/bin/"
@@ -141,15 +142,27 @@ if [ -x "$here/bin/rlrun" ]; then
 		say "grpo $p step 1, gpu: $a"
 		say "grpo $p step 1, cpu: $b"
 	done
+	# issue 27's bar: generation's logprobs are the trainer's to the bit
+	for n in gpu-fp32 gpu-bf16; do
+		say "grpo $n: gen_logprob_max_diff over the steps: $(grep -o '"gen_logprob_max_diff":[^,}]*' \
+			"$logs/grpo_${n}_metrics.jsonl" 2>/dev/null | cut -d: -f2 | sort -gu | tr '\n' ' ')"
+	done
 fi
 
 if [ "${RL_PACK_BENCH:-1}" = 1 ]; then
-	for b in bench_gemm bench_attention bench_rmsnorm bench_model_gpu; do
+	for b in bench_gemm bench_attention bench_rmsnorm bench_model_gpu bench_decode_gpu; do
 		[ -x "$b" ] || continue
 		timeout "${T_BENCH:-240}" ./"$b" >"$logs/$b.log" 2>&1
 		say "$b: exit $?"
 		save
 	done
+	# decode with the fastest GEMMs, to price batch invariance
+	if [ -x bench_model_gpu ]; then
+		RL_BENCH_INVARIANT=0 timeout "${T_BENCH:-240}" ./bench_model_gpu \
+			>"$logs/bench_model_gpu_fast.log" 2>&1
+		say "bench_model_gpu RL_BENCH_INVARIANT=0: exit $?"
+		save
+	fi
 fi
 say "done: $failed test program(s) failed"
 save

@@ -27,6 +27,19 @@
 #include "tests/mpi/mpi_check.h"
 #include "tests/mpi/random_model.h"
 
+/* rl_model_decode with the logits copied to the host. */
+static int decode_host(struct rl_model *m, struct rl_kv_cache *kv, int n, const int *slots,
+                       const int *n_new, const int32_t *ids, float *logits, char *err,
+                       size_t errlen)
+{
+	const float *dev;
+
+	if (rl_model_decode(m, kv, n, slots, n_new, ids, &dev, err, errlen))
+		return -1;
+	return m->ops->to_host(logits, dev, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float),
+	                       NULL);
+}
+
 #define TOL 1e-5
 
 struct variant {
@@ -139,24 +152,22 @@ static void compare_decode(const struct variant *v, struct rl_model *whole, stru
 {
 	int V = v->vocab, slots[2] = {0, 1}, n_new[2] = {5, 3}, one[2] = {1, 1};
 	int32_t ids[8] = {1, 4, 2, 7, 3, 5, 0, 6}, next[2] = {9 % V, 2};
-	struct rl_kv_cache *kw = rl_kv_cache_new(whole, 2, 16, 8);
-	struct rl_kv_cache *kp = rl_kv_cache_new(part, 2, 16, 8);
+	struct rl_kv_cache *kw = rl_kv_cache_new(whole, 2, 16, 8, 16, 0);
+	struct rl_kv_cache *kp = rl_kv_cache_new(part, 2, 16, 8, 16, 0);
 	float *lw = malloc(2 * (size_t)V * sizeof(float)),
 	      *lp = malloc(2 * (size_t)V * sizeof(float));
 	char err[512];
 
 	if (!kw || !kp || !lw || !lp)
 		must(1, "decode", "out of memory");
-	must(rl_model_decode(whole, kw, 2, slots, n_new, ids, lw, err, sizeof err), "whole prefill",
+	must(decode_host(whole, kw, 2, slots, n_new, ids, lw, err, sizeof err), "whole prefill",
 	     err);
-	must(rl_model_decode(part, kp, 2, slots, n_new, ids, lp, err, sizeof err), "split prefill",
+	must(decode_host(part, kp, 2, slots, n_new, ids, lp, err, sizeof err), "split prefill",
 	     err);
 	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: prefill logits differ by %.3g", v->name,
 	      rel_diff(lp, lw, 2 * (size_t)V));
-	must(rl_model_decode(whole, kw, 2, slots, one, next, lw, err, sizeof err), "whole decode",
-	     err);
-	must(rl_model_decode(part, kp, 2, slots, one, next, lp, err, sizeof err), "split decode",
-	     err);
+	must(decode_host(whole, kw, 2, slots, one, next, lw, err, sizeof err), "whole decode", err);
+	must(decode_host(part, kp, 2, slots, one, next, lp, err, sizeof err), "split decode", err);
 	check(rel_diff(lp, lw, 2 * (size_t)V) <= TOL, "%s: decode logits differ by %.3g", v->name,
 	      rel_diff(lp, lw, 2 * (size_t)V));
 	rl_kv_cache_free(whole, kw);

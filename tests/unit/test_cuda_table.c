@@ -56,6 +56,12 @@ Test(cuda_table, every_field_holds_its_op)
 	SLOT(grouped_linear_backward, rl_grouped_linear_backward_cuda);
 	SLOT(moe_combine_forward, rl_moe_combine_forward_cuda);
 	SLOT(moe_combine_backward, rl_moe_combine_backward_cuda);
+	SLOT(kv_append, rl_kv_append_cuda);
+	SLOT(attention_paged, rl_attention_paged_cuda);
+	SLOT(sample, rl_sample_cuda);
+	SLOT(logits_logprobs, rl_logits_logprobs_cuda);
+	SLOT(linear_forward_invariant, rl_linear_forward_invariant_cuda);
+	SLOT(lm_logprobs_forward_invariant, rl_lm_logprobs_forward_invariant_cuda);
 #undef SLOT
 #endif
 }

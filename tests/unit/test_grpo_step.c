@@ -115,11 +115,15 @@ Test(grpo_step, generation_logprobs_are_the_training_logprobs)
 		for (int j = 0; j < s->len - s->prompt_len; j++) {
 			double d = fabs((double)s->gen_lp[j] - (double)s->prev_lp[j]);
 			max_diff = d > max_diff ? d : max_diff;
-			/* the reference is the same weights at the start: same bits */
-			cr_expect_eq(s->ref_lp[j], s->prev_lp[j]);
+			/* the reference is the same weights at the start, through the
+			 * training pass's kernels (it meets only those, in the KL):
+			 * the same to their rounding */
+			cr_expect_leq(fabs((double)s->ref_lp[j] - (double)s->prev_lp[j]), 1e-5);
 		}
 	}
-	cr_expect_lt(max_diff, 1e-5, "generation and training disagree by %g", max_diff);
+	/* batch-invariant kernels on both sides (policy.generation.batch_invariant's
+	 * default): the same bits */
+	cr_expect_eq(max_diff, 0.0, "generation and training disagree by %g", max_diff);
 }
 
 static double *gradients(struct fx *f, const struct rl_config *c, double *loss)
@@ -159,8 +163,15 @@ Test(grpo_step, packed_and_unpacked_give_the_same_loss_and_gradients)
 	three_policies(&F);
 	double *gp = gradients(&F, &F.packed, &lp);
 	double *gu = gradients(&F, &F.unpacked, &lu);
-	cr_expect(fabs(lp - lu) <= 1e-6 * fabs(lp) + 1e-9, "loss %.9g packed, %.9g unpacked", lp,
-	          lu);
+	/* The loss is a mean of ratio x advantage terms that largely cancel:
+	 * packing moves each token's fp32 logprob by a few 1e-7 (other GEMM
+	 * shapes), so the loss by that times the advantages' size, not times
+	 * the loss's own. */
+	double adv = 0;
+	for (int i = 0; i < F.r.n; i++)
+		adv += fabs(F.r.s[i].advantage) / F.r.n;
+	cr_expect(fabs(lp - lu) <= 1e-6 * adv + 1e-9,
+	          "loss %.9g packed, %.9g unpacked (mean |A| %g)", lp, lu, adv);
 	cr_expect_neq(lp, 0.0);
 	for (int64_t i = 0; i < F.t.model->n_elems; i++) {
 		norm += gp[i] * gp[i];

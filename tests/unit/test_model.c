@@ -23,6 +23,19 @@
 #include "runtime/model/safetensors.h"
 #include "tests/unit/model_fixture.h"
 
+/* rl_model_decode with the logits copied to the host. */
+static int decode_host(struct rl_model *m, struct rl_kv_cache *kv, int n, const int *slots,
+                       const int *n_new, const int32_t *ids, float *logits, char *err,
+                       size_t errlen)
+{
+	const float *dev;
+
+	if (rl_model_decode(m, kv, n, slots, n_new, ids, &dev, err, errlen))
+		return -1;
+	return m->ops->to_host(logits, dev, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float),
+	                       NULL);
+}
+
 #define TOL 1e-4
 
 /* Names inline: Criterion copies parameters into the test process, so they
@@ -163,10 +176,10 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 		for (int i = 0; i < n_new[g]; i++)
 			ids[total++] = (int32_t)json_integer_value(json_array_get(p, (size_t)i));
 	}
-	struct rl_kv_cache *kv = rl_kv_cache_new(m, n, 64, total);
+	struct rl_kv_cache *kv = rl_kv_cache_new(m, n, 64, total, 16, 0);
 	float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);
 	cr_assert_not_null(kv);
-	cr_assert_eq(rl_model_decode(m, kv, n, slots, n_new, ids, logits, err, sizeof err), 0, "%s",
+	cr_assert_eq(decode_host(m, kv, n, slots, n_new, ids, logits, err, sizeof err), 0, "%s",
 	             err);
 	/* rows of logits belong to the sequences in active[], in order */
 	int active[8], n_active = n;
@@ -202,9 +215,8 @@ ParameterizedTest(struct model_name *param, model, greedy_through_kv_cache)
 		}
 		if (!next)
 			break;
-		cr_assert_eq(
-		    rl_model_decode(m, kv, next, slots, n_new, ids, logits, err, sizeof err), 0,
-		    "%s", err);
+		cr_assert_eq(decode_host(m, kv, next, slots, n_new, ids, logits, err, sizeof err),
+		             0, "%s", err);
 		memcpy(active, slots, (size_t)next * sizeof *active);
 		n_active = next;
 	}

@@ -26,6 +26,19 @@
 #include "runtime/model/optimizer.h"
 #include "tests/unit/model_fixture.h"
 
+/* rl_model_decode with the logits copied to the host. */
+static int decode_host(struct rl_model *m, struct rl_kv_cache *kv, int n, const int *slots,
+                       const int *n_new, const int32_t *ids, float *logits, char *err,
+                       size_t errlen)
+{
+	const float *dev;
+
+	if (rl_model_decode(m, kv, n, slots, n_new, ids, &dev, err, errlen))
+		return -1;
+	return m->ops->to_host(logits, dev, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float),
+	                       NULL);
+}
+
 struct model_name {
 	char s[32];
 };
@@ -79,7 +92,7 @@ static float *decode_logits(struct rl_model *m, struct fixture *f, int n_steps)
 	int n = (int)json_array_size(p), V = m->cfg.vocab_size, slot = 0;
 	int32_t ids[64];
 	float *out = malloc((size_t)(n_steps + 1) * (size_t)V * sizeof *out);
-	struct rl_kv_cache *kv = rl_kv_cache_new(m, 1, 64, n);
+	struct rl_kv_cache *kv = rl_kv_cache_new(m, 1, 64, n, 16, 0);
 	char err[512];
 
 	cr_assert(n <= 64 && kv && out);
@@ -88,8 +101,8 @@ static float *decode_logits(struct rl_model *m, struct fixture *f, int n_steps)
 	for (int s = 0; s <= n_steps; s++) {
 		float *row = out + (size_t)s * (size_t)V;
 
-		cr_assert_eq(rl_model_decode(m, kv, 1, &slot, &n, ids, row, err, sizeof err), 0,
-		             "%s", err);
+		cr_assert_eq(decode_host(m, kv, 1, &slot, &n, ids, row, err, sizeof err), 0, "%s",
+		             err);
 		ids[0] = 0;
 		for (int v = 1; v < V; v++)
 			if (row[v] > row[ids[0]])

@@ -1,0 +1,83 @@
+/* The batch-invariant linear forward on the CPU. Every output is one
+ * eight-lane dot product in the order of lanes.h, then the bias. Nothing
+ * about the call (n, the row's place, the thread count) reaches that order,
+ * so a token's outputs have the same bits in every batch.
+ *
+ * Blocking is for the caches only: a panel of W's rows (outputs) stays hot
+ * while every row of x streams past it, 2 x rows by 4 W rows at a time, so
+ * a decode step reads W once. */
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/cpu/lanes.h"
+#include "kernels/linear.h"
+
+/* outputs per panel: 64 rows of W, 448 KiB at in_dim 1792 */
+#define PANEL 64
+#define MR    2
+#define NR    4
+
+/* y[r, o] for r < mr rows of x and o < nr rows of W; mr <= MR, nr <= NR.
+ * The unused accumulators cost a little on the edges and nothing else. */
+/* AVX2 where the CPU has it: the same operations on wider registers (no
+ * FMA: the lanes' order and roundings are those of the default build) */
+__attribute__((target_clones("avx2", "default"))) static void block(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t ldw,
+                  int mr, int nr, int dim, const float *bias)
+{
+	rl_v8 acc[MR][NR];
+	const int kv = dim - dim % 8;
+
+	for (int r = 0; r < MR; r++)
+		for (int c = 0; c < NR; c++)
+			acc[r][c] = (rl_v8){0};
+	for (int k = 0; k < kv; k += 8) {
+		rl_v8 xv[MR], wv[NR];
+
+		for (int r = 0; r < MR; r++)
+			xv[r] = rl_load8(x + (size_t)(r < mr ? r : 0) * ldx + k);
+		for (int c = 0; c < NR; c++)
+			wv[c] = rl_load8(w + (size_t)(c < nr ? c : 0) * ldw + k);
+		for (int r = 0; r < MR; r++)
+			for (int c = 0; c < NR; c++)
+				acc[r][c] += xv[r] * wv[c];
+	}
+	for (int r = 0; r < mr; r++) {
+		for (int c = 0; c < nr; c++) {
+			float s = rl_lanes_finish(acc[r][c], x + (size_t)r * ldx,
+			                          w + (size_t)c * ldw, kv, dim);
+
+			y[(size_t)r * ldy + c] = bias ? s + bias[c] : s;
+		}
+	}
+}
+
+int rl_linear_forward_invariant_cpu(float *y, const float *x, const float *w, const float *bias,
+                                    int n, int in_dim, int out_dim, void *stream)
+{
+	(void)stream;
+	if (!y || !x || !w || n < 0 || in_dim <= 0 || out_dim <= 0)
+		return -1;
+	if (n == 0)
+		return 0;
+
+	const int panels = (out_dim + PANEL - 1) / PANEL;
+	const size_t ld = (size_t)in_dim;
+
+#pragma omp parallel for schedule(dynamic, 1) if ((long)n * out_dim * in_dim >= (1L << 18))
+	for (int p = 0; p < panels; p++) {
+		const int o0 = p * PANEL, o1 = o0 + PANEL < out_dim ? o0 + PANEL : out_dim;
+
+		for (int r = 0; r < n; r += MR) {
+			const int mr = n - r < MR ? n - r : MR;
+
+			for (int o = o0; o < o1; o += NR) {
+				const int nr = o1 - o < NR ? o1 - o : NR;
+
+				block(y + (size_t)r * (size_t)out_dim + o, (size_t)out_dim,
+				      x + (size_t)r * ld, ld, w + (size_t)o * ld, ld, mr, nr,
+				      in_dim, bias ? bias + o : NULL);
+			}
+		}
+	}
+	return 0;
+}
