@@ -179,16 +179,6 @@ static int fenced_attention_backward(float *dq, float *dk, float *dv, const floa
 	                                     U(lse), U(cu_seqlens), n_seqs, shape, stream);
 }
 
-static int fenced_attention_cached(float *out, const float *q, const float *k_cache,
-                                   const float *v_cache, int n_new, int len,
-                                   const struct rl_attention_shape *shape, void *stream)
-{
-	if (DEV(out) || DEV(q) || DEV(k_cache) || DEV(v_cache) || host(__func__, "shape", shape))
-		return -1;
-	return rl_ops_cpu.attention_cached(U(out), U(q), U(k_cache), U(v_cache), n_new, len, shape,
-	                                   stream);
-}
-
 /* The descriptor itself is host memory; the arrays it points to are the
  * backend's. */
 static int untag_chunks(const char *op, const struct rl_attention_chunks *c,
@@ -451,6 +441,16 @@ static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, cons
 	                                                shape, U(work), stream);
 }
 
+static int fenced_grouped_linear_forward_invariant(float *y, const float *x, const float *w,
+                                                   const int32_t *offsets, int groups, int in_dim,
+                                                   int out_dim, void *stream)
+{
+	if (DEV(y) || DEV(x) || DEV(w) || host(__func__, "offsets", offsets))
+		return -1;
+	return rl_ops_cpu.grouped_linear_forward_invariant(U(y), U(x), U(w), offsets, groups,
+	                                                   in_dim, out_dim, stream);
+}
+
 const struct rl_ops rl_ops_fenced = {
     .name = "fenced",
     .alloc = fenced_alloc,
@@ -467,7 +467,6 @@ const struct rl_ops rl_ops_fenced = {
     .rope_backward = fenced_rope_backward,
     .attention_forward = fenced_attention_forward,
     .attention_backward = fenced_attention_backward,
-    .attention_cached = fenced_attention_cached,
     .attention_chunks_forward = fenced_attention_chunks_forward,
     .attention_chunks_backward = fenced_attention_chunks_backward,
     .swiglu_forward = fenced_swiglu_forward,
@@ -493,4 +492,5 @@ const struct rl_ops rl_ops_fenced = {
     .logits_logprobs = fenced_logits_logprobs,
     .linear_forward_invariant = fenced_linear_forward_invariant,
     .lm_logprobs_forward_invariant = fenced_lm_logprobs_forward_invariant,
+    .grouped_linear_forward_invariant = fenced_grouped_linear_forward_invariant,
 };

@@ -60,6 +60,10 @@ struct rl_cuda_memory_stats {
 	size_t in_use;
 	size_t peak_in_use;
 	size_t reserved;
+	/* the device's, from the driver (cudaMemGetInfo): free memory (the
+	 * pool's cached blocks not counted) and the whole */
+	size_t device_free;
+	size_t device_total;
 };
 
 /* 0 and *out (all zero before the first allocation on this device), or -1

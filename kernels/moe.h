@@ -56,6 +56,12 @@ typedef int (*rl_moe_combine_backward_fn)(float *dy, float *dweight, const float
                                           const float *y, const int32_t *slot, const float *weight,
                                           int n_tokens, int k, int dim, void *stream);
 
+/* The batch-invariant twin (linear.h): each group through the invariant
+ * linear forward, so a row's outputs do not depend on how many rows its
+ * expert got. */
+int rl_grouped_linear_forward_invariant_cpu(float *y, const float *x, const float *w,
+                                            const int32_t *offsets, int groups, int in_dim,
+                                            int out_dim, void *stream);
 int rl_grouped_linear_forward_cpu(float *y, const float *x, const float *w, const int32_t *offsets,
                                   int groups, int in_dim, int out_dim, void *stream);
 int rl_grouped_linear_backward_cpu(float *dx, float *dw, const float *dy, const float *x,
@@ -74,6 +80,9 @@ int rl_moe_combine_backward_cpu(float *dy, float *dweight, const float *dout, co
  * gradient sums each group's rows in a fixed order (no atomics), so a
  * repeated call gives the same bits. The slots are device memory and not
  * checked (as the embedding's ids): an out-of-range slot is undefined. */
+int rl_grouped_linear_forward_invariant_cuda(float *y, const float *x, const float *w,
+                                             const int32_t *offsets, int groups, int in_dim,
+                                             int out_dim, void *stream);
 int rl_grouped_linear_forward_cuda(float *y, const float *x, const float *w, const int32_t *offsets,
                                    int groups, int in_dim, int out_dim, void *stream);
 int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float *dy, const float *x,

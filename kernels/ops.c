@@ -23,7 +23,6 @@ const char *rl_ops_missing(const struct rl_ops *ops)
 	CHECK(rope_backward);
 	CHECK(attention_forward);
 	CHECK(attention_backward);
-	CHECK(attention_cached);
 	CHECK(attention_chunks_forward);
 	CHECK(attention_chunks_backward);
 	CHECK(swiglu_forward);
@@ -49,5 +48,6 @@ const char *rl_ops_missing(const struct rl_ops *ops)
 	CHECK(logits_logprobs);
 	CHECK(linear_forward_invariant);
 	CHECK(lm_logprobs_forward_invariant);
+	CHECK(grouped_linear_forward_invariant);
 	return NULL;
 }

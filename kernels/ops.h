@@ -47,7 +47,6 @@ struct rl_ops {
 	rl_rope_backward_fn rope_backward;
 	rl_attention_forward_fn attention_forward;
 	rl_attention_backward_fn attention_backward;
-	rl_attention_cached_fn attention_cached;
 	rl_attention_chunks_forward_fn attention_chunks_forward;
 	rl_attention_chunks_backward_fn attention_chunks_backward;
 	rl_swiglu_forward_fn swiglu_forward;
@@ -75,6 +74,7 @@ struct rl_ops {
 	rl_logits_logprobs_fn logits_logprobs;
 	rl_linear_forward_fn linear_forward_invariant;
 	rl_lm_logprobs_forward_fn lm_logprobs_forward_invariant;
+	rl_grouped_linear_forward_fn grouped_linear_forward_invariant;
 };
 
 extern const struct rl_ops rl_ops_cpu;

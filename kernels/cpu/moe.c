@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 
+#include "kernels/linear.h"
 #include "kernels/moe.h"
 
 int rl_grouped_linear_forward_cpu(float *y, const float *x, const float *w, const int32_t *offsets,
@@ -22,6 +23,25 @@ int rl_grouped_linear_forward_cpu(float *y, const float *x, const float *w, cons
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in_dim, 1.0f,
 		            x + r0 * (size_t)in_dim, in_dim, w + (size_t)g * out_dim * in_dim,
 		            in_dim, 0.0f, y + r0 * (size_t)out_dim, out_dim);
+	}
+	return 0;
+}
+
+int rl_grouped_linear_forward_invariant_cpu(float *y, const float *x, const float *w,
+                                            const int32_t *offsets, int groups, int in_dim,
+                                            int out_dim, void *stream)
+{
+	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+		return -1;
+	for (int g = 0; g < groups; g++) {
+		int rows = offsets[g + 1] - offsets[g];
+		size_t r0 = (size_t)offsets[g];
+
+		if (rows > 0 &&
+		    rl_linear_forward_invariant_cpu(
+		        y + r0 * (size_t)out_dim, x + r0 * (size_t)in_dim,
+		        w + (size_t)g * out_dim * in_dim, NULL, rows, in_dim, out_dim, stream))
+			return -1;
 	}
 	return 0;
 }

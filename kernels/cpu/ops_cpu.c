@@ -49,7 +49,6 @@ const struct rl_ops rl_ops_cpu = {
     .rope_backward = rl_rope_backward_cpu,
     .attention_forward = rl_attention_forward_cpu,
     .attention_backward = rl_attention_backward_cpu,
-    .attention_cached = rl_attention_cached_cpu,
     .attention_chunks_forward = rl_attention_chunks_forward_cpu,
     .attention_chunks_backward = rl_attention_chunks_backward_cpu,
     .swiglu_forward = rl_swiglu_forward_cpu,
@@ -75,4 +74,5 @@ const struct rl_ops rl_ops_cpu = {
     .logits_logprobs = rl_logits_logprobs_cpu,
     .linear_forward_invariant = rl_linear_forward_invariant_cpu,
     .lm_logprobs_forward_invariant = rl_lm_logprobs_forward_invariant_cpu,
+    .grouped_linear_forward_invariant = rl_grouped_linear_forward_invariant_cpu,
 };

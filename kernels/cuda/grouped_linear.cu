@@ -26,6 +26,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/memory.h"
+#include "kernels/linear.h"
 #include "kernels/moe.h"
 
 #define GL_TM      64 /* output rows of a tile */
@@ -282,6 +283,28 @@ extern "C" int rl_grouped_linear_forward_cuda(float *y, const float *x, const fl
 	rc = rl_launched();
 	rl_cuda_release_async(dev, stream);
 	return rc;
+}
+
+/* One invariant linear forward per group (kernels/cuda/linear_invariant.cu):
+ * a row's outputs are one fixed-order sum each, whatever its expert's row
+ * count. The offsets are host memory, so the loop needs no sync. */
+extern "C" int rl_grouped_linear_forward_invariant_cuda(float *y, const float *x, const float *w,
+                                                        const int32_t *offsets, int groups,
+                                                        int in_dim, int out_dim, void *stream)
+{
+	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+		return -1;
+	for (int g = 0; g < groups; g++) {
+		int rows = offsets[g + 1] - offsets[g];
+		size_t r0 = (size_t)offsets[g];
+
+		if (rows > 0 &&
+		    rl_linear_forward_invariant_cuda(
+		        y + r0 * (size_t)out_dim, x + r0 * (size_t)in_dim,
+		        w + (size_t)g * out_dim * in_dim, NULL, rows, in_dim, out_dim, stream))
+			return -1;
+	}
+	return 0;
 }
 
 extern "C" int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float *dy,

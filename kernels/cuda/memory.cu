@@ -205,6 +205,8 @@ extern "C" int rl_cuda_memory_stats(struct rl_cuda_memory_stats *out)
 	pool = current_pool(false, &dev);
 	if (dev < 0)
 		return failed();
+	if (cudaMemGetInfo(&out->device_free, &out->device_total) != cudaSuccess)
+		return failed();
 	if (!pool)
 		return 0;
 	if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||

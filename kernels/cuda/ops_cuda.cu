@@ -22,7 +22,6 @@ extern "C" const struct rl_ops rl_ops_cuda = {
     rl_rope_backward_cuda,
     rl_attention_forward_cuda,
     rl_attention_backward_cuda,
-    rl_attention_cached_cuda,
     rl_attention_chunks_forward_cuda,
     rl_attention_chunks_backward_cuda,
     rl_swiglu_forward_cuda,
@@ -48,4 +47,5 @@ extern "C" const struct rl_ops rl_ops_cuda = {
     rl_logits_logprobs_cuda,
     rl_linear_forward_invariant_cuda,
     rl_lm_logprobs_forward_invariant_cuda,
+    rl_grouped_linear_forward_invariant_cuda,
 };

@@ -156,6 +156,7 @@ struct rl_cfg_policy {
 		struct rl_str_list stop_strings;
 		bool batch_invariant;
 		struct rl_opt_int kv_cache_blocks;
+		struct rl_opt_float gpu_memory_utilization;
 		struct {
 			bool enabled;
 			struct rl_opt_int gpus_per_node;

@@ -261,6 +261,13 @@ const struct rl_key rl_schema[] = {
      .doc = "generation and the logprob pass use batch-invariant kernels, so the logprobs "
             "generation reports are the trainer's to the bit (gen_logprob_max_diff 0); false: "
             "the fastest GEMMs"},
+    {"policy.generation.gpu_memory_utilization", RL_T_OPT_FLOAT,
+     OFF(policy.generation.gpu_memory_utilization), "null", RANGE(0, 1), .flags = RL_K_MIN_OPEN,
+     .doc = "on a GPU, the share of its memory the run may hold once the KV cache is made "
+            "(vLLM's, NeMo-RL's vllm_cfg.gpu_memory_utilization): the cache gets what is "
+            "left, and fewer sequences run at once if it cannot hold generation_batch_size "
+            "of the longest length; null: the cache for generation_batch_size of them; "
+            "nothing on the CPU"},
     {"policy.generation.kv_cache_blocks", RL_T_OPT_INT, OFF(policy.generation.kv_cache_blocks),
      "null", AT_LEAST(1),
      .doc = "blocks of 16 tokens in the paged KV cache; null: enough for "

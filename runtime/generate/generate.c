@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/generate/generate.h"
+#include "runtime/model/backend.h"
 #include "runtime/model/kv_cache.h"
 
 /* A step takes at most this many new tokens (a prompt longer than that
@@ -327,16 +328,74 @@ static void engine_free(struct engine *e)
 	ops->release(e->d_work);
 }
 
+/* The cache's blocks, and how many sequences run at once: p's count of
+ * blocks, or what p's share of the GPU leaves, the slots then cut so that
+ * each can reach its longest length (no sequence is ever stopped for want
+ * of blocks); otherwise enough for every slot. */
+static int size_cache(struct engine *e, int block, int max_len, int *blocks, char *err,
+                      size_t errlen)
+{
+	const struct rl_gen_params *p = e->p;
+	int per_seq = (max_len + block - 1) / block;
+	size_t left = 0, per_block = rl_kv_block_bytes(e->m, block);
+	int64_t can = p->kv_blocks;
+
+	*blocks = 0;
+	if (can <= 0 && p->memory_utilization > 0) {
+		switch (rl_backend_memory_left(e->m->ops, p->memory_utilization, &left)) {
+		case 0:
+			return 0; /* host memory: the share means nothing here */
+		case 1:
+			break;
+		default:
+			snprintf(err, errlen,
+			         "generation: the %s backend cannot say its free memory",
+			         e->m->ops->name);
+			return -1;
+		}
+		size_t scratch = rl_kv_scratch_bytes(e->m, e->n_slots, STEP_TOKENS);
+		left = left > scratch ? left - scratch : 0;
+		can = (int64_t)(left / per_block);
+		if (can < per_seq) {
+			snprintf(
+			    err, errlen,
+			    "policy.generation.gpu_memory_utilization %g leaves %.2f GB for the "
+			    "KV cache: one sequence of %d tokens needs %.2f GB",
+			    p->memory_utilization, (double)left / 1e9, max_len,
+			    (double)per_seq * (double)per_block / 1e9);
+			return -1;
+		}
+	}
+	if (can <= 0 || can >= rl_kv_blocks_for(e->n_slots, max_len, block))
+		return 0;
+	if (can < per_seq) {
+		snprintf(
+		    err, errlen,
+		    "generation: a KV cache of %lld blocks of %d tokens cannot hold one sequence "
+		    "of %d tokens",
+		    (long long)can, block, max_len);
+		return -1;
+	}
+	*blocks = (int)can;
+	if (can / per_seq < e->n_slots)
+		e->n_slots = (int)(can / per_seq);
+	return 0;
+}
+
 static int engine_init(struct engine *e, int longest, char *err, size_t errlen)
 {
 	const struct rl_model *m = e->m;
 	const struct rl_ops *ops = m->ops;
 	const struct rl_gen_params *p = e->p;
-	int V = m->cfg.vocab_size, S = e->n_slots;
+	int V = m->cfg.vocab_size, S, blocks;
 	int max_len = longest + (int)p->stop.max_new_tokens;
 	int budget = longest > STEP_TOKENS ? longest : STEP_TOKENS;
+	int block = p->kv_block ? p->kv_block : KV_BLOCK;
 	bool greedy = p->sampling.temperature < RL_SAMPLING_GREEDY_EPS;
 
+	if (size_cache(e, block, max_len, &blocks, err, errlen))
+		return -1;
+	S = e->n_slots;
 	if (budget < S)
 		budget = S;
 	e->sp = (struct rl_sample_params){p->sampling.temperature, p->sampling.top_k,
@@ -349,8 +408,7 @@ static int engine_init(struct engine *e, int longest, char *err, size_t errlen)
 	    .logit_scale = p->logit_scale > 0 ? p->logit_scale
 	                   : greedy           ? 1.0f
 	                                      : 1.0f / p->sampling.temperature};
-	e->kv = rl_kv_cache_new(m, S, max_len, budget, p->kv_block ? p->kv_block : KV_BLOCK,
-	                        p->kv_blocks);
+	e->kv = rl_kv_cache_new(m, S, max_len, budget, block, blocks);
 	e->stop_seq = calloc((size_t)e->n, sizeof *e->stop_seq);
 	e->cap = calloc((size_t)e->n, sizeof *e->cap);
 	e->next = calloc((size_t)e->n, sizeof *e->next);

@@ -36,9 +36,15 @@ struct rl_gen_params {
 	uint64_t stream_base;
 	int max_slots; /* sequences at once; 0: all the prompts */
 	/* the KV cache: tokens per block (0: 16) and blocks (0: enough for
-	 * max_slots sequences of the longest length, so it never runs out) */
+	 * max_slots sequences of the longest length; fewer run at once when
+	 * the blocks cannot hold max_slots of them, so it never runs out) */
 	int kv_block;
 	int kv_blocks;
+	/* > 0, on a GPU: the blocks are what this share of the device's memory
+	 * leaves (vLLM's gpu_memory_utilization), and fewer sequences run at
+	 * once when they cannot all reach their longest length; kv_blocks
+	 * wins when both are given */
+	double memory_utilization;
 	/* the logprobs: log-softmax of logit_scale * logits folded in chunks
 	 * of logprob_chunk, as the trainer's pass (0: 1/temperature, or 1 when
 	 * greedy; 0: the whole vocabulary) */

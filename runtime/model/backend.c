@@ -15,6 +15,7 @@
 #include "runtime/model/backend.h"
 #ifdef RL_HAVE_CUDA
 #include "kernels/device.h"
+#include "kernels/memory.h"
 #endif
 
 /* The fenced table's memory must not reach MPI, and the model's
@@ -100,5 +101,30 @@ int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char
 	if (host_table(world, ops, err, errlen))
 		return -1;
 	snprintf(desc, desclen, "%s (auto: %s)", (*ops)->name, why);
+	return 0;
+}
+
+int rl_backend_memory_left(const struct rl_ops *ops, double util, size_t *bytes)
+{
+	*bytes = 0;
+#ifdef RL_HAVE_CUDA
+	if (ops == &rl_ops_cuda) {
+		struct rl_cuda_memory_stats st;
+
+		if (rl_cuda_memory_stats(&st))
+			return -1;
+		/* taken: everything the driver does not call free, less the
+		 * pool's cached blocks, which the next allocations reuse */
+		double budget = util * (double)st.device_total;
+		double held =
+		    (double)(st.device_total - st.device_free) - (double)(st.reserved - st.in_use);
+
+		*bytes = budget > held ? (size_t)(budget - held) : 0;
+		return 1;
+	}
+#else
+	(void)util;
+#endif
+	(void)ops;
 	return 0;
 }

@@ -18,4 +18,11 @@
 int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char *desc,
                     size_t desclen, char *err, size_t errlen);
 
+/* Bytes that a share util of the device's memory leaves once what this
+ * process holds now is counted (vLLM's gpu_memory_utilization): 1 and
+ * *bytes (0 when nothing is left) on a GPU; 0 on a backend whose memory is
+ * the host's, where the share means nothing; -1 when the device cannot
+ * say. */
+int rl_backend_memory_left(const struct rl_ops *ops, double util, size_t *bytes);
+
 #endif

@@ -60,6 +60,26 @@ int64_t rl_kv_blocks_for(int n_slots, int max_len, int block)
 	return (int64_t)n_slots * (((int64_t)max_len + block - 1) / block);
 }
 
+size_t rl_kv_block_bytes(const struct rl_model *m, int block)
+{
+	return 2 * (size_t)m->shard.n_layers * (size_t)block * (size_t)m->shard.n_kv_heads *
+	       (size_t)m->cfg.head_dim * sizeof(float);
+}
+
+size_t rl_kv_scratch_bytes(const struct rl_model *m, int n_slots, int max_tokens)
+{
+	const struct rl_model_shard *sh = &m->shard;
+	size_t T = (size_t)max_tokens, S = (size_t)n_slots, D = (size_t)m->cfg.head_dim;
+	size_t d = (size_t)m->cfg.hidden_size, kvd = (size_t)sh->n_kv_heads * D,
+	       qd = (size_t)sh->n_heads * D, inter = (size_t)sh->intermediate;
+	size_t full = sh->tp.size > 1 || sh->pp.size > 1 ? S * (size_t)m->cfg.vocab_size : 0;
+
+	/* as alloc_scratch takes them */
+	return (4 * T + T * (2 * d + 3 * qd + 3 * kvd + 3 * inter) + S * d + S * (size_t)sh->vocab +
+	        full) *
+	       sizeof(float);
+}
+
 static int alloc_scratch(const struct rl_model *m, struct rl_kv_cache *kv)
 {
 	const struct rl_model_config *c = &m->cfg;

@@ -16,8 +16,8 @@
  * once it has nothing left it serves their tokens routed to its experts
  * (rl_model_decode_drain) until every rank is done.
  * defines: struct rl_kv_cache, rl_kv_cache_new, rl_kv_cache_free,
- * rl_kv_blocks_for, rl_kv_slot_release, rl_kv_slot_share, rl_model_decode,
- * rl_model_decode_drain */
+ * rl_kv_blocks_for, rl_kv_block_bytes, rl_kv_scratch_bytes, rl_kv_slot_release, rl_kv_slot_share,
+ * rl_model_decode, rl_model_decode_drain */
 #ifndef RL_MODEL_KV_CACHE_H
 #define RL_MODEL_KV_CACHE_H
 
@@ -52,6 +52,12 @@ struct rl_kv_cache {
 /* Blocks of `block` rows that n_slots sequences of max_len tokens can need
  * at most, each with its own copy: what n_blocks 0 means below. */
 int64_t rl_kv_blocks_for(int n_slots, int max_len, int block);
+
+/* Bytes of one block (keys and values, every layer of this rank), and of
+ * the rest a cache holds for n_slots slots and max_tokens tokens a step
+ * (activations, logits): what sizing a cache from memory needs. */
+size_t rl_kv_block_bytes(const struct rl_model *m, int block);
+size_t rl_kv_scratch_bytes(const struct rl_model *m, int n_slots, int max_tokens);
 
 /* n_blocks <= 0: rl_kv_blocks_for(n_slots, max_len, block). The pool
  * never runs out while every slot stays within max_len and n_blocks is at

@@ -289,9 +289,11 @@ int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen);
 /* Batch-invariant passes on (policy.generation.batch_invariant) or off:
  * while on, a token's logits and logprob have the same bits whatever else
  * is in its batch, so generation (runtime/generate) and the logprob pass
- * agree exactly; off, the backend's fastest GEMMs. Dense layers only: the
- * experts' grouped GEMMs and the collectives of tensor parallelism over
- * more than two ranks are not invariant. Returns the previous setting. */
+ * agree exactly; off, the backend's fastest GEMMs. The experts' grouped
+ * GEMMs are covered; tensor parallelism is not (the logprob pass folds
+ * each rank's part of the vocabulary, generation the whole; and over more
+ * than two ranks the sums' order follows the message size), nor context
+ * parallelism's chunked attention. Returns the previous setting. */
 bool rl_model_set_invariant(struct rl_model *m, bool on);
 /* Another set of weights for the passes, such as the frozen reference
  * policy, held in the model's precision (bf16: 2 bytes a weight) and run

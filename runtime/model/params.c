@@ -664,6 +664,7 @@ bool rl_model_set_invariant(struct rl_model *m, bool on)
 	m->invariant_ops = *m->base_ops;
 	m->invariant_ops.linear_forward = m->base_ops->linear_forward_invariant;
 	m->invariant_ops.lm_logprobs_forward = m->base_ops->lm_logprobs_forward_invariant;
+	m->invariant_ops.grouped_linear_forward = m->base_ops->grouped_linear_forward_invariant;
 	m->ops = on ? &m->invariant_ops : m->base_ops;
 	m->invariant = on;
 	return was;

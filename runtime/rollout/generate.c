@@ -47,6 +47,9 @@ int rl_gen_settings_init(struct rl_gen_settings *g, const struct rl_config *cfg,
 	g->batch_invariant = p->generation.batch_invariant;
 	g->kv_cache_blocks =
 	    p->generation.kv_cache_blocks.set ? (int)p->generation.kv_cache_blocks.value : 0;
+	g->memory_utilization = p->generation.gpu_memory_utilization.set
+	                            ? p->generation.gpu_memory_utilization.value
+	                            : 0;
 	g->logit_scale = rl_gen_logit_scale(cfg);
 	g->logprob_chunk = rl_gen_logprob_chunk(cfg);
 
@@ -171,6 +174,7 @@ int rl_rollout_generate_share(struct rl_model *m, const struct rl_tokenizer *tok
 	    .stream_base = (uint64_t)lo,
 	    .max_slots = g->batch_size,
 	    .kv_blocks = g->kv_cache_blocks,
+	    .memory_utilization = g->memory_utilization,
 	    .logit_scale = g->logit_scale,
 	    .logprob_chunk = g->logprob_chunk,
 	    .batch_invariant = g->batch_invariant,

@@ -25,13 +25,14 @@ struct rl_gen_settings {
 	size_t n_stop_ids, n_eos_ids;
 	const char *const *stop_strings; /* policy.generation.stop_strings (the config's) */
 	size_t n_stop_strings;
-	int64_t max_new_tokens;   /* policy.generation.max_new_tokens */
-	int64_t max_input_tokens; /* data.max_input_seq_length, leaving one token to generate */
-	int64_t max_total_tokens; /* policy.max_total_sequence_length */
-	int batch_size;           /* policy.generation_batch_size */
-	bool overlong_filtering;  /* grpo.overlong_filtering: a truncated sample is no loss */
-	bool batch_invariant;     /* policy.generation.batch_invariant */
-	int kv_cache_blocks;      /* policy.generation.kv_cache_blocks; 0: enough */
+	int64_t max_new_tokens;    /* policy.generation.max_new_tokens */
+	int64_t max_input_tokens;  /* data.max_input_seq_length, leaving one token to generate */
+	int64_t max_total_tokens;  /* policy.max_total_sequence_length */
+	int batch_size;            /* policy.generation_batch_size */
+	bool overlong_filtering;   /* grpo.overlong_filtering: a truncated sample is no loss */
+	bool batch_invariant;      /* policy.generation.batch_invariant */
+	int kv_cache_blocks;       /* policy.generation.kv_cache_blocks; 0: enough */
+	double memory_utilization; /* policy.generation.gpu_memory_utilization; 0: unset */
 	/* the logprobs as the trainer's pass computes them */
 	float logit_scale;
 	int logprob_chunk;

@@ -50,7 +50,10 @@ expect_grep "$WORK/out" "every checksum matches; 20 tensors" "  checks every ten
 	"$RLRUN" train $small checkpointing.checkpoint_dir=killed.ck logger.log_dir=killed \
 		>killed.log 2>&1 &
 	pid=$!
+	# step 5 done and step_4's files committed (their writes run behind
+	# the steps, so the commit may come after step 5 on a busy disk)
 	wait_line killed.log "^step 5/6"
+	wait_line killed.log "checkpoint killed.ck/step_4 committed"
 	kill -9 $pid
 	wait $pid
 )

@@ -36,7 +36,6 @@ Test(cuda_table, every_field_holds_its_op)
 	SLOT(rope_backward, rl_rope_backward_cuda);
 	SLOT(attention_forward, rl_attention_forward_cuda);
 	SLOT(attention_backward, rl_attention_backward_cuda);
-	SLOT(attention_cached, rl_attention_cached_cuda);
 	SLOT(attention_chunks_forward, rl_attention_chunks_forward_cuda);
 	SLOT(attention_chunks_backward, rl_attention_chunks_backward_cuda);
 	SLOT(swiglu_forward, rl_swiglu_forward_cuda);
@@ -62,6 +61,7 @@ Test(cuda_table, every_field_holds_its_op)
 	SLOT(logits_logprobs, rl_logits_logprobs_cuda);
 	SLOT(linear_forward_invariant, rl_linear_forward_invariant_cuda);
 	SLOT(lm_logprobs_forward_invariant, rl_lm_logprobs_forward_invariant_cuda);
+	SLOT(grouped_linear_forward_invariant, rl_grouped_linear_forward_invariant_cuda);
 #undef SLOT
 #endif
 }

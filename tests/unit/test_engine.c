@@ -202,7 +202,9 @@ static void pass_logprobs(struct rl_model *m, const int32_t **p, const int *lens
 	free(cu);
 }
 
-static void check_exact(const struct rl_ops *ops)
+/* model: NULL for the llama fixture, or another fixture's directory name
+ * (its prompts are the llama's ids modulo its vocabulary) */
+static void check_exact(const struct rl_ops *ops, const char *model)
 {
 	struct fx f;
 	static struct rl_gen_output out[N];
@@ -212,6 +214,17 @@ static void check_exact(const struct rl_ops *ops)
 
 	fx_open(&f, ops);
 	prompts_of(&f, true, p, lens);
+	if (model) {
+		char dir[4096], err[512];
+		const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+
+		rl_model_free(f.m);
+		snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", top, model);
+		cr_assert_eq(rl_model_load(&f.m, dir, ops, err, sizeof err), 0, "%s", err);
+		for (int i = 0; i < N; i++)
+			for (int t = 0; t < 16; t++)
+				prompt_store[i][t] %= f.m->cfg.vocab_size;
+	}
 	struct rl_gen_params gp = sampled(7);
 	generate(f.m, p, lens, &gp, out);
 	pass_logprobs(f.m, p, lens, out, 1.0f / 0.8f, 100, &lp, starts);
@@ -228,7 +241,18 @@ static void check_exact(const struct rl_ops *ops)
 
 Test(engine, generation_logprobs_are_the_logprob_pass_bits)
 {
-	check_exact(&rl_ops_cpu);
+	check_exact(&rl_ops_cpu, NULL);
+}
+
+/* every family: biases (qwen2), q/k norms (qwen3), tied embeddings and
+ * partial rotary (llama-tied-rope3), and the experts' grouped GEMMs, which
+ * see other row counts in the two passes (qwen2-moe, qwen3-moe) */
+Test(engine, every_family_is_exact)
+{
+	const char *models[] = {"llama-tied-rope3", "qwen2", "qwen3", "qwen2-moe", "qwen3-moe"};
+
+	for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+		check_exact(&rl_ops_cpu, models[i]);
 }
 
 Test(engine, fenced_gives_the_cpu_bits_and_exact_logprobs)
@@ -249,22 +273,33 @@ Test(engine, fenced_gives_the_cpu_bits_and_exact_logprobs)
 	rl_gen_outputs_free(b, N);
 	rl_model_free(f.m);
 	rl_model_free(g.m);
-	check_exact(&rl_ops_fenced);
+	check_exact(&rl_ops_fenced, NULL);
 }
 
-Test(engine, a_pool_too_small_says_so)
+/* A pool for two sequences at a time runs two at a time, with the same
+ * tokens; one that cannot hold a sequence says so. */
+Test(engine, a_small_pool_runs_fewer_at_once)
 {
 	struct fx f;
-	static struct rl_gen_output out[N];
+	static struct rl_gen_output base[N], out[N];
 	const int32_t *p[N];
-	int lens[N];
+	int lens[N], longest = 0;
 	char err[512];
 
 	fx_open(&f, &rl_ops_cpu);
-	prompts_of(&f, false, p, lens);
+	prompts_of(&f, true, p, lens);
+	for (int i = 0; i < N; i++)
+		longest = lens[i] > longest ? lens[i] : longest;
 	struct rl_gen_params gp = sampled(N);
-	gp.kv_blocks = 8;
+	generate(f.m, p, lens, &gp, base);
+	int per_seq = (longest + NEW + 3) / 4; /* blocks of 4 */
+	gp.kv_blocks = 2 * per_seq + 1;
+	generate(f.m, p, lens, &gp, out);
+	expect_same(base, out, "a pool for two sequences");
+	rl_gen_outputs_free(out, N);
+	gp.kv_blocks = per_seq - 1;
 	cr_assert_eq(rl_generate(f.m, NULL, N, p, lens, &gp, out, err, sizeof err), -1);
-	cr_expect(strstr(err, "blocks") != NULL, "%s", err);
+	cr_expect(strstr(err, "cannot hold one sequence") != NULL, "%s", err);
+	rl_gen_outputs_free(base, N);
 	rl_model_free(f.m);
 }
