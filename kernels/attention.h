@@ -5,8 +5,8 @@
  * [T, n_heads, head_dim], k and v [T, n_kv_heads, head_dim], lse [T, n_heads]
  * (the log-sum-exp of the scaled scores, saved for the backward pass).
  * defines: rl_attention_forward_cpu, rl_attention_backward_cpu,
- * rl_attention_cached_cpu, rl_attention_chunks_forward_cpu,
- * rl_attention_chunks_backward_cpu and their _cuda twins */
+ * rl_attention_chunks_forward_cpu, rl_attention_chunks_backward_cpu and
+ * their _cuda twins */
 #ifndef RL_KERNELS_ATTENTION_H
 #define RL_KERNELS_ATTENTION_H
 
@@ -32,15 +32,6 @@ typedef int (*rl_attention_backward_fn)(float *dq, float *dk, float *dv, const f
                                         const float *out, const float *lse,
                                         const int32_t *cu_seqlens, int n_seqs,
                                         const struct rl_attention_shape *shape, void *stream);
-/* One sequence against its KV cache, for generation: the n_new queries sit at
- * positions len - n_new .. len - 1 and query i sees cache rows 0 .. len - n_new + i.
- * k_cache and v_cache are [>= len, n_kv_heads, head_dim] and already hold the
- * new tokens' keys and values. Prefill (n_new = len) and decode (n_new = 1)
- * are the same call. */
-typedef int (*rl_attention_cached_fn)(float *out, const float *q, const float *k_cache,
-                                      const float *v_cache, int n_new, int len,
-                                      const struct rl_attention_shape *shape, void *stream);
-
 /* Query chunks against the keys of their sequence, for context
  * parallelism: chunk i's queries are rows q_start[i] .. q_start[i] + len[i] - 1
  * of q / out / lse; its sequence's keys start at row k_start[i] of k / v;
@@ -72,9 +63,6 @@ int rl_attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout
                               const float *k, const float *v, const float *out, const float *lse,
                               const int32_t *cu_seqlens, int n_seqs,
                               const struct rl_attention_shape *shape, void *stream);
-int rl_attention_cached_cpu(float *out, const float *q, const float *k_cache, const float *v_cache,
-                            int n_new, int len, const struct rl_attention_shape *shape,
-                            void *stream);
 
 int rl_attention_chunks_forward_cpu(float *out, float *lse, const float *q, const float *k,
                                     const float *v, const struct rl_attention_chunks *chunks,
@@ -98,9 +86,6 @@ int rl_attention_backward_cuda(float *dq, float *dk, float *dv, const float *dou
                                const float *k, const float *v, const float *out, const float *lse,
                                const int32_t *cu_seqlens, int n_seqs,
                                const struct rl_attention_shape *shape, void *stream);
-int rl_attention_cached_cuda(float *out, const float *q, const float *k_cache, const float *v_cache,
-                             int n_new, int len, const struct rl_attention_shape *shape,
-                             void *stream);
 int rl_attention_chunks_forward_cuda(float *out, float *lse, const float *q, const float *k,
                                      const float *v, const struct rl_attention_chunks *chunks,
                                      const struct rl_attention_shape *shape, void *stream);

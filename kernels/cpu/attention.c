@@ -126,7 +126,7 @@ int rl_attention_forward_cpu(float *out, float *lse, const float *q, const float
 		const size_t kvo = base * ldkv + (size_t)(it.head / rep) * D;
 
 		attn_tile_forward(out + qo, lse + row * H + it.head, H, q + qo, k + kvo, v + kvo, m,
-		                  it.first, 1, ldq, ldkv, D, shape->scale,
+		                  it.first, ldq, ldkv, D, shape->scale,
 		                  scratch + (size_t)attn_thread_id() * tile);
 	}
 	attn_blas_serial_end(blas_threads);

@@ -194,8 +194,8 @@ int rl_attention_chunks_forward_cpu(float *out, float *lse, const float *q, cons
 		    (size_t)chunks->k_start[it.chunk] * ldkv + (size_t)(it.head / rep) * D;
 
 		attn_tile_forward(out + qo, lse + row * H + it.head, H, q + qo, k + kvo, v + kvo, m,
-		                  chunks->offset[it.chunk] + it.first, 1, ldq, ldkv, D,
-		                  shape->scale, scratch + (size_t)attn_thread_id() * tile);
+		                  chunks->offset[it.chunk] + it.first, ldq, ldkv, D, shape->scale,
+		                  scratch + (size_t)attn_thread_id() * tile);
 	}
 	attn_blas_serial_end(blas_threads);
 	free(items);

@@ -1,8 +1,9 @@
-/* What the training attention (attention.c, attention_chunks.c) and the
- * KV-cache attention (attention_cached.c) share: work cut into tiles of ATTN_BQ query rows of
- * one head, a score tile per thread, both products as cblas_sgemm calls
- * through the row strides, and the softmax of a score row. The op table
- * wants the two in their own files; this header is private to kernels/cpu/.
+/* What the training attention over packed sequences (attention.c) and over
+ * chunk tables (attention_chunks.c) share: work cut into tiles of ATTN_BQ
+ * query rows of one head, a score tile per thread, both products as
+ * cblas_sgemm calls through the row strides, and the softmax of a score
+ * row. The op table wants the two in their own files; this header is
+ * private to kernels/cpu/.
  * defines: ATTN_BQ, ATTN_SIMD, ATTN_SIMD_MAX, ATTN_SIMD_SUM, attn_threads,
  * attn_thread_id, attn_blas_serial_begin, attn_blas_serial_end,
  * attn_shape_ok, attn_alloc_tiles, attn_softmax_row, attn_tile_forward,
@@ -119,34 +120,30 @@ static inline float attn_softmax_row(float *row, int valid, int n)
 	return mx + (float)log(sum);
 }
 
-/* m query rows (stride ldq) at positions first + r * step of their sequence
- * against key rows 0 .. their own position; s holds m x (last position + 1)
- * floats. step is 1 for a tile of consecutive tokens of one head, 0 for the
- * query heads of one token that share a kv head. Row r's log-sum-exp goes
- * to lse[r * ldl] unless lse is NULL (nothing runs backward). */
+/* m consecutive query rows (stride ldq) of one head at positions first ..
+ * first + m - 1 of their sequence against key rows 0 .. their own position;
+ * s holds m x (first + m) floats. Row r's log-sum-exp goes to
+ * lse[r * ldl]. */
 static inline void attn_tile_forward(float *out, float *lse, int ldl, const float *q,
-                                     const float *k, const float *v, int m, int first, int step,
-                                     int ldq, int ldkv, int d, float scale, float *s)
+                                     const float *k, const float *v, int m, int first, int ldq,
+                                     int ldkv, int d, float scale, float *s)
 {
-	const int n = first + (m - 1) * step + 1;
+	const int n = first + m;
 
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, d, scale, q, ldq, k, ldkv, 0.0f,
 	            s, n);
-	for (int r = 0; r < m; r++) {
-		const float l = attn_softmax_row(s + (size_t)r * n, first + r * step + 1, n);
-
-		if (lse)
-			lse[(size_t)r * ldl] = l;
-	}
+	for (int r = 0; r < m; r++)
+		lse[(size_t)r * ldl] = attn_softmax_row(s + (size_t)r * n, first + r + 1, n);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, n, 1.0f, s, n, v, ldkv, 0.0f,
 	            out, ldq);
 }
 
 /* The backward pass of one query head over len query rows at positions
  * off .. off + len - 1 of their sequence, against its keys 0 .. off +
- * len - 1 (off 0: the whole sequence). The pointers are already moved to the head's column, q's to the chunk's first
- * row and k's to the sequence's first key; dk and dv (row stride ldd) get
- * this head's share only. p and ds are tiles. */
+ * len - 1 (off 0: the whole sequence). The pointers are already moved to
+ * the head's column, q's to the chunk's first row and k's to the
+ * sequence's first key; dk and dv (row stride ldd) get this head's share
+ * only. p and ds are tiles. */
 static inline void attn_head_backward(float *dq, float *dk, float *dv, const float *dout,
                                       const float *q, const float *k, const float *v,
                                       const float *out, const float *lse, int off, int len, int ldq,

@@ -38,14 +38,14 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 	const int w = threadIdx.x / RL_WARP, lane = threadIdx.x % RL_WARP, wr0 = w * RPW;
 	const int rep = H / Hkv;
 	const size_t ldq = (size_t)H * D, ldkv = (size_t)Hkv * D;
-	const long long n_items = (long long)rl_attn_n_tiles(ts, src, 0) * H;
+	const long long n_items = (long long)rl_attn_n_tiles(ts, src) * H;
 	float *myS = sS + wr0 * BK;
 
 	for (long long it = blockIdx.x; it < n_items; it += gridDim.x) {
 		const int h = (int)(it % H);
 		int c, lt;
 
-		rl_attn_find(ts, src, 0, (int)(it / H), &c, &lt);
+		rl_attn_find(ts, src, (int)(it / H), &c, &lt);
 
 		const struct rl_attn_chunk ch = rl_attn_get(src, c);
 		const int i0 = lt * BQ, m = min(BQ, ch.len - i0);

@@ -1,15 +1,14 @@
 /* What the CUDA attention kernels (attention_forward.cu, attention_backward*.cu)
  * share. Private to kernels/cuda/attention*.cu.
  *
- * All three forwards and both backwards are one machine: a "source" of
- * chunks (packed sequences from cu_seqlens, a chunk table, or the one chunk
- * of a KV cache), a "work item" of one query tile of one chunk and one head
- * (the key tiles of the dk/dv pass are items of their own), and a persistent
- * grid whose blocks stride over the items. The tables live in device memory
- * and the host never learns T or the longest sequence, so the number of
- * items is read by the kernel itself from a tile map (per chunk an
- * exclusive scan of its query tiles, built by a one-block kernel); a block
- * finds its chunk by binary search.
+ * Both forwards and both backwards are one machine: a "source" of chunks
+ * (packed sequences from cu_seqlens, or a chunk table), a "work item" of
+ * one query tile of one chunk and one head (the key tiles of the dk/dv pass
+ * are items of their own), and a persistent grid whose blocks stride over
+ * the items. The tables live in device memory and the host never learns T
+ * or the longest sequence, so the number of items is read by the kernel
+ * itself from a tile map (per chunk an exclusive scan of its query tiles,
+ * built by a one-block kernel); a block finds its chunk by binary search.
  *
  * Lanes of a warp own head-dim columns lane + 32 c (c < DC, DC = head_dim
  * rounded up to whole warps / 32) for the products with V (or K, Q, dO), and
@@ -24,7 +23,7 @@
  * rl_attn_rows_mm, rl_attn_*_rpw/bk/bq, rl_attn_dc, RL_ATTN_BY_DC, rl_attn_dc_ok,
  * rl_attn_seqs_src, rl_attn_chunks_ok, rl_attn_chunks_src, rl_attn_chunks_check,
  * rl_attn_build_map, rl_attn_release_map, rl_attn_shape_ok, rl_attn_grid, rl_attn_dq_launch,
- * rl_attn_dkdv_launch, rl_attn_decode */
+ * rl_attn_dkdv_launch */
 #ifndef RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
 #define RL_KERNELS_CUDA_ATTENTION_COMMON_CUH
 
@@ -47,13 +46,11 @@
 #define RL_ATTN_MAX_DEVICES 64
 
 /* Where the chunks come from: cu (packed sequences, chunk s is sequence s),
- * else the chunk table, else one chunk at rows 0 with one_offset / one_len
- * (the KV cache). n chunks. */
+ * else the chunk table. n chunks. */
 struct rl_attn_src {
 	const int32_t *cu;
 	const int32_t *q_start, *k_start, *offset, *len;
 	int n;
-	int one_offset, one_len;
 };
 
 /* queries rows qs .. qs + len - 1 at positions off .. off + len - 1, keys
@@ -76,15 +73,11 @@ static __device__ __forceinline__ struct rl_attn_chunk rl_attn_get(const struct 
 		ch.qs = ch.ks = s.cu[c];
 		ch.off = 0;
 		len = (long long)s.cu[c + 1] - s.cu[c];
-	} else if (s.q_start) {
+	} else {
 		ch.qs = s.q_start[c];
 		ch.ks = s.k_start[c];
 		ch.off = s.offset[c];
 		len = s.len[c];
-	} else {
-		ch.qs = ch.ks = 0;
-		ch.off = s.one_offset;
-		len = s.one_len;
 	}
 	if (ch.qs < 0 || ch.ks < 0 || ch.off < 0 || len < 0 || ch.qs + len > INT_MAX ||
 	    (long long)ch.ks + ch.off + len > INT_MAX)
@@ -93,37 +86,31 @@ static __device__ __forceinline__ struct rl_attn_chunk rl_attn_get(const struct 
 	return ch;
 }
 
-/* Query tiles of all chunks: the tile map's total, or the host's count
- * when there is one chunk and no map. */
-static __device__ __forceinline__ int rl_attn_n_tiles(const int *ts, const struct rl_attn_src &s,
-                                                      int one_tiles)
+/* Query tiles of all chunks: the tile map's total. */
+static __device__ __forceinline__ int rl_attn_n_tiles(const int *ts, const struct rl_attn_src &s)
 {
-	return ts ? ts[s.n] : one_tiles;
+	return ts[s.n];
 }
 
 /* Tile t (< the total) as (chunk *c, tile *lt of that chunk). Within a
  * chunk the tiles are handed out from the last, which sees the most keys,
  * so that the expensive items are started first. */
 static __device__ __forceinline__ void rl_attn_find(const int *ts, const struct rl_attn_src &s,
-                                                    int one_tiles, int t, int *c, int *lt)
+                                                    int t, int *c, int *lt)
 {
-	int lo = 0, hi = s.n, n_tiles = one_tiles;
+	int lo = 0, hi = s.n;
 
-	if (ts) {
-		/* the last chunk with ts[chunk] <= t: empty chunks are skipped */
-		while (hi - lo > 1) {
-			const int mid = lo + (hi - lo) / 2;
+	/* the last chunk with ts[chunk] <= t: empty chunks are skipped */
+	while (hi - lo > 1) {
+		const int mid = lo + (hi - lo) / 2;
 
-			if (ts[mid] <= t)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		n_tiles = ts[lo + 1] - ts[lo];
-		t -= ts[lo];
+		if (ts[mid] <= t)
+			lo = mid;
+		else
+			hi = mid;
 	}
 	*c = lo;
-	*lt = n_tiles - 1 - t;
+	*lt = ts[lo + 1] - 1 - t;
 }
 
 /* The first chunk c >= from whose key rows meet [a, b), or s.n. Called by
@@ -249,10 +236,9 @@ static __device__ __forceinline__ void rl_attn_scores(float (&s)[RPW][KPL], cons
 
 /* One online-softmax step of one row over the keys k0 + lane + 32 u: keys
  * past kmax are masked, the row's max, sum and output rescaled, and the
- * probabilities stored to p[lane + 32 u]. EMPTY: the row may see no key of
- * the tile and none before (a late slice of the decode), so its max can
- * stay -inf; then nothing changes and the masked keys weigh exactly 0. */
-template <int KPL, int DC, bool EMPTY>
+ * probabilities stored to p[lane + 32 u]. The row has seen a key by the end
+ * of the tile (key 0 is in the first), so its max is finite. */
+template <int KPL, int DC>
 static __device__ __forceinline__ void rl_attn_softmax_row(float (&s)[KPL], int k0, int kmax,
                                                            float scale, float &mx, float &l,
                                                            float (&acc)[DC], float *p)
@@ -269,7 +255,7 @@ static __device__ __forceinline__ void rl_attn_softmax_row(float (&s)[KPL], int 
 	}
 
 	const float mnew = fmaxf(mx, rl_warp_max(tmax));
-	const float alpha = EMPTY && mnew == -INFINITY ? 1.0f : expf(mx - mnew);
+	const float alpha = expf(mx - mnew);
 
 	mx = mnew;
 	l *= alpha;
@@ -278,7 +264,7 @@ static __device__ __forceinline__ void rl_attn_softmax_row(float (&s)[KPL], int 
 		acc[c2] *= alpha;
 #pragma unroll
 	for (int u = 0; u < KPL; u++) {
-		const float pu = EMPTY && s[u] == -INFINITY ? 0.0f : expf(s[u] - mnew);
+		const float pu = expf(s[u] - mnew);
 
 		l += pu;
 		p[lane + u * RL_WARP] = pu;
@@ -396,7 +382,7 @@ static inline bool rl_attn_shape_ok(const struct rl_attention_shape *sh)
  * caller checked (rl_attn_chunks_ok). */
 static inline struct rl_attn_src rl_attn_seqs_src(const int32_t *cu_seqlens, int n_seqs)
 {
-	return {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs, 0, 0};
+	return {cu_seqlens, NULL, NULL, NULL, NULL, n_seqs};
 }
 
 static inline bool rl_attn_chunks_ok(const struct rl_attention_chunks *c)
@@ -406,7 +392,7 @@ static inline bool rl_attn_chunks_ok(const struct rl_attention_chunks *c)
 
 static inline struct rl_attn_src rl_attn_chunks_src(const struct rl_attention_chunks *c)
 {
-	return {NULL, c->q_start, c->k_start, c->offset, c->len, c->n, 0, 0};
+	return {NULL, c->q_start, c->k_start, c->offset, c->len, c->n};
 }
 
 /* The checks of a chunk-table op before its pointers: -1 (bad shape or
@@ -442,15 +428,5 @@ struct rl_attn_bwd {
  * (attention_backward_dkdv.cu); 0 or -1 on a launch error. */
 int rl_attn_dq_launch(const struct rl_attn_bwd *b, cudaStream_t st);
 int rl_attn_dkdv_launch(const struct rl_attn_bwd *b, cudaStream_t st);
-
-/* the most new queries times query heads per kv head that the decode path
- * (attention_decode.cu) takes */
-#define RL_ATTN_DEC_ROWS 32
-
-/* The KV-cache attention split over the cache instead of the queries, for
- * n_new * (n_heads / n_kv_heads) <= RL_ATTN_DEC_ROWS; arguments checked by
- * the caller. 0, or -1 when out of memory or on a launch error. */
-int rl_attn_decode(float *out, const float *q, const float *k, const float *v, int n_new, int len,
-                   const struct rl_attention_shape *sh, cudaStream_t st);
 
 #endif

@@ -1,5 +1,5 @@
 /* Causal GQA attention forward in fp32, FlashAttention-style: one kernel for
- * packed sequences, chunk tables and the KV cache (attention_common.cuh).
+ * packed sequences and chunk tables (attention_common.cuh).
  *
  * An item is BQ query rows of one head: the Q tile sits in shared memory,
  * K and V tiles of 64 rows stream through one buffer (K, scores, then V),
@@ -28,15 +28,13 @@ template <int DC, int RPW> struct rl_attn_fwd_tile {
 	static constexpr size_t SMEM = ((size_t)(BQ + BK) * SS + (size_t)BQ * BK) * sizeof(float);
 };
 
-/* ts: the tile map for BQ (NULL: one chunk of one_tiles tiles). lse may be
- * NULL (the KV cache). */
+/* ts: the tile map for BQ. */
 template <int DC, int RPW>
 static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
     rl_attn_fwd_kernel(float *__restrict__ out, float *__restrict__ lse,
                        const float *__restrict__ q, const float *__restrict__ k,
                        const float *__restrict__ v, struct rl_attn_src src,
-                       const int *__restrict__ ts, int one_tiles, int H, int Hkv, int D,
-                       float scale)
+                       const int *__restrict__ ts, int H, int Hkv, int D, float scale)
 {
 	typedef rl_attn_fwd_tile<DC, RPW> T;
 	constexpr int BQ = T::BQ, BK = T::BK, KPL = T::KPL, SS = T::SS;
@@ -45,14 +43,14 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 	const int w = threadIdx.x / RL_WARP, lane = threadIdx.x % RL_WARP, wr0 = w * RPW;
 	const int rep = H / Hkv;
 	const size_t ldq = (size_t)H * D, ldkv = (size_t)Hkv * D;
-	const long long n_items = (long long)rl_attn_n_tiles(ts, src, one_tiles) * H;
+	const long long n_items = (long long)rl_attn_n_tiles(ts, src) * H;
 	float *myP = sP + wr0 * BK;
 
 	for (long long it = blockIdx.x; it < n_items; it += gridDim.x) {
 		const int h = (int)(it % H);
 		int c, lt;
 
-		rl_attn_find(ts, src, one_tiles, (int)(it / H), &c, &lt);
+		rl_attn_find(ts, src, (int)(it / H), &c, &lt);
 
 		const struct rl_attn_chunk ch = rl_attn_get(src, c);
 		const int i0 = lt * BQ, m = min(BQ, ch.len - i0);
@@ -91,7 +89,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 				 * by every row, so only later tiles can be all masked. */
 #pragma unroll
 				for (int r = 0; r < RPW; r++)
-					rl_attn_softmax_row<KPL, DC, false>(
+					rl_attn_softmax_row<KPL, DC>(
 					    s[r], k0, ch.off + i0 + wr0 + r, scale, mx[r], l[r],
 					    acc[r], myP + r * BK);
 			}
@@ -121,7 +119,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 				if (d < D)
 					o[d] = acc[r][c2] * inv;
 			}
-			if (lse && lane == 0)
+			if (lane == 0)
 				lse[row * H + h] = mx[r] + logf(sum);
 		}
 	}
@@ -130,7 +128,7 @@ static __global__ void __launch_bounds__(RL_ATTN_THREADS, 1)
 template <int DC>
 static int rl_attn_fwd_launch(float *out, float *lse, const float *q, const float *k,
                               const float *v, const struct rl_attn_src *src, const int *ts,
-                              int one_tiles, const struct rl_attention_shape *sh, cudaStream_t st)
+                              const struct rl_attention_shape *sh, cudaStream_t st)
 {
 	constexpr int RPW = rl_attn_fwd_rpw(DC);
 	typedef rl_attn_fwd_tile<DC, RPW> T;
@@ -139,24 +137,19 @@ static int rl_attn_fwd_launch(float *out, float *lse, const float *q, const floa
 
 	if (rl_attn_grid((const void *)rl_attn_fwd_kernel<DC, RPW>, T::SMEM, cache, &grid) != 0)
 		return -1;
-	/* one chunk: the host knows the items, and a decode step has few */
-	if (!ts && (long long)one_tiles * sh->n_heads < grid)
-		grid = one_tiles * sh->n_heads;
 	rl_attn_fwd_kernel<DC, RPW><<<grid, RL_ATTN_THREADS, T::SMEM, st>>>(
-	    out, lse, q, k, v, *src, ts, one_tiles, sh->n_heads, sh->n_kv_heads, sh->head_dim,
-	    sh->scale);
+	    out, lse, q, k, v, *src, ts, sh->n_heads, sh->n_kv_heads, sh->head_dim, sh->scale);
 	return rl_launched();
 }
 
 static int rl_attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                       const struct rl_attn_src *src, const int *ts, int one_tiles,
+                       const struct rl_attn_src *src, const int *ts,
                        const struct rl_attention_shape *sh, cudaStream_t st)
 {
 	static decltype(&rl_attn_fwd_launch<1>) const by_dc[] = RL_ATTN_BY_DC(rl_attn_fwd_launch);
 	const int dc = rl_attn_dc(sh->head_dim);
 
-	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](out, lse, q, k, v, src, ts, one_tiles, sh, st)
-	                         : -1;
+	return rl_attn_dc_ok(dc) ? by_dc[dc - 1](out, lse, q, k, v, src, ts, sh, st) : -1;
 }
 
 /* The query tile of the forward for head_dim d. */
@@ -176,7 +169,7 @@ static int rl_attn_fwd_mapped(float *out, float *lse, const float *q, const floa
 	if (!ts)
 		return -1;
 
-	const int rc = rl_attn_fwd(out, lse, q, k, v, src, ts, 0, sh, st);
+	const int rc = rl_attn_fwd(out, lse, q, k, v, src, ts, sh, st);
 
 	rl_attn_release_map(ts, st);
 	return rc;
@@ -214,27 +207,4 @@ extern "C" int rl_attention_chunks_forward_cuda(float *out, float *lse, const fl
 	const struct rl_attn_src src = rl_attn_chunks_src(chunks);
 
 	return rl_attn_fwd_mapped(out, lse, q, k, v, &src, shape, stream);
-}
-
-extern "C" int rl_attention_cached_cuda(float *out, const float *q, const float *k_cache,
-                                        const float *v_cache, int n_new, int len,
-                                        const struct rl_attention_shape *shape, void *stream)
-{
-	if (!rl_attn_shape_ok(shape) || n_new < 0 || len < n_new)
-		return -1;
-	if (n_new == 0)
-		return 0;
-	if (!out || !q || !k_cache || !v_cache)
-		return -1;
-
-	/* decoding: split the cache, not the queries */
-	if ((long long)n_new * (shape->n_heads / shape->n_kv_heads) <= RL_ATTN_DEC_ROWS)
-		return rl_attn_decode(out, q, k_cache, v_cache, n_new, len, shape,
-		                      rl_stream(stream));
-
-	const int bq = rl_attn_fwd_bq(shape->head_dim);
-	const struct rl_attn_src src = {NULL, NULL, NULL, NULL, NULL, 1, len - n_new, n_new};
-
-	return rl_attn_fwd(out, NULL, q, k_cache, v_cache, &src, NULL, (n_new + bq - 1) / bq, shape,
-	                   rl_stream(stream));
 }

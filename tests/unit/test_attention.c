@@ -1,7 +1,6 @@
 /* Causal GQA attention: the forward against a hand-computed table and a naive
- * double-precision reference, the backward against central finite
- * differences of that reference, and the KV-cache variant against the
- * forward on the whole sequence. */
+ * double-precision reference, and the backward against central finite
+ * differences of that reference. */
 #ifdef HAVE_CONFIG_H
 #include "build_config.h"
 #endif
@@ -393,69 +392,6 @@ Test(attention, reruns_are_bit_identical)
 	data_free(&a);
 }
 
-/* ---- the KV-cache variant against the forward on the whole sequence ---- */
-
-Test(attention, cached_matches_forward)
-{
-	enum { LEN = 75, CAP = 80, H = 4, HKV = 2, D = 16 };
-	const int32_t cu[2] = {0, LEN};
-	const struct rl_attention_shape sh = {H, HKV, D, 0.25f};
-	const size_t row = (size_t)H * D, kvrow = (size_t)HKV * D;
-	uint32_t seed = 0x5eedu;
-	float *q = frand(&seed, LEN * row, -2, 2);
-	float *kc = frand(&seed, CAP * kvrow, -2, 2), *vc = frand(&seed, CAP * kvrow, -1, 1);
-	float *full = falloc(LEN * row), *lse = falloc(LEN * H);
-	float *out = falloc(LEN * row);
-	static const int n_news[] = {LEN, 1, 3, 64, 70};
-
-	/* rows past len must never be read */
-	for (size_t i = LEN * kvrow; i < CAP * kvrow; i++)
-		kc[i] = vc[i] = NAN;
-	cr_assert_eq(rl_attention_forward_cpu(full, lse, q, kc, vc, cu, 1, &sh, NULL), 0);
-
-	/* prefill, decode, and chunks that cross a query tile */
-	for (size_t c = 0; c < sizeof(n_news) / sizeof(n_news[0]); c++) {
-		const int n_new = n_news[c];
-		const size_t off = (size_t)(LEN - n_new) * row;
-
-		cr_assert_eq(rl_attention_cached_cpu(out, q + off, kc, vc, n_new, LEN, &sh, NULL),
-		             0);
-		for (size_t i = 0; i < (size_t)n_new * row; i++)
-			expect_close("cached", off + i, out[i], full[off + i], 1e-5, 1e-6);
-	}
-	/* token by token, as generation runs */
-	for (int len = 1; len <= LEN; len++) {
-		const size_t off = (size_t)(len - 1) * row;
-
-		cr_assert_eq(rl_attention_cached_cpu(out, q + off, kc, vc, 1, len, &sh, NULL), 0);
-		for (size_t i = 0; i < row; i++)
-			expect_close("decode", off + i, out[i], full[off + i], 1e-5, 1e-6);
-	}
-	free(q);
-	free(kc);
-	free(vc);
-	free(full);
-	free(lse);
-	free(out);
-}
-
-Test(attention, cached_matches_double_reference)
-{
-	/* independent of the forward: the last 5 rows of a 9-token sequence */
-	static const int32_t cu[] = {0, 9};
-	const struct attn_case c = {1, cu, 4, 1, 8, 0.35355339059327373};
-	const struct rl_attention_shape sh = case_shape(&c);
-	const size_t row = (size_t)c.H * c.D;
-	struct attn_data a;
-
-	data_init(&a, &c, 0x31u, 2.0f);
-	attn_ref(a.outd, NULL, a.qd, a.kd, a.vd, &c);
-	cr_assert_eq(rl_attention_cached_cpu(a.out, a.q + 4 * row, a.k, a.v, 5, 9, &sh, NULL), 0);
-	for (size_t i = 0; i < 5 * row; i++)
-		expect_close("cached", i, a.out[i], a.outd[4 * row + i], 1e-5, 2e-6);
-	data_free(&a);
-}
-
 /* ---- edges ---- */
 
 Test(attention, leaves_openblas_threads_as_they_were)
@@ -480,8 +416,6 @@ Test(attention, leaves_openblas_threads_as_they_were)
 	                                       c.n_seqs, &sh, NULL),
 	             0);
 	cr_expect_eq(openblas_get_num_threads(), 2, "after the backward");
-	cr_assert_eq(rl_attention_cached_cpu(a.out, a.q, a.k, a.v, 1, 100, &sh, NULL), 0);
-	cr_expect_eq(openblas_get_num_threads(), 2, "after the cached forward");
 	free(dq);
 	free(dk);
 	free(dv);
@@ -502,7 +436,6 @@ Test(attention, nothing_to_do)
 	cr_expect_eq(rl_attention_backward_cpu(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	                                       empty, 2, &sh, NULL),
 	             0);
-	cr_expect_eq(rl_attention_cached_cpu(NULL, NULL, NULL, NULL, 0, 5, &sh, NULL), 0);
 }
 
 Test(attention, rejects_bad_arguments)
@@ -521,6 +454,4 @@ Test(attention, rejects_bad_arguments)
 	cr_expect_eq(rl_attention_backward_cpu(x, x, x, x, x, x, x, x, l, backwards, 2, &ok, NULL),
 	             -1);
 	cr_expect_eq(rl_attention_backward_cpu(x, x, NULL, x, x, x, x, x, l, cu, 1, &ok, NULL), -1);
-	cr_expect_eq(rl_attention_cached_cpu(x, x, x, x, 3, 2, &ok, NULL), -1, "n_new > len");
-	cr_expect_eq(rl_attention_cached_cpu(x, x, x, x, 1, 2, &uneven, NULL), -1);
 }

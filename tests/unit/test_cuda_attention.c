@@ -1,7 +1,7 @@
 /* The fp32 CUDA attention ops (kernels/cuda/attention*.cu) against the CPU
- * references: packed sequences, the KV cache and chunk tables, forward and
- * backward, on shapes around the kernels' tile sizes (64 query and key
- * rows, 32 head columns a lane), and the backward's bits over two runs.
+ * references: packed sequences and chunk tables, forward and backward, on
+ * shapes around the kernels' tile sizes (64 query and key rows, 32 head
+ * columns a lane), and the backward's bits over two runs.
  * The argument checks run everywhere; the rest skips without a GPU.
  *
  * Tolerances. Both sides compute in fp32 and differ in the order of their
@@ -44,7 +44,6 @@ Test(cuda_attention, nothing_to_do)
 	cr_expect_eq(rl_attention_backward_cuda(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	                                        NULL, zero, 0, &sh, NULL),
 	             0);
-	cr_expect_eq(rl_attention_cached_cuda(NULL, NULL, NULL, NULL, 0, 5, &sh, NULL), 0);
 	cr_expect_eq(
 	    rl_attention_chunks_forward_cuda(NULL, NULL, NULL, NULL, NULL, &none, &sh, NULL), 0);
 	cr_expect_eq(rl_attention_chunks_backward_cuda(NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -86,12 +85,6 @@ Test(cuda_attention, rejects_bad_arguments)
 	             -1);
 	cr_expect_eq(rl_attention_backward_cuda(x, x, x, x, x, x, x, x, NULL, cu, 1, &ok, NULL),
 	             -1);
-
-	cr_expect_eq(rl_attention_cached_cuda(x, x, x, x, 3, 2, &ok, NULL), -1, "n_new > len");
-	cr_expect_eq(rl_attention_cached_cuda(x, x, x, x, -1, 2, &ok, NULL), -1);
-	cr_expect_eq(rl_attention_cached_cuda(x, x, x, x, 1, 2, &uneven, NULL), -1);
-	cr_expect_eq(rl_attention_cached_cuda(x, x, x, x, 1, 2, &wide, NULL), -1);
-	cr_expect_eq(rl_attention_cached_cuda(x, x, NULL, x, 1, 2, &ok, NULL), -1);
 
 	cr_expect_eq(rl_attention_chunks_forward_cuda(x, l, x, x, x, NULL, &ok, NULL), -1);
 	cr_expect_eq(rl_attention_chunks_forward_cuda(x, l, x, x, x, &negative, &ok, NULL), -1);
@@ -389,58 +382,6 @@ Test(cuda_attention, long_packed_batch_matches_cpu)
 	check_packed(lens, 4, 0, 8, 2, 64, 0x51ed270bu, NULL);
 }
 
-/* n_new queries against a cache of len rows (and 3 rows past it, never
- * read as keys). */
-static void check_cached(int len, int n_new, int H, int Hkv, int D, uint32_t seed, cudaStream_t st)
-{
-	struct problem p;
-
-	problem_init(&p, H, Hkv, D, (size_t)n_new, (size_t)len + 3, &seed);
-
-	const size_t nq = (size_t)n_new * p.wq;
-	float *out = falloc(nq), *gout = falloc(nq);
-	float *dq = dev_upload(p.q, nq), *dk = dev_upload(p.k, p.nk * p.wkv);
-	float *dv = dev_upload(p.v, p.nk * p.wkv), *dout = dev_alloc(nq * sizeof(float));
-
-	cr_log_info("cached: len %d n_new %d H %d Hkv %d D %d", len, n_new, H, Hkv, D);
-	cr_assert_eq(rl_attention_cached_cpu(out, p.q, p.k, p.v, n_new, len, &p.sh, NULL), 0);
-	cr_assert_eq(rl_attention_cached_cuda(dout, dq, dk, dv, n_new, len, &p.sh, st), 0);
-	dev_download(gout, dout, nq);
-	expect_near("cached out", gout, out, nq, 0, 2e-5);
-	dev_free(dq);
-	dev_free(dk);
-	dev_free(dv);
-	dev_free(dout);
-	free(out);
-	free(gout);
-	problem_free(&p);
-}
-
-Test(cuda_attention, cached_matches_cpu)
-{
-	CUDA_TEST_BEGIN();
-
-	/* len, n_new, H, Hkv, D: decode (n_new 1), prefill (n_new = len) and
-	 * in between; n_new * H / Hkv <= 32 takes the split-cache path */
-	static const int cases[][5] = {
-	    {1, 1, 1, 1, 8},      {200, 1, 4, 1, 128},  {200, 200, 4, 2, 128}, {65, 65, 4, 4, 64},
-	    {130, 1, 4, 2, 80},   {130, 70, 2, 1, 256}, {1000, 3, 8, 2, 64},   {64, 64, 1, 1, 30},
-	    {300, 100, 4, 4, 64}, {63, 1, 2, 2, 256},   {100, 20, 1, 1, 64},   {129, 2, 4, 2, 64},
-	    {700, 4, 8, 1, 128},
-	};
-	uint32_t seed = 0x0badf00du;
-	cudaStream_t stream;
-
-	cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate");
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const int *c = cases[i];
-
-		check_cached(c[0], c[1], c[2], c[3], c[4], seed + (uint32_t)i,
-		             i % 2 ? stream : NULL);
-	}
-	cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
-}
-
 /* A chunk table the test owns, at most 32 chunks. */
 struct table {
 	int n;
@@ -591,11 +532,6 @@ Test(cuda_attention, packed_matches_cpu)
 }
 
 Test(cuda_attention, long_packed_batch_matches_cpu)
-{
-	CUDA_TEST_BEGIN();
-}
-
-Test(cuda_attention, cached_matches_cpu)
 {
 	CUDA_TEST_BEGIN();
 }

@@ -126,6 +126,96 @@ Test(paged, attention_matches_training_and_is_invariant)
 	free(kc), free(vc), free(o2), free(l2), free(qr);
 }
 
+/* One sequence as generation runs it: a prefill, a step of several new
+ * tokens, then one token at a time, each appending its keys to shuffled
+ * blocks of a cache whose unwritten rows are NaN (read, they would poison
+ * the output). Every row matches the training forward on the whole
+ * sequence and has the bits of a prefill of all of it. */
+Test(paged, prefill_then_decode_matches_training)
+{
+	enum { LEN = 75, H = 4, HKV = 2, D = 16, B = 8, NB = 12, ROW = HKV * D };
+	const int32_t cu[2] = {0, LEN};
+	static const int steps[] = {37, 6};
+	struct rl_attention_shape sh = {H, HKV, D, 0.25f};
+	float *q = rnd((size_t)LEN * H * D, 11), *k = rnd((size_t)LEN * ROW, 12),
+	      *v = rnd((size_t)LEN * ROW, 13);
+	float *ref = malloc(sizeof(float) * LEN * H * D),
+	      *lse_ref = malloc(sizeof(float) * LEN * H);
+	float *out = malloc(sizeof(float) * LEN * H * D), *lse = malloc(sizeof(float) * LEN * H);
+	float *all = malloc(sizeof(float) * LEN * H * D),
+	      *lse_all = malloc(sizeof(float) * LEN * H);
+	float *kc = malloc(sizeof(float) * NB * B * ROW),
+	      *vc = malloc(sizeof(float) * NB * B * ROW);
+	int32_t table[NB], rows[LEN], off[LEN], pos[LEN];
+
+	for (int i = 0; i < NB * B * ROW; i++)
+		kc[i] = vc[i] = NAN;
+	for (int b = 0; b < NB; b++)
+		table[b] = (b * 5 + 7) % NB;
+	for (int j = 0; j < LEN; j++) {
+		rows[j] = table[j / B] * B + j % B;
+		off[j] = 0;
+		pos[j] = j;
+	}
+	cr_assert_eq(rl_attention_forward_cpu(ref, lse_ref, q, k, v, cu, 1, &sh, NULL), 0);
+
+	for (int len = 0, s = 0; len < LEN; s++) {
+		const int n = s < 2 ? steps[s] : 1;
+		const size_t qo = (size_t)len * H * D;
+
+		cr_assert_eq(rl_kv_append_cpu(kc, vc, k + (size_t)len * ROW, v + (size_t)len * ROW,
+		                              rows + len, n, ROW, NULL),
+		             0);
+		cr_assert_eq(rl_attention_paged_cpu(out + qo, lse + (size_t)len * H, q + qo, kc, vc,
+		                                    table, off + len, pos + len, n, B, &sh, NULL),
+		             0);
+		len += n;
+	}
+	/* fp32 softmax-weighted sums of |v| <= 0.5 over at most 75 keys, as
+	 * in attention_matches_training_and_is_invariant */
+	for (int i = 0; i < LEN * H * D; i++)
+		cr_assert_leq(fabsf(out[i] - ref[i]), 128 * 0x1p-24f, "out[%d] %g vs %g", i,
+		              (double)out[i], (double)ref[i]);
+	for (int i = 0; i < LEN * H; i++)
+		cr_assert_leq(fabsf(lse[i] - lse_ref[i]), 1e-5f);
+
+	cr_assert_eq(
+	    rl_attention_paged_cpu(all, lse_all, q, kc, vc, table, off, pos, LEN, B, &sh, NULL), 0);
+	cr_assert_eq(memcmp(all, out, sizeof(float) * LEN * H * D), 0, "out: not the same bits");
+	cr_assert_eq(memcmp(lse_all, lse, sizeof(float) * LEN * H), 0, "lse: not the same bits");
+	free(q), free(k), free(v), free(ref), free(lse_ref), free(out), free(lse);
+	free(all), free(lse_all), free(kc), free(vc);
+}
+
+Test(paged, attention_rejects_bad_arguments)
+{
+	static const int32_t idx[2] = {0, 1}, negative[1] = {-1};
+	const struct rl_attention_shape ok = {2, 1, 4, 0.5f}, uneven = {3, 2, 4, 0.5f},
+	                                no_dim = {2, 1, 0, 0.5f}, no_heads = {0, 1, 4, 0.5f};
+	float x[16] = {0}, l[4] = {0};
+
+	cr_expect_eq(rl_attention_paged_cpu(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 16,
+	                                    &ok, NULL),
+	             0, "n == 0");
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, 1, 16, NULL, NULL), -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, 1, 16, &uneven, NULL),
+	             -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, 1, 16, &no_dim, NULL),
+	             -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, 1, 16, &no_heads, NULL),
+	             -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, -1, 16, &ok, NULL), -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, idx, 1, 0, &ok, NULL), -1,
+	             "block 0");
+	cr_expect_eq(rl_attention_paged_cpu(NULL, l, x, x, x, idx, idx, idx, 1, 16, &ok, NULL), -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, NULL, x, idx, idx, idx, 1, 16, &ok, NULL), -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, NULL, idx, idx, 1, 16, &ok, NULL), -1);
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, idx, negative, 1, 16, &ok, NULL),
+	             -1, "a negative position");
+	cr_expect_eq(rl_attention_paged_cpu(x, l, x, x, x, idx, negative, idx, 1, 16, &ok, NULL),
+	             -1, "a negative offset");
+}
+
 Test(paged, invariant_linear_matches_and_ignores_the_batch)
 {
 	enum { K = 203, O = 77, M = 130 };
