@@ -35,13 +35,13 @@ enum {
 	SEQ_LEN = 2048,
 	PROMPT_LEN = 128,
 	NEW_TOKENS = 64,
-	MAX_BATCH = 64,
+	MAX_BATCH = 256,
 	TRAIN_WARMUP = 2,
 	TRAIN_REPS = 5,
 	GEN_REPS = 3,
 	LOGPROB_CHUNK = 4096, /* the trainer's default logprob_chunk_size */
 };
-static const int gen_batches[] = {1, 16, MAX_BATCH};
+static const int gen_batches[] = {1, 16, 64, MAX_BATCH};
 #define N_BATCHES ((int)(sizeof gen_batches / sizeof *gen_batches))
 #define GB        1e9
 
@@ -205,9 +205,9 @@ static void torch_run(const char *dir, int n_seqs, struct torch_col *t)
 	else
 		snprintf(script, sizeof script, "%s/tests/bench/bench_model_gpu_torch.py", top);
 	snprintf(log, sizeof log, "%s/torch_stderr.txt", dir);
-	snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %d %d %d %d %d,%d,%d %d %d 2>'%s'", script,
+	snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %d %d %d %d %d,%d,%d,%d %d %d 2>'%s'", script,
 	         dir, n_seqs, SEQ_LEN, PROMPT_LEN, NEW_TOKENS, gen_batches[0], gen_batches[1],
-	         gen_batches[2], TRAIN_REPS, GEN_REPS, log);
+	         gen_batches[2], gen_batches[3], TRAIN_REPS, GEN_REPS, log);
 	FILE *p = popen(cmd, "r");
 	if (!p) {
 		t->status = -1;
@@ -572,10 +572,14 @@ static int run(const char *dir, const struct gpu *g)
 	       "(weights, grads, AdamW m and v %.1f GB + activations %.2f MB/token + 4 GB)\n",
 	       n_seqs, SEQ_LEN, train_bytes(&cfg, n_params, n_seqs * SEQ_LEN) / GB,
 	       g->mem_bytes / GB, 16 * n_params / GB, acts_bytes_per_token(&cfg) / 1e6);
-	printf(
-	    "decode: prompts of %d tokens, %d new, greedy, batches %d / %d / %d; decode tokens/s "
-	    "= B (new - 1) / (t(new) - t(1)), prefill cancelled\n",
-	    PROMPT_LEN, NEW_TOKENS, gen_batches[0], gen_batches[1], gen_batches[2]);
+	printf("decode: prompts of %d tokens, %d new, greedy, batches %d / %d / %d / %d; decode "
+	       "tokens/s = B (new - 1) / (t(new) - t(1)), prefill cancelled; %s GEMMs "
+	       "(RL_BENCH_INVARIANT)\n",
+	       PROMPT_LEN, NEW_TOKENS, gen_batches[0], gen_batches[1], gen_batches[2],
+	       gen_batches[3],
+	       getenv("RL_BENCH_INVARIANT") && !strcmp(getenv("RL_BENCH_INVARIANT"), "0")
+	           ? "the fastest"
+	           : "batch-invariant");
 	fflush(stdout);
 
 	torch_run(dir, n_seqs, &tc);

@@ -12,7 +12,7 @@ bf16 weights. gen_*: batch x new / t(new); dec_*: the decode steps alone,
 batch x (new - 1) / (t(new) - t(1)).
 
 usage: bench_model_gpu_torch.py DIR N_SEQS SEQ_LEN PROMPT_LEN NEW_TOKENS
-       BATCHES(1,16,64) TRAIN_REPS GEN_REPS [DEVICE]
+       BATCHES(1,16,64,256) TRAIN_REPS GEN_REPS [DEVICE]
 Prints one JSON line; {"error": ...} when there is no CUDA device."""
 
 import gc

@@ -41,6 +41,14 @@ for prec in float32 bfloat16; do
 		"the fenced $prec run's first 4 steps are the CPU's, bit for bit"
 	same_numbers log-fenced-$prec/metrics.jsonl log-cpu-$prec/metrics.jsonl \
 		"after its resume, all 6 $prec steps are the CPU's, bit for bit"
+	# the generation engine on device memory: its logprobs are the logprob
+	# pass's to the bit at every step, through the resume
+	if [ "$(grep -c '"token_mult_prob_error":1\.0,"gen_logprob_max_diff":0\.0,' \
+		log-fenced-$prec/metrics.jsonl)" = 6 ]; then
+		ok "the fenced $prec run's generation logprobs are exact at all 6 steps"
+	else
+		not_ok "the fenced $prec run's generation logprobs differ from the logprob pass"
+	fi
 	if cmp -s ck-fenced-$prec/step_6/rank-00000.safetensors ck-cpu-$prec/step_6/rank-00000.safetensors; then
 		ok "the $prec step-6 checkpoints are identical files"
 	else
