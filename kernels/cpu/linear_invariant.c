@@ -18,33 +18,43 @@
 #define NR    4
 
 /* y[r, o] for r < mr rows of x and o < nr rows of W; mr <= MR, nr <= NR.
- * The unused accumulators cost a little on the edges and nothing else. */
-/* AVX2 where the CPU has it: the same operations on wider registers (no
- * FMA: the lanes' order and roundings are those of the default build) */
-__attribute__((target_clones("avx2", "default"))) static void block(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t ldw,
-                  int mr, int nr, int dim, const float *bias)
+ * The eight accumulators are named, not an array, so that they stay in
+ * registers; rows and columns past mr and nr read row 0 and column 0 again
+ * and are not written. */
+__attribute__((target_clones("avx2", "default"))) static void
+block(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t ldw, int mr, int nr,
+      int dim, const float *bias)
 {
-	rl_v8 acc[MR][NR];
+	const float *x0 = x, *x1 = x + (mr > 1 ? ldx : 0);
+	const float *w0 = w, *w1 = w + (nr > 1 ? ldw : 0), *w2 = w + (nr > 2 ? 2 * ldw : 0),
+	            *w3 = w + (nr > 3 ? 3 * ldw : 0);
+	rl_v8 a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0}, a10 = {0}, a11 = {0}, a12 = {0},
+	      a13 = {0};
 	const int kv = dim - dim % 8;
 
-	for (int r = 0; r < MR; r++)
-		for (int c = 0; c < NR; c++)
-			acc[r][c] = (rl_v8){0};
 	for (int k = 0; k < kv; k += 8) {
-		rl_v8 xv[MR], wv[NR];
+		const rl_v8 p0 = rl_load8(x0 + k), p1 = rl_load8(x1 + k);
+		rl_v8 q = rl_load8(w0 + k);
 
-		for (int r = 0; r < MR; r++)
-			xv[r] = rl_load8(x + (size_t)(r < mr ? r : 0) * ldx + k);
-		for (int c = 0; c < NR; c++)
-			wv[c] = rl_load8(w + (size_t)(c < nr ? c : 0) * ldw + k);
-		for (int r = 0; r < MR; r++)
-			for (int c = 0; c < NR; c++)
-				acc[r][c] += xv[r] * wv[c];
+		a00 += p0 * q;
+		a10 += p1 * q;
+		q = rl_load8(w1 + k);
+		a01 += p0 * q;
+		a11 += p1 * q;
+		q = rl_load8(w2 + k);
+		a02 += p0 * q;
+		a12 += p1 * q;
+		q = rl_load8(w3 + k);
+		a03 += p0 * q;
+		a13 += p1 * q;
 	}
+
+	const rl_v8 acc[MR][NR] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
+	const float *xr[MR] = {x0, x1}, *wc[NR] = {w0, w1, w2, w3};
+
 	for (int r = 0; r < mr; r++) {
 		for (int c = 0; c < nr; c++) {
-			float s = rl_lanes_finish(acc[r][c], x + (size_t)r * ldx,
-			                          w + (size_t)c * ldw, kv, dim);
+			float s = rl_lanes_finish(acc[r][c], xr[r], wc[c], kv, dim);
 
 			y[(size_t)r * ldy + c] = bias ? s + bias[c] : s;
 		}
