@@ -213,11 +213,19 @@ static int sample_step(struct engine *e, int groups, const float *logits, char *
 	                   NULL) ||
 	    ops->sample(e->d_tokens, logits, groups, e->sample_vocab, V, &e->sp, e->d_counters,
 	                NULL) ||
-	    ops->logits_logprobs(e->d_logprobs, e->d_lse, logits, V, e->d_tokens, &lp, e->d_work,
-	                         NULL) ||
-	    ops->to_host(e->tokens, e->d_tokens, (size_t)groups * sizeof(int32_t), NULL) ||
-	    ops->to_host(e->logprobs, e->d_logprobs, (size_t)groups * sizeof(float), NULL)) {
+	    ops->to_host(e->tokens, e->d_tokens, (size_t)groups * sizeof(int32_t), NULL)) {
 		snprintf(err, errlen, "sampling on the %s backend failed", ops->name);
+		return -1;
+	}
+	/* under tensor parallelism as the logprob pass computes them: each
+	 * rank's slice of the vocabulary, then combined */
+	if (e->m->shard.tp.size > 1)
+		return rl_model_decode_logprobs_tp(e->m, e->kv, groups, e->tokens, lp.logit_scale,
+		                                   lp.chunk, e->logprobs, err, errlen);
+	if (ops->logits_logprobs(e->d_logprobs, e->d_lse, logits, V, e->d_tokens, &lp, e->d_work,
+	                         NULL) ||
+	    ops->to_host(e->logprobs, e->d_logprobs, (size_t)groups * sizeof(float), NULL)) {
+		snprintf(err, errlen, "logprobs on the %s backend failed", ops->name);
 		return -1;
 	}
 	return 0;

@@ -321,29 +321,6 @@ out:
  * the whole vocabulary is their logsumexp, and the target's logit comes
  * from the one rank that has it. The whole lse replaces the slice's for
  * the backward pass. Host memory (tensor parallelism is cpu-only). */
-static void combine_vocab_slices(struct rl_model *m, struct rl_acts *a, float *logprob)
-{
-	const struct rl_tp_group *tp = &m->shard.tp;
-	int T = a->n_tokens, p = tp->size;
-	float *lse_all = a->tp_host, *logit = a->tp_host + (size_t)p * (size_t)T;
-
-	for (int t = 0; t < T; t++)
-		logit[t] = a->targets_host[t] >= 0 ? logprob[t] + a->lm_lse[t] : 0.0f;
-	tp->all_gather(tp->ctx, a->lm_lse, lse_all, (size_t)T, "vocab-parallel lse all-gather");
-	tp->all_reduce(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
-	for (int t = 0; t < T; t++) {
-		double most = -INFINITY, sum = 0;
-
-		for (int r = 0; r < p; r++)
-			if (lse_all[(size_t)r * (size_t)T + (size_t)t] > most)
-				most = lse_all[(size_t)r * (size_t)T + (size_t)t];
-		for (int r = 0; r < p; r++)
-			sum += exp(lse_all[(size_t)r * (size_t)T + (size_t)t] - most);
-		a->lm_lse[t] = (float)(most + log(sum));
-		logprob[t] = logit[t] - a->lm_lse[t];
-	}
-}
-
 int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host, float logit_scale,
                       int vocab_chunk, char *err, size_t errlen)
 {
@@ -373,7 +350,7 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 		return -1;
 	}
 	if (m->shard.tp.size > 1)
-		combine_vocab_slices(m, a, dev);
+		rl_tp_combine_logprobs(m, dev, a->lm_lse, a->targets_host, T, a->tp_host);
 	a->logit_chunk = shape.chunk;
 	a->logit_scale = logit_scale;
 	if (m->shard.cp.size > 1) {

@@ -507,3 +507,48 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	}
 	return share_logits(m, kv, n_groups, logits, err, errlen);
 }
+
+int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int n_groups,
+                                const int32_t *tokens, float logit_scale, int chunk, float *lp_host,
+                                char *err, size_t errlen)
+{
+	const struct rl_pp_group *pp = &m->shard.pp;
+	int V = m->shard.vocab, G = n_groups, rc = 0;
+
+	if (rl_model_last_stage(m)) {
+		/* tensor parallelism is cpu-only (split.c): host memory throughout */
+		struct rl_lm_logprobs_shape shape = {
+		    G, m->cfg.hidden_size, V, chunk <= 0 || chunk > V ? V : chunk, logit_scale};
+		int32_t *tg = malloc((size_t)G * sizeof *tg);
+		float *lse = malloc((size_t)G * sizeof *lse);
+		float *work = malloc((size_t)G * (size_t)shape.chunk * sizeof *work);
+		float *scratch =
+		    malloc((size_t)G * (size_t)(m->shard.tp.size + 1) * sizeof *scratch);
+
+		if (!tg || !lse || !work || !scratch) {
+			snprintf(err, errlen, "out of memory for the logprobs of %d tokens", G);
+			rc = -1;
+		} else {
+			for (int g = 0; g < G; g++)
+				tg[g] = rl_tp_local_row(m, tokens[g]);
+			if (m->ops->logits_logprobs(lp_host, lse, kv->scratch->logits, V, tg,
+			                            &shape, work, NULL)) {
+				snprintf(err, errlen,
+				         "decode: logprobs of this rank's vocabulary failed");
+				rc = -1;
+			}
+		}
+		/* every rank of tp reaches the collective, failed or not: the
+		 * others would wait in it for ever */
+		if (tg && lse && scratch)
+			rl_tp_combine_logprobs(m, lp_host, lse, tg, G, scratch);
+		free(tg);
+		free(lse);
+		free(work);
+		free(scratch);
+	}
+	if (pp->size > 1)
+		pp->broadcast(pp->ctx, lp_host, (size_t)G, pp->size - 1,
+		              "decode: logprobs from the last stage");
+	return rc;
+}

@@ -17,7 +17,7 @@
  * (rl_model_decode_drain) until every rank is done.
  * defines: struct rl_kv_cache, rl_kv_cache_new, rl_kv_cache_free,
  * rl_kv_blocks_for, rl_kv_block_bytes, rl_kv_scratch_bytes, rl_kv_slot_release, rl_kv_slot_share,
- * rl_model_decode, rl_model_decode_drain */
+ * rl_model_decode, rl_model_decode_logprobs_tp, rl_model_decode_drain */
 #ifndef RL_MODEL_KV_CACHE_H
 #define RL_MODEL_KV_CACHE_H
 
@@ -82,6 +82,14 @@ int rl_kv_slot_share(struct rl_kv_cache *kv, int dst, int src, int n, char *err,
 int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, const int *slots,
                     const int *n_new, const int32_t *ids, const float **logits, char *err,
                     size_t errlen);
+/* Under tensor parallelism: the logprobs of tokens[g] (host) under the
+ * last rl_model_decode's logits, each rank folding its slice of the
+ * vocabulary in chunks of chunk, combined as the logprob pass combines
+ * them (rl_tp_combine_logprobs), so that the two agree to the bit.
+ * lp_host [n_groups] on every rank and stage. Collective over tp (and pp). */
+int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int n_groups,
+                                const int32_t *tokens, float logit_scale, int chunk, float *lp_host,
+                                char *err, size_t errlen);
 /* After this rank's last rl_model_decode of a generation (or none): under
  * expert parallelism, takes part in the other ranks' steps, with no
  * tokens of its own, until no rank of ep decodes any more. Every rank of

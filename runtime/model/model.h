@@ -290,10 +290,12 @@ int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen);
  * while on, a token's logits and logprob have the same bits whatever else
  * is in its batch, so generation (runtime/generate) and the logprob pass
  * agree exactly; off, the backend's fastest GEMMs. The experts' grouped
- * GEMMs are covered; tensor parallelism is not (the logprob pass folds
- * each rank's part of the vocabulary, generation the whole; and over more
- * than two ranks the sums' order follows the message size), nor context
- * parallelism's chunked attention. Returns the previous setting. */
+ * GEMMs are covered, and tensor parallelism (generation folds each rank's
+ * slice of the vocabulary and combines them as the logprob pass does,
+ * rl_model_decode_logprobs_tp), as long as the collectives sum the same
+ * values in the same order for the decode's and the pass's message sizes
+ * (true of two ranks always, of MPI's usual algorithms beyond). Context
+ * parallelism's chunked attention is not. Returns the previous setting. */
 bool rl_model_set_invariant(struct rl_model *m, bool on);
 /* Another set of weights for the passes, such as the frozen reference
  * policy, held in the model's precision (bf16: 2 bytes a weight) and run

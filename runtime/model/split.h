@@ -60,6 +60,15 @@ int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *
 int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, float *full_host,
                        char *err, size_t errlen);
 
+/* logprob[t] and lse[t], from this rank's slice of the vocabulary (a
+ * target elsewhere: logprob 0, targets_host[t] -1), become the whole
+ * vocabulary's: lse folded over the ranks in double, the target's logit
+ * from its rank. scratch: (tp size + 1) T floats. Host memory (tensor
+ * parallelism is cpu-only). The logprob pass and generation both end
+ * here, so their logprobs agree. Collective. */
+void rl_tp_combine_logprobs(const struct rl_model *m, float *logprob, float *lse,
+                            const int32_t *targets_host, int T, float *scratch);
+
 /* cp_pass.c: context parallelism. */
 /* The batch as this rank's rows: ids and targets (this rank's vocabulary
  * rows), positions and the target mask into ids, tgt, pos and

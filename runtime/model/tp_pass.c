@@ -3,6 +3,7 @@
  * (gathered along the sequence under sequence parallelism), the output of
  * a row-parallel layer is each rank's part of a sum (reduced, or
  * reduce-scattered along the sequence). One rank: no calls. */
+#include <math.h>
 #include <stdio.h>
 
 #include "runtime/model/split.h"
@@ -65,7 +66,8 @@ int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, f
 	int V = m->cfg.vocab_size;
 
 	if (tp->size == 1) {
-		if (m->ops->to_host(full_host, local, (size_t)rows * (size_t)V * sizeof(float), NULL)) {
+		if (m->ops->to_host(full_host, local, (size_t)rows * (size_t)V * sizeof(float),
+		                    NULL)) {
 			snprintf(err, errlen, "copying the logits to the host failed");
 			return -1;
 		}
@@ -74,4 +76,28 @@ int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, f
 	/* tensor parallelism is cpu-only (split.c): local is host memory */
 	return rl_tp_gather_split(tp, local, full_host, rows, V, 1, "vocab-parallel logits", err,
 	                          errlen);
+}
+
+void rl_tp_combine_logprobs(const struct rl_model *m, float *logprob, float *lse,
+                            const int32_t *targets_host, int T, float *scratch)
+{
+	const struct rl_tp_group *tp = &m->shard.tp;
+	int p = tp->size;
+	float *lse_all = scratch, *logit = scratch + (size_t)p * (size_t)T;
+
+	for (int t = 0; t < T; t++)
+		logit[t] = targets_host[t] >= 0 ? logprob[t] + lse[t] : 0.0f;
+	tp->all_gather(tp->ctx, lse, lse_all, (size_t)T, "vocab-parallel lse all-gather");
+	tp->all_reduce(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
+	for (int t = 0; t < T; t++) {
+		double most = -INFINITY, sum = 0;
+
+		for (int r = 0; r < p; r++)
+			if (lse_all[(size_t)r * (size_t)T + (size_t)t] > most)
+				most = lse_all[(size_t)r * (size_t)T + (size_t)t];
+		for (int r = 0; r < p; r++)
+			sum += exp(lse_all[(size_t)r * (size_t)T + (size_t)t] - most);
+		lse[t] = (float)(most + log(sum));
+		logprob[t] = logit[t] - lse[t];
+	}
 }

@@ -152,6 +152,11 @@ scored_once() { # NAME RANKS WHAT [KEY=VALUE...]
 	want=$(awk -v r="$ranks" 'BEGIN { for (i = 0; i < r; i++) printf "%s%d", i ? " " : "", 128 / r }')
 	[ "$per_rank" = "$want" ] && ok "  its 128 samples scored once, $want by each rank" ||
 		not_ok "  samples scored per rank: ${per_rank:-none}, not $want"
+	# each rank's slice of the vocabulary folded and combined as the
+	# logprob pass does it: the same bits in every layout
+	grep -q '"token_mult_prob_error":1\.0,"gen_logprob_max_diff":0\.0,' "$name/metrics.jsonl" &&
+		ok "  its generation logprobs are the logprob pass's, bit for bit" ||
+		not_ok "  generation and logprob pass differ: $(grep -o '"gen_logprob_max_diff":[^,]*' "$name/metrics.jsonl")"
 }
 scored_once scored-tp2 2 "tensor parallel 2" policy.parallel.tensor=2
 scored_once scored-pp2 2 "pipeline parallel 2" policy.parallel.pipeline=2
