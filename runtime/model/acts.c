@@ -107,7 +107,8 @@ static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool r
 	a->pos = take(m, a, T * sizeof(int32_t), &failed);
 	a->targets = take(m, a, T * sizeof(int32_t), &failed);
 	a->cu_seqlens = take(m, a, (T + 1) * sizeof(int32_t), &failed);
-	a->key_rows = take(m, a, T * sizeof(int32_t), &failed);
+	/* context parallelism: the identity over the padded whole batch */
+	a->key_rows = take(m, a, cp * T * sizeof(int32_t), &failed);
 	a->key_off = take(m, a, T * sizeof(int32_t), &failed);
 	a->first_layer = sh->first_layer;
 	a->recompute = recompute;

@@ -34,7 +34,9 @@ struct rl_acts {
 	 * rank's, or no target) */
 	int32_t *ids, *pos, *cu_seqlens, *targets;
 	/* the batch-invariant attention's view of the batch (kernels/paged.h):
-	 * the identity table and each token's sequence start, t - pos[t] */
+	 * the identity table over the keys' rows (this rank's, or the padded
+	 * whole batch's under context parallelism) and where each token's
+	 * sequence starts in them */
 	int32_t *key_rows, *key_off;
 	int32_t *targets_host;
 	float *target_mask; /* host: 1 where a target exists */

@@ -289,13 +289,14 @@ int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen);
 /* Batch-invariant passes on (policy.generation.batch_invariant) or off:
  * while on, a token's logits and logprob have the same bits whatever else
  * is in its batch, so generation (runtime/generate) and the logprob pass
- * agree exactly; off, the backend's fastest GEMMs. The experts' grouped
- * GEMMs are covered, and tensor parallelism (generation folds each rank's
- * slice of the vocabulary and combines them as the logprob pass does,
- * rl_model_decode_logprobs_tp), as long as the collectives sum the same
- * values in the same order for the decode's and the pass's message sizes
- * (true of two ranks always, of MPI's usual algorithms beyond). Context
- * parallelism's chunked attention is not. Returns the previous setting. */
+ * agree exactly; off, the backend's fastest GEMMs. Every layout is
+ * covered: the experts' grouped GEMMs, context parallelism (the gathered
+ * keys read through the paged op), tensor parallelism (generation folds
+ * each rank's slice of the vocabulary and combines them as the logprob
+ * pass does, rl_model_decode_logprobs_tp) as long as the collectives add
+ * the same values in the same order in decode and in the pass: always
+ * with two ranks, not with sequence parallelism over more (decode
+ * all-reduces, the pass reduce-scatters). Returns the previous setting. */
 bool rl_model_set_invariant(struct rl_model *m, bool on);
 /* Another set of weights for the passes, such as the frozen reference
  * policy, held in the model's precision (bf16: 2 bytes a weight) and run

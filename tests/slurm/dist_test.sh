@@ -52,6 +52,27 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 		grads "$work/$name.grads" "$work/single.grads" 1e-5
 	same_as "$name: ten steps' metrics = single rank's" \
 		metrics "$work/$name/metrics.jsonl" "$work/single/metrics.jsonl" 1e-4
+	# batch-invariant kernels in every layout: generation's logprobs are
+	# the logprob pass's to the bit at every step; but for tp4-sp, where
+	# decode all-reduces four partial sums and the pass reduce-scatters
+	# them (sequence parallelism), in another order (two add alike)
+	n=$(wc -l <"$work/$name/metrics.jsonl")
+	exact=$(grep -c '"token_mult_prob_error":1\.0,"gen_logprob_max_diff":0\.0,' \
+		"$work/$name/metrics.jsonl")
+	worst=$(grep -o '"gen_logprob_max_diff":[^,]*' "$work/$name/metrics.jsonl" | cut -d: -f2 |
+		sort -g | tail -1)
+	case $name in
+	tp4-sp)
+		awk -v w="$worst" 'BEGIN { exit !(w + 0 < 1e-5) }' &&
+			ok "  $name: generation logprobs within $worst of the logprob pass's" ||
+			not_ok "  $name: generation logprobs differ by $worst"
+		;;
+	*)
+		[ "$exact" -gt 0 ] && [ "$exact" = "$n" ] &&
+			ok "  $name: generation logprobs = the logprob pass's at every step" ||
+			not_ok "  $name: generation logprobs differ by up to $worst"
+		;;
+	esac
 done
 
 # activation checkpointing: each layer's forward again before its
