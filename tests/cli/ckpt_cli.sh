@@ -17,8 +17,9 @@ strip_timers() { sed -E 's/,"tokens_per_sec".*//' "$1"; }
 # until FILE has a line matching PATTERN, for up to a minute
 wait_line() { # FILE PATTERN
 	i=0
-	while ! grep -q "$2" "$1" && [ $i -lt 600 ]; do
-		sleep 0.1
+	# every 20 ms: a step of the small run takes about 100
+	while ! grep -q "$2" "$1" && [ $i -lt 3000 ]; do
+		sleep 0.02
 		i=$((i + 1))
 	done
 }
@@ -50,10 +51,21 @@ expect_grep "$WORK/out" "every checksum matches; 20 tensors" "  checks every ten
 	"$RLRUN" train $small checkpointing.checkpoint_dir=killed.ck logger.log_dir=killed \
 		>killed.log 2>&1 &
 	pid=$!
-	# step 5 done and step_4's files committed (their writes run behind
-	# the steps, so the commit may come after step 5 on a busy disk)
+	# Once step 5 is done, the run is held (SIGSTOP) and let go 20 ms at a
+	# time until step_4 is committed: its files are written behind the
+	# steps, so on a busy disk the commit comes after step 5, and a step
+	# takes a tenth of a second, so waiting for the commit's line while the
+	# run goes on could let it finish. Then it dies between the commits of
+	# step_4 and step_6, whatever the disk.
 	wait_line killed.log "^step 5/6"
-	wait_line killed.log "checkpoint killed.ck/step_4 committed"
+	kill -STOP $pid
+	i=0
+	while [ ! -d killed.ck/step_4 ] && [ $i -lt 3000 ]; do
+		kill -CONT $pid
+		sleep 0.02
+		kill -STOP $pid
+		i=$((i + 1))
+	done
 	kill -9 $pid
 	wait $pid
 )
