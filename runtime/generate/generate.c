@@ -2,7 +2,6 @@
  * on the host (which sequence runs in which slot, what each feeds next,
  * when each stops) around three backend calls per step: the model's
  * forward, the sample op and the logprob op. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,15 +284,8 @@ static int check_params(const struct rl_model *m, const struct rl_tokenizer *tok
 		snprintf(err, errlen, "generation: negative slots, block size, blocks or chunk");
 		return -1;
 	}
-	const struct rl_sampling *sm = &p->sampling;
-	if (!isfinite(sm->temperature) || sm->temperature < 0 || sm->top_k < -1 ||
-	    !(sm->top_p > 0 && sm->top_p <= 1)) {
-		snprintf(err, errlen,
-		         "generation: temperature %g, top_k %d, top_p %g: need temperature >= 0, "
-		         "top_k >= -1 and top_p in (0, 1]",
-		         (double)sm->temperature, sm->top_k, (double)sm->top_p);
+	if (rl_sampling_check(&p->sampling, err, errlen))
 		return -1;
-	}
 	*longest = 0;
 	for (int s = 0; s < n; s++) {
 		if (lens[s] <= 0) {

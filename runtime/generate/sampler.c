@@ -13,17 +13,8 @@ size_t rl_sample_work_bytes(int vocab)
 	return rl_sample_row_work_bytes(vocab);
 }
 
-static int check_args(const float *logits, int vocab, const struct rl_sampling *s, char *err,
-                      size_t errlen)
+int rl_sampling_check(const struct rl_sampling *s, char *err, size_t errlen)
 {
-	if (!logits || !s) {
-		snprintf(err, errlen, "sampler: %s is NULL", !logits ? "logits" : "sampling");
-		return -1;
-	}
-	if (vocab < 1) {
-		snprintf(err, errlen, "sampler: vocab %d must be >= 1", vocab);
-		return -1;
-	}
 	if (!isfinite(s->temperature) || s->temperature < 0) {
 		snprintf(err, errlen, "sampler: temperature %g must be finite and >= 0",
 		         (double)s->temperature);
@@ -39,6 +30,20 @@ static int check_args(const float *logits, int vocab, const struct rl_sampling *
 		return -1;
 	}
 	return 0;
+}
+
+static int check_args(const float *logits, int vocab, const struct rl_sampling *s, char *err,
+                      size_t errlen)
+{
+	if (!logits || !s) {
+		snprintf(err, errlen, "sampler: %s is NULL", !logits ? "logits" : "sampling");
+		return -1;
+	}
+	if (vocab < 1) {
+		snprintf(err, errlen, "sampler: vocab %d must be >= 1", vocab);
+		return -1;
+	}
+	return rl_sampling_check(s, err, errlen);
 }
 
 /* The message for a code of the CPU sampler; i is the logit it names. */

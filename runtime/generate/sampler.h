@@ -1,8 +1,8 @@
 /* Drawing the next token from a row of logits, with vLLM's (and so NeMo-RL's)
  * sampling parameters and in vLLM's order: temperature, then top-k, then
  * top-p, then one draw.
- * defines: struct rl_sampling, RL_SAMPLING_GREEDY_EPS, rl_sample_work_bytes,
- * rl_sample, rl_sample_support */
+ * defines: struct rl_sampling, RL_SAMPLING_GREEDY_EPS, rl_sampling_check,
+ * rl_sample_work_bytes, rl_sample, rl_sample_support */
 #ifndef RL_GENERATE_SAMPLER_H
 #define RL_GENERATE_SAMPLER_H
 
@@ -27,6 +27,11 @@ struct rl_sampling {
 	int top_k;
 	float top_p;
 };
+
+/* -1 with a message naming the field for parameters outside the ranges
+ * above, 0 otherwise: rl_sample's check, and the generation engine's
+ * before it starts. */
+int rl_sampling_check(const struct rl_sampling *s, char *err, size_t errlen);
 
 /* Bytes of scratch rl_sample and rl_sample_support need: 2 * vocab floats
  * (scaled logits, unnormalized probabilities) and vocab int32 (candidate
