@@ -66,58 +66,92 @@ size_t rl_kv_block_bytes(const struct rl_model *m, int block)
 	       (size_t)m->cfg.head_dim * sizeof(float);
 }
 
-size_t rl_kv_scratch_bytes(const struct rl_model *m, int n_slots, int max_tokens)
+/* The decode scratch's backend buffers, sized once here for both the
+ * allocation and rl_kv_scratch_bytes' estimate. */
+enum {
+	SB_IDS,
+	SB_POS,
+	SB_ROWS,
+	SB_OFF,
+	SB_X,
+	SB_XN,
+	SB_Q,
+	SB_QN,
+	SB_K,
+	SB_KN,
+	SB_V,
+	SB_ATT,
+	SB_GATE,
+	SB_UP,
+	SB_H,
+	SB_LAST,
+	SB_LOGITS,
+	SB_LOGITS_FULL, /* 0 bytes without tensor or pipeline parallelism */
+	SB_N
+};
+
+static void scratch_sizes(const struct rl_model *m, int n_slots, int max_tokens, size_t sz[SB_N])
 {
 	const struct rl_model_shard *sh = &m->shard;
-	size_t T = (size_t)max_tokens, S = (size_t)n_slots, D = (size_t)m->cfg.head_dim;
-	size_t d = (size_t)m->cfg.hidden_size, kvd = (size_t)sh->n_kv_heads * D,
-	       qd = (size_t)sh->n_heads * D, inter = (size_t)sh->intermediate;
-	size_t full = sh->tp.size > 1 || sh->pp.size > 1 ? S * (size_t)m->cfg.vocab_size : 0;
+	size_t f = sizeof(float), i = sizeof(int32_t), T = (size_t)max_tokens, S = (size_t)n_slots;
+	size_t D = (size_t)m->cfg.head_dim, d = (size_t)m->cfg.hidden_size;
+	size_t kvd = (size_t)sh->n_kv_heads * D, qd = (size_t)sh->n_heads * D,
+	       inter = (size_t)sh->intermediate;
 
-	/* as alloc_scratch takes them */
-	return (4 * T + T * (2 * d + 3 * qd + 3 * kvd + 3 * inter) + S * d + S * (size_t)sh->vocab +
-	        full) *
-	       sizeof(float);
+	sz[SB_IDS] = sz[SB_POS] = sz[SB_ROWS] = sz[SB_OFF] = T * i;
+	sz[SB_X] = sz[SB_XN] = T * d * f;
+	sz[SB_Q] = sz[SB_QN] = sz[SB_ATT] = T * qd * f;
+	sz[SB_K] = sz[SB_KN] = sz[SB_V] = T * kvd * f;
+	sz[SB_GATE] = sz[SB_UP] = sz[SB_H] = T * inter * f;
+	sz[SB_LAST] = S * d * f;
+	sz[SB_LOGITS] = S * (size_t)sh->vocab * f;
+	sz[SB_LOGITS_FULL] =
+	    sh->tp.size > 1 || sh->pp.size > 1 ? S * (size_t)m->cfg.vocab_size * f : 0;
+}
+
+size_t rl_kv_scratch_bytes(const struct rl_model *m, int n_slots, int max_tokens)
+{
+	size_t sz[SB_N], sum = 0;
+
+	scratch_sizes(m, n_slots, max_tokens, sz);
+	for (int b = 0; b < SB_N; b++)
+		sum += sz[b];
+	return sum;
 }
 
 static int alloc_scratch(const struct rl_model *m, struct rl_kv_cache *kv)
 {
-	const struct rl_model_config *c = &m->cfg;
 	const struct rl_ops *ops = m->ops;
-	const struct rl_model_shard *sh = &m->shard;
 	struct rl_decode_scratch *s = kv->scratch;
-	size_t f = sizeof(float), T = (size_t)kv->max_tokens, d = (size_t)c->hidden_size;
-	size_t kvd = (size_t)sh->n_kv_heads * (size_t)c->head_dim;
-	size_t qd = (size_t)sh->n_heads * (size_t)c->head_dim, inter = (size_t)sh->intermediate;
-	size_t S = (size_t)kv->n_slots, V = (size_t)c->vocab_size;
+	size_t sz[SB_N], T = (size_t)kv->max_tokens, S = (size_t)kv->n_slots;
 
-	s->ids = ops->alloc(T * sizeof(int32_t));
-	s->pos = ops->alloc(T * sizeof(int32_t));
-	s->rows = ops->alloc(T * sizeof(int32_t));
-	s->off = ops->alloc(T * sizeof(int32_t));
-	s->x = ops->alloc(T * d * f);
-	s->xn = ops->alloc(T * d * f);
-	s->q = ops->alloc(T * qd * f);
-	s->qn = ops->alloc(T * qd * f);
-	s->k = ops->alloc(T * kvd * f);
-	s->kn = ops->alloc(T * kvd * f);
-	s->v = ops->alloc(T * kvd * f);
-	s->att = ops->alloc(T * qd * f);
-	s->gate = ops->alloc(T * inter * f);
-	s->up = ops->alloc(T * inter * f);
-	s->h = ops->alloc(T * inter * f);
-	s->last = ops->alloc(S * d * f);
-	s->logits = ops->alloc(S * (size_t)sh->vocab * f);
-	if (sh->tp.size > 1 || sh->pp.size > 1) {
-		s->logits_full = ops->alloc(S * V * f);
-		s->logits_host = malloc(S * V * f);
+	scratch_sizes(m, kv->n_slots, kv->max_tokens, sz);
+	s->ids = ops->alloc(sz[SB_IDS]);
+	s->pos = ops->alloc(sz[SB_POS]);
+	s->rows = ops->alloc(sz[SB_ROWS]);
+	s->off = ops->alloc(sz[SB_OFF]);
+	s->x = ops->alloc(sz[SB_X]);
+	s->xn = ops->alloc(sz[SB_XN]);
+	s->q = ops->alloc(sz[SB_Q]);
+	s->qn = ops->alloc(sz[SB_QN]);
+	s->k = ops->alloc(sz[SB_K]);
+	s->kn = ops->alloc(sz[SB_KN]);
+	s->v = ops->alloc(sz[SB_V]);
+	s->att = ops->alloc(sz[SB_ATT]);
+	s->gate = ops->alloc(sz[SB_GATE]);
+	s->up = ops->alloc(sz[SB_UP]);
+	s->h = ops->alloc(sz[SB_H]);
+	s->last = ops->alloc(sz[SB_LAST]);
+	s->logits = ops->alloc(sz[SB_LOGITS]);
+	if (sz[SB_LOGITS_FULL]) {
+		s->logits_full = ops->alloc(sz[SB_LOGITS_FULL]);
+		s->logits_host = malloc(sz[SB_LOGITS_FULL]);
 	}
 	s->host = malloc(4 * T * sizeof(int32_t));
 	s->first = malloc((S + 1) * sizeof(int));
 	return s->ids && s->pos && s->rows && s->off && s->x && s->xn && s->q && s->qn && s->k &&
 	       s->kn && s->v && s->att && s->gate && s->up && s->h && s->last && s->logits &&
-	       ((sh->tp.size == 1 && sh->pp.size == 1) || (s->logits_full && s->logits_host)) &&
-	       s->host && s->first;
+	       (!sz[SB_LOGITS_FULL] || (s->logits_full && s->logits_host)) && s->host && s->first;
 }
 
 struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int max_len,
