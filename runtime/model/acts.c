@@ -65,6 +65,22 @@ static void layer_buffers(const struct rl_model *m, struct rl_acts *a, int l, si
 	L->h = take(m, a, T * inter * f, failed);
 }
 
+/* The batch-invariant attention's table (acts.h): the identity over every
+ * row its keys can come from, whatever the batch, so made once. */
+static int fill_key_rows(const struct rl_model *m, struct rl_acts *a, size_t rows)
+{
+	int32_t *iota = malloc(rows * sizeof *iota);
+	int rc;
+
+	if (!iota)
+		return -1;
+	for (size_t t = 0; t < rows; t++)
+		iota[t] = (int32_t)t;
+	rc = m->ops->from_host(a->key_rows, iota, rows * sizeof *iota, NULL);
+	free(iota);
+	return rc;
+}
+
 static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool recompute)
 {
 	const struct rl_model_config *c = &m->cfg;
@@ -171,7 +187,7 @@ static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool r
 		a->tp_full = take(m, a, T * d * f, &failed);
 		a->tp_local = take(m, a, T * d * f, &failed);
 	}
-	if (failed) {
+	if (failed || fill_key_rows(m, a, cp * T)) {
 		rl_acts_free(m, a);
 		return NULL;
 	}

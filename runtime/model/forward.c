@@ -89,24 +89,16 @@ static int check_batch(const struct rl_model *m, const struct rl_batch *b, char 
 }
 
 /* The batch-invariant attention reads a packed batch as a paged cache with
- * blocks of one row: key j of token t is row off[t] + j of the keys, off[t]
- * being t - pos[t], or under context parallelism the start of t's sequence
- * in the all-gathered padded batch (its chunk's key start). */
-static int upload_key_rows(struct rl_model *m, struct rl_acts *a, const int32_t *pos, int rows)
+ * blocks of one row (the identity table a->key_rows, made with the acts):
+ * key j of token t is row off[t] + j of the keys, off[t] being t - pos[t],
+ * or under context parallelism the start of t's sequence in the
+ * all-gathered padded batch (its chunk's key start). scratch: rows int32
+ * of host memory. */
+static int upload_key_off(struct rl_model *m, struct rl_acts *a, const int32_t *pos,
+                          int32_t *scratch, int rows)
 {
-	const struct rl_ops *ops = m->ops;
-	size_t keys = (size_t)m->shard.cp.size * (size_t)rows;
-	int32_t *h;
-	int rc = -1;
-
 	if (!m->invariant)
 		return 0;
-	if (!(h = malloc((keys > (size_t)rows ? keys : (size_t)rows) * sizeof *h)))
-		return -1;
-	for (size_t t = 0; t < keys; t++)
-		h[t] = (int32_t)t;
-	if (ops->from_host(a->key_rows, h, keys * sizeof *h, NULL))
-		goto out;
 	if (m->shard.cp.size > 1) {
 		/* context parallelism is cpu-only (split.c): the chunks are host
 		 * memory */
@@ -114,15 +106,12 @@ static int upload_key_rows(struct rl_model *m, struct rl_acts *a, const int32_t 
 
 		for (int n = 0; n < c->n; n++)
 			for (int i = 0; i < c->len[n]; i++)
-				h[c->q_start[n] + i] = c->k_start[n];
+				scratch[c->q_start[n] + i] = c->k_start[n];
 	} else {
 		for (int t = 0; t < rows; t++)
-			h[t] = t - pos[t];
+			scratch[t] = t - pos[t];
 	}
-	rc = ops->from_host(a->key_off, h, (size_t)rows * sizeof *h, NULL);
-out:
-	free(h);
-	return rc;
+	return m->ops->from_host(a->key_off, scratch, (size_t)rows * sizeof *scratch, NULL);
 }
 
 /* The batch on the backend, as this rank's rows of it. */
@@ -152,7 +141,7 @@ static int upload_batch(struct rl_model *m, struct rl_acts *a, const struct rl_b
 		goto out;
 	size_t n = (size_t)rows * sizeof(int32_t);
 	if (ops->from_host(a->ids, ids, n, NULL) || ops->from_host(a->pos, pos, n, NULL) ||
-	    ops->from_host(a->targets, tgt, n, NULL) || upload_key_rows(m, a, pos, rows) ||
+	    ops->from_host(a->targets, tgt, n, NULL) || upload_key_off(m, a, pos, ids, rows) ||
 	    ops->from_host(a->cu_seqlens, cu, (size_t)(n_seqs + 1) * sizeof(int32_t), NULL)) {
 		snprintf(err, errlen, "copying the batch to the %s backend failed", ops->name);
 		goto out;
