@@ -26,19 +26,7 @@
 #include "runtime/parallel/tp_group.h"
 #include "tests/mpi/mpi_check.h"
 #include "tests/mpi/random_model.h"
-
-/* rl_model_decode with the logits copied to the host. */
-static int decode_host(struct rl_model *m, struct rl_kv_cache *kv, int n, const int *slots,
-                       const int *n_new, const int32_t *ids, float *logits, char *err,
-                       size_t errlen)
-{
-	const float *dev;
-
-	if (rl_model_decode(m, kv, n, slots, n_new, ids, &dev, err, errlen))
-		return -1;
-	return m->ops->to_host(logits, dev, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float),
-	                       NULL);
-}
+#include "tests/unit/decode_host.h"
 
 #define TOL 1e-5
 

@@ -14,6 +14,7 @@
 
 #include "kernels/fenced.h"
 #include "runtime/generate/generate.h"
+#include "tests/unit/greedy_fixture.h"
 
 #define N_PROMPTS 4
 #define PER       16
@@ -28,28 +29,13 @@ struct fx {
 
 static void fx_open(struct fx *f, const struct rl_ops *ops)
 {
-	char dir[4096], path[4200], err[512];
+	char dir[4096], err[512];
 	const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
-	json_error_t jerr;
 
 	memset(f, 0, sizeof *f);
 	snprintf(dir, sizeof dir, "%s/tests/fixtures/models/llama", top);
 	cr_assert_eq(rl_model_load(&f->m, dir, ops, err, sizeof err), 0, "%s", err);
-	snprintf(path, sizeof path, "%s/tests/fixtures/models/llama.ref.json", top);
-	json_t *meta = json_load_file(path, 0, &jerr);
-	cr_assert_not_null(meta, "%s", jerr.text);
-	json_t *gens = json_object_get(meta, "greedy");
-	for (int g = 0; g < 2; g++) {
-		json_t *p = json_object_get(json_array_get(gens, (size_t)g), "prompt");
-		json_t *o = json_object_get(json_array_get(gens, (size_t)g), "output");
-		f->prompt_len[g] = (int)json_array_size(p);
-		f->want_len[g] = (int)json_array_size(o);
-		for (int i = 0; i < f->prompt_len[g]; i++)
-			f->prompt[g][i] = (int32_t)json_integer_value(json_array_get(p, (size_t)i));
-		for (int i = 0; i < f->want_len[g]; i++)
-			f->want[g][i] = (int32_t)json_integer_value(json_array_get(o, (size_t)i));
-	}
-	json_decref(meta);
+	greedy_fixture_read(f->prompt, f->prompt_len, f->want, f->want_len);
 }
 
 /* Four prompts of different lengths made from the fixture's two; GRPO's
