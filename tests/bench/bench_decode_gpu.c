@@ -199,30 +199,25 @@ static int64_t kv_blocks(int batch, const struct settings *s)
 	return rl_kv_blocks_for(batch, s->prompt_len + s->new_tokens, KV_BLOCK);
 }
 
-/* The fp32 KV cache of one row, keys and values of every layer. */
-static double kv_bytes(const struct rl_model_config *c, int batch, const struct settings *s)
+/* The fp32 KV cache of batch rows, as runtime/model/kv_cache.c sizes it. */
+static double kv_bytes(const struct rl_model *m, int batch, const struct settings *s)
 {
-	return 2.0 * c->n_layers * (double)kv_blocks(batch, s) * KV_BLOCK * c->n_kv_heads *
-	       c->head_dim * 4;
+	return (double)rl_kv_block_bytes(m, KV_BLOCK) * (double)kv_blocks(batch, s);
 }
 
 /* What else a generation of batch sequences allocates: the decode scratch
- * of runtime/model/kv_cache.c (alloc_scratch: a step's activations, the
- * slots' last hidden states and logits), the engine's logprob work (the
- * whole vocabulary per slot), and the margin. Keep in step with those. */
-static double gen_scratch_bytes(const struct rl_model_config *c, int batch,
-                                const struct settings *s)
+ * (rl_kv_scratch_bytes, for the engine's step of STEP_TOKENS tokens, or a
+ * longer prompt, or one token a slot), the engine's logprob work (the
+ * whole vocabulary per slot), and the margin. */
+static double gen_scratch_bytes(const struct rl_model *m, int batch, const struct settings *s)
 {
-	double d = c->hidden_size, qd = (double)c->n_heads * c->head_dim,
-	       kvd = (double)c->n_kv_heads * c->head_dim, I = c->intermediate_size,
-	       V = c->vocab_size;
-	double T = STEP_TOKENS;
+	int T = STEP_TOKENS;
 
 	if (s->prompt_len > T)
 		T = s->prompt_len;
 	if (batch > T)
 		T = batch;
-	return 4.0 * (T * (2 * d + 3 * qd + 3 * kvd + 3 * I + 4) + batch * (d + 2 * V)) +
+	return (double)rl_kv_scratch_bytes(m, batch, T) + 4.0 * batch * m->cfg.vocab_size +
 	       MARGIN_BYTES;
 }
 
@@ -573,15 +568,13 @@ static int run(const struct settings *s, const struct gpu *g, double start)
 	struct rl_model *m = NULL;
 	int32_t **prompts = NULL;
 	char err[1024], desc[256];
-	int max_batch = 0, min_batch = s->batches[0], rc = 0;
+	int max_batch = 0, rc = 0;
 	double deadline = start + s->budget_s;
 	bool fits[MAX_BATCHS];
 
 	for (int i = 0; i < s->n_batches; i++) {
 		if (s->batches[i] > max_batch)
 			max_batch = s->batches[i];
-		if (s->batches[i] < min_batch)
-			min_batch = s->batches[i];
 	}
 	llama8b_config(&cfg, s->layers, s->prompt_len + s->new_tokens);
 	double n_params = count_params(&cfg);
@@ -611,17 +604,16 @@ static int run(const struct settings *s, const struct gpu *g, double start)
 		return 1;
 	}
 	double avail = device_available();
-	double need =
-	    model_bytes + kv_bytes(&cfg, min_batch, s) + gen_scratch_bytes(&cfg, min_batch, s);
 	if (avail < 0) {
 		fprintf(stderr, "bench_decode_gpu: cudaMemGetInfo failed\n");
 		return 1;
 	}
-	if (need > avail) {
-		printf("bench_decode_gpu: skipped: needs %.1f GB (the model %.1f GB + the KV cache "
-		       "and scratch of batch %d), the device has %.1f GB free; RL_DECODE_LAYERS "
-		       "shrinks the model\n",
-		       need / GB, model_bytes / GB, min_batch, avail / GB);
+	/* the caches are sized below, by the runtime's own sums, once the
+	 * model holds its memory */
+	if (model_bytes > avail) {
+		printf("bench_decode_gpu: skipped: the model needs %.1f GB, the device has %.1f GB "
+		       "free; RL_DECODE_LAYERS shrinks it\n",
+		       model_bytes / GB, avail / GB);
 		return 0;
 	}
 
@@ -651,8 +643,7 @@ static int run(const struct settings *s, const struct gpu *g, double start)
 	avail = device_available();
 	for (int i = 0; i < s->n_batches; i++)
 		fits[i] =
-		    kv_bytes(&cfg, s->batches[i], s) + gen_scratch_bytes(&cfg, s->batches[i], s) <=
-		    avail;
+		    kv_bytes(m, s->batches[i], s) + gen_scratch_bytes(m, s->batches[i], s) <= avail;
 	if (g->hbm > 0)
 		printf("HBM limit = B / ((%.1f GB of weights at 4 bytes + B x %.1f MB of fp32 KV "
 		       "cache at mean length %.0f) / %.2f TB/s)\n",
@@ -678,8 +669,8 @@ static int run(const struct settings *s, const struct gpu *g, double start)
 				printf(
 				    "%6d %-10s out of memory (KV cache %.1f GB + scratch %.1f GB, "
 				    "%.1f GB available)\n",
-				    b, mode_name(inv), kv_bytes(&cfg, b, s) / GB,
-				    gen_scratch_bytes(&cfg, b, s) / GB, avail / GB);
+				    b, mode_name(inv), kv_bytes(m, b, s) / GB,
+				    gen_scratch_bytes(m, b, s) / GB, avail / GB);
 				fflush(stdout);
 				continue;
 			}
