@@ -342,7 +342,7 @@ static int size_cache(struct engine *e, int block, int max_len, int *blocks, cha
 
 	*blocks = 0;
 	if (can <= 0 && p->memory_utilization > 0) {
-		switch (rl_backend_memory_left(e->m->ops, p->memory_utilization, &left)) {
+		switch (rl_backend_memory_left(e->m->base_ops, p->memory_utilization, &left)) {
 		case 0:
 			return 0; /* host memory: the share means nothing here */
 		case 1:

@@ -306,7 +306,7 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 		return -1;
 	}
 	size_t bytes = (size_t)a->n_tokens * (size_t)V * sizeof(float);
-	bool direct = m->ops == &rl_ops_cpu && m->shard.tp.size == 1;
+	bool direct = m->base_ops == &rl_ops_cpu && m->shard.tp.size == 1;
 	float *dev = direct ? logits_host : m->ops->alloc(bytes);
 	int rc = -1;
 
@@ -343,7 +343,7 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	                                     logit_scale};
 	long need = rl_lm_logprobs_work_floats(&shape);
 	/* padded rows need room the caller did not give */
-	bool direct = ops == &rl_ops_cpu && T == a->n_real && m->shard.cp.size == 1;
+	bool direct = m->base_ops == &rl_ops_cpu && T == a->n_real && m->shard.cp.size == 1;
 	float *dev = direct ? logprob_host : a->lm_vec;
 
 	if (need > a->lm_work_floats) {

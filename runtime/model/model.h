@@ -205,7 +205,9 @@ struct rl_model {
 	/* rl_model_set_invariant: while on, ops is &invariant_ops, the
 	 * backend's table with its batch-invariant ops in place of the GEMMs
 	 * and the fused logprobs, and the forward's attention is the paged
-	 * op's; base_ops is the backend's own table */
+	 * op's; base_ops is the backend's own table, the one that
+	 * says where the model's memory lives (&rl_ops_cpu: host memory)
+	 * whichever table the passes use */
 	const struct rl_ops *base_ops;
 	struct rl_ops invariant_ops;
 	bool invariant;

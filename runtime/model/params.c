@@ -373,7 +373,7 @@ static int load_weights(struct rl_model *m, char *err, size_t errlen)
 	for (int i = 0; i < m->n_params; i++) {
 		struct rl_param *p = &m->params[i];
 
-		if (m->ops == &rl_ops_cpu) { /* host memory: no staging copy */
+		if (m->base_ops == &rl_ops_cpu) { /* host memory: no staging copy */
 			if (rl_st_read_f32(st, p->name, p->master, p->ndim, p->shape, err, errlen))
 				goto out;
 			continue;
@@ -634,7 +634,7 @@ const float *rl_model_host_weights(const struct rl_model *m)
 	size_t bytes = (size_t)m->n_elems * sizeof(float);
 	float *host;
 
-	if (m->ops == &rl_ops_cpu)
+	if (m->base_ops == &rl_ops_cpu)
 		return m->flat;
 	host = malloc(bytes ? bytes : 1);
 	if (host && m->ops->to_host(host, m->flat, bytes, NULL)) {

@@ -129,7 +129,7 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 	int p = tp->size;
 	int64_t start, len;
 
-	if (m->ops != &rl_ops_cpu) {
+	if (m->base_ops != &rl_ops_cpu) {
 		snprintf(err, errlen,
 		         "policy.parallel: tensor, pipeline, context and expert parallelism run on "
 		         "the cpu "
@@ -338,7 +338,7 @@ int rl_model_scatter_param(struct rl_model *m, int i, const float *full_host, ch
 	const struct rl_param *p = &m->params[i];
 	struct rl_param whole = {.ndim = p->ndim, .shape = {p->full_shape[0], p->full_shape[1]}};
 	size_t bytes = (size_t)p->numel * sizeof(float);
-	float *mine = m->ops == &rl_ops_cpu ? p->master : malloc(bytes ? bytes : 1);
+	float *mine = m->base_ops == &rl_ops_cpu ? p->master : malloc(bytes ? bytes : 1);
 
 	if (!mine) {
 		snprintf(err, errlen, "out of memory for %s", p->name);
