@@ -82,6 +82,15 @@ static int check_job(const struct rl_plan_job *job, char *why, size_t len)
 		            job->param_bytes);
 	if (job->expert < 1 || job->expert_tensor < 1)
 		return fail(why, len, "job: expert sizes must be >= 1");
+	if (m->n_experts < 0 ||
+	    (m->n_experts > 0 && (m->experts_per_token < 1 || m->experts_per_token > m->n_experts ||
+	                          m->expert_intermediate < 1 || m->shared_intermediate < 0 ||
+	                          m->n_moe_layers < 0 || m->n_moe_layers > m->n_layers)))
+		return fail(why, len,
+		            "model: experts_per_token %d of %d experts, expert_intermediate %d, "
+		            "%d of %d layers MoE: not a mixture of experts",
+		            m->experts_per_token, m->n_experts, m->expert_intermediate,
+		            m->n_moe_layers, m->n_layers);
 	return 0;
 }
 
@@ -117,6 +126,12 @@ static int check_layout(const struct rl_plan_hw *hw, const struct rl_plan_job *j
 	if ((world / pp) % (job->expert * job->expert_tensor))
 		return fail(why, len, "world/pp = %d is not divisible by expert*expert_tensor = %d",
 		            world / pp, job->expert * job->expert_tensor);
+	if (m->n_experts > 0 && m->n_experts % job->expert)
+		return fail(why, len, "n_experts %d is not divisible by expert=%d", m->n_experts,
+		            job->expert);
+	if (m->n_experts > 0 && m->expert_intermediate % job->expert_tensor)
+		return fail(why, len, "expert_intermediate %d is not divisible by expert_tensor=%d",
+		            m->expert_intermediate, job->expert_tensor);
 	return 0;
 }
 
@@ -151,7 +166,8 @@ int rl_plan_estimate(const struct rl_plan_hw *hw, const struct rl_plan_job *job,
 		snprintf(out->why, sizeof out->why, "needs %.1f GiB per GPU, a GPU has %.1f GiB",
 		         w->total / PLAN_GIB, hw->gpu_mem_bytes / PLAN_GIB);
 
-	rl_plan_step_time(hw, job, tp, pp, cp, dp, fmax(first.params, last.params), out);
+	rl_plan_step_time(hw, job, tp, pp, cp, dp, last.params > first.params ? &last : &first,
+	                  out);
 	return 0;
 }
 

@@ -4,8 +4,9 @@
  * has the smallest estimated step time. Pure arithmetic on the numbers
  * below: no hwloc, no files, so every node computes the same answer.
  * defines: struct rl_gpu_spec, struct rl_plan_hw, struct rl_plan_model,
- * struct rl_plan_job, struct rl_plan_estimate, rl_gpu_spec_lookup,
- * rl_plan_hw_from_topo, rl_plan_estimate, rl_plan_auto */
+ * struct rl_plan_job, struct rl_plan_basis, struct rl_plan_estimate,
+ * rl_gpu_spec_lookup, rl_plan_hw_from_topo, rl_plan_estimate, rl_plan_auto,
+ * rl_plan_explain_step */
 #ifndef RL_PLANNER_H
 #define RL_PLANNER_H
 
@@ -56,6 +57,16 @@ struct rl_plan_model {
 	int head_dim;
 	int vocab;
 	bool tied_embeddings;
+	/* A mixture of experts: n_moe_layers of the n_layers have, in place
+	 * of the dense MLP, a router (hidden x n_experts) sending each token
+	 * to experts_per_token of n_experts SwiGLU experts of
+	 * expert_intermediate, and a shared expert of shared_intermediate
+	 * that every token goes through (0: none). n_experts 0: dense. */
+	int n_experts;
+	int experts_per_token;
+	int expert_intermediate;
+	int shared_intermediate;
+	int n_moe_layers;
 };
 
 struct rl_plan_job {
@@ -74,12 +85,40 @@ struct rl_plan_job {
 	int expert_tensor;
 };
 
+/* The numbers behind an estimate's times, for rl_plan_explain_step. */
+struct rl_plan_basis {
+	double tokens;          /* trained per step: samples x seq_len */
+	double flops_per_token; /* one forward, by the active parameters */
+	double forwards;        /* per token: train (3, 4 with recompute) + 2 logprob passes */
+	double replicas;        /* generation replicas (tp x pp GPUs each) */
+	double seqs;            /* sequences one replica generates */
+	double batch;           /* of them at once */
+	double rounds;          /* batches one after the other */
+	double prompt;          /* tokens before the answer */
+	double new_tokens;      /* every answer's length */
+	double decode_weights;  /* bytes of weights a rank reads per decode step */
+	double decode_kv;       /* bytes of KV cache a rank reads per decode step */
+	double decode_step;     /* seconds per decode step, communication included */
+	bool decode_compute_bound;
+	double prefill;            /* seconds */
+	double micro_batches;      /* per data-parallel rank per step */
+	double flush;              /* micro-batches between pipeline flushes */
+	double a2a_bytes;          /* one all-to-all of one micro-batch, per rank */
+	double dense_grad_params;  /* per GPU, reduced over dp x cp */
+	double expert_grad_params; /* per GPU, reduced over the expert data parallel */
+	double updates;            /* optimizer updates per step */
+	/* bytes/s per GPU on each group's link; the experts' data parallel
+	 * spans the ranks dp does */
+	double tp_bw, ep_bw, pp_bw, dp_bw;
+};
+
 struct rl_plan_estimate {
 	int tp, pp, cp, dp;
 	/* bytes per GPU */
 	double weights, grads, optimizer, activations, kv_cache, total_mem;
 	/* seconds per GRPO step */
-	double t_generation, t_compute, t_tp_comm, t_pp_bubble, t_dp_comm, t_step;
+	double t_generation, t_compute, t_tp_comm, t_ep_comm, t_pp_bubble, t_dp_comm, t_step;
+	struct rl_plan_basis basis;
 	bool fits;
 	char why[160]; /* why it does not fit, or is not allowed */
 };
@@ -100,5 +139,14 @@ int rl_plan_estimate(const struct rl_plan_hw *hw, const struct rl_plan_job *job,
 int rl_plan_auto(const struct rl_plan_hw *hw, const struct rl_plan_job *job,
                  struct rl_plan_estimate *best, char *explain, size_t explain_len, char *err,
                  size_t errlen);
+
+/* One estimate's step time part by part, each part on a line of its own
+ * with what it assumes (rates, sizes, counts), the total, and its memory
+ * per GPU; e is a filled estimate of hw and job. The part lines are
+ * "  NAME  SECONDS s  ASSUMPTIONS" with NAME one of generation, compute,
+ * tp-comm, ep-comm, pp-bubble, dp-comm, refit, then "  total  SECONDS s".
+ * Truncates to len. */
+void rl_plan_explain_step(char *buf, size_t len, const struct rl_plan_hw *hw,
+                          const struct rl_plan_job *job, const struct rl_plan_estimate *e);
 
 #endif

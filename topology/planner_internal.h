@@ -3,7 +3,10 @@
  * text (planner_explain.c), all called by planner.c's estimate and search.
  * Not installed.
  * defines: struct rl_plan_stage_mem, rl_plan_stage_memory,
- * rl_plan_matmul_params, rl_plan_step_time, rl_plan_explain_choice,
+ * rl_plan_layer_dense_params, rl_plan_layer_expert_params,
+ * rl_plan_vocab_params, rl_plan_matmul_params, rl_plan_step_time,
+ * rl_plan_link_bw, rl_plan_link_name,
+ * rl_plan_explain_choice,
  * rl_plan_explain_nofit, PLAN_GIB, PLAN_RESERVE_FRACTION, PLAN_RESERVE_BYTES,
  * PLAN_TIE_FRACTION */
 #ifndef RL_PLANNER_INTERNAL_H
@@ -26,9 +29,10 @@
  * than that, and a smaller layout is then the safer choice. */
 #define PLAN_TIE_FRACTION 0.01
 
-/* Bytes one pipeline stage needs, per GPU; total adds the reserve. */
+/* Bytes one pipeline stage needs, per GPU; total adds the reserve.
+ * expert_params: the part of params that is experts. */
 struct rl_plan_stage_mem {
-	double params, weights, grads, optimizer, activations, kv_cache, total;
+	double params, expert_params, weights, grads, optimizer, activations, kv_cache, total;
 };
 
 /* One stage of a valid layout; first / last say whether it holds the
@@ -36,13 +40,30 @@ struct rl_plan_stage_mem {
 void rl_plan_stage_memory(const struct rl_plan_job *job, int tp, int pp, int cp, int dp, bool first,
                           bool last, struct rl_plan_stage_mem *s);
 
-/* The parameters that multiply activations (all but the input embedding). */
+/* One decoder layer's parameters on one rank, averaged over the layers
+ * (dense and MoE ones alike): those every data-parallel replica holds
+ * (attention, norms, the dense MLP or the router and shared expert) at
+ * tensor parallel tp, and the experts at expert parallel ep x etp. */
+double rl_plan_layer_dense_params(const struct rl_plan_model *m, int tp);
+double rl_plan_layer_expert_params(const struct rl_plan_model *m, int ep, int etp);
+
+/* The embedding's (or the LM head's) parameters on one of tp ranks. */
+double rl_plan_vocab_params(const struct rl_plan_model *m, int tp);
+
+/* The parameters that multiply a token's activations: all but the input
+ * embedding, and of the experts only the ones a token goes to. */
 double rl_plan_matmul_params(const struct rl_plan_model *m);
 
-/* Fills e's t_* fields for a valid layout whose largest stage holds
- * stage_params parameters per GPU. */
+/* Fills e's t_* fields and its basis for a valid layout whose largest
+ * stage is s (its params and expert_params per GPU). */
 void rl_plan_step_time(const struct rl_plan_hw *hw, const struct rl_plan_job *job, int tp, int pp,
-                       int cp, int dp, double stage_params, struct rl_plan_estimate *e);
+                       int cp, int dp, const struct rl_plan_stage_mem *s,
+                       struct rl_plan_estimate *e);
+
+/* Bytes/s per GPU, and the link's name, in a group whose ranks span
+ * `span` consecutive ranks (NVLink, PCIe or the network). */
+double rl_plan_link_bw(const struct rl_plan_hw *hw, double span);
+const char *rl_plan_link_name(const struct rl_plan_hw *hw, double span);
 
 /* The lines rl_plan_auto writes about its choice: memory and time of best,
  * why each runner-up lost, how many layouts were tried. Truncates to len;

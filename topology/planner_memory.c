@@ -17,39 +17,74 @@
  *   6 + 12/d with the distributed optimizer. fp32 training: 4 + 4 + 8.
  * - Like Megatron, gradients are reduced and the distributed optimizer
  *   shards over the data-parallel group *with* context parallelism:
- *   d = dp * cp ranks hold replicas of the same parameters.
+ *   d = dp * cp ranks hold replicas of the same parameters; an expert's
+ *   replicas are the expert data parallel, world / (pp * ep * etp).
  * - Flash attention (our kernels save the log-sum-exp, not the scores), so
  *   Korthikanti's 5as^2b term for the score matrix is absent.
- * defines: rl_plan_stage_memory, rl_plan_matmul_params */
+ * defines: rl_plan_stage_memory, rl_plan_layer_dense_params,
+ * rl_plan_layer_expert_params, rl_plan_vocab_params, rl_plan_matmul_params */
 #include "topology/planner_internal.h"
 
 #include <math.h>
 
 /* ---- parameters --------------------------------------------------------- */
 
-/* One decoder layer's parameters on one TP rank: q and k, v column-parallel
- * and o row-parallel (Megatron's split, whole heads per rank), gate, up and
- * down likewise, the two RMSNorm vectors replicated. No biases (Llama). */
-static double layer_params(const struct rl_plan_model *m, int tp)
+/* q and o (n_heads of head_dim), k and v (n_kv_heads): Megatron's split,
+ * whole heads per TP rank. No biases (Llama). */
+static double attention_params(const struct rl_plan_model *m)
 {
 	double h = m->hidden;
 	double qd = (double)m->n_heads * m->head_dim, kvd = (double)m->n_kv_heads * m->head_dim;
-	return (2.0 * h * qd + 2.0 * h * kvd + 3.0 * h * m->intermediate) / tp + 2.0 * h;
+	return 2.0 * h * qd + 2.0 * h * kvd;
+}
+
+/* One MoE layer's MLP part that every token goes through on one TP rank:
+ * the router (replicated, as Megatron's TopKRouter) and the shared expert
+ * (split like a dense MLP) with its gate vector. */
+static double moe_dense_params(const struct rl_plan_model *m, int tp)
+{
+	double h = m->hidden, shared = 3.0 * h * m->shared_intermediate / tp;
+	return h * m->n_experts + (m->shared_intermediate > 0 ? shared + h : 0.0);
+}
+
+double rl_plan_layer_dense_params(const struct rl_plan_model *m, int tp)
+{
+	double h = m->hidden, n_moe = m->n_experts > 0 ? m->n_moe_layers : 0;
+	double mlp = ((m->n_layers - n_moe) * 3.0 * h * m->intermediate / tp +
+	              n_moe * moe_dense_params(m, tp)) /
+	             m->n_layers;
+	return attention_params(m) / tp + mlp + 2.0 * h;
+}
+
+/* The experts fold as ETP x EP x EDP (layout.h): a rank holds n_experts/ep
+ * of them, each split etp ways. */
+double rl_plan_layer_expert_params(const struct rl_plan_model *m, int ep, int etp)
+{
+	if (m->n_experts == 0)
+		return 0.0;
+	double one = 3.0 * m->hidden * m->expert_intermediate / etp;
+	return (double)m->n_moe_layers / m->n_layers * ((double)m->n_experts / ep) * one;
 }
 
 /* The embedding and the LM head are vocab-parallel: ceil(vocab / tp) rows
  * each (Megatron pads the vocab to a multiple of tp). */
-static double vocab_params(const struct rl_plan_model *m, int tp)
+double rl_plan_vocab_params(const struct rl_plan_model *m, int tp)
 {
 	return ceil((double)m->vocab / tp) * m->hidden;
 }
 
-/* The parameters that multiply activations: every layer, the LM head and
- * the final norm; the input embedding is a lookup. With tied embeddings
- * the one matrix is the head. */
+/* The parameters that multiply a token's activations: every layer's
+ * attention and norms, its dense MLP or, in a MoE layer, the router, the
+ * shared expert and the experts_per_token experts the token goes to; the
+ * LM head and the final norm. The input embedding is a lookup; with tied
+ * embeddings the one matrix is the head. */
 double rl_plan_matmul_params(const struct rl_plan_model *m)
 {
-	return layer_params(m, 1) * m->n_layers + vocab_params(m, 1) + m->hidden;
+	double active = rl_plan_layer_dense_params(m, 1) * m->n_layers;
+	if (m->n_experts > 0)
+		active += (double)m->n_moe_layers * m->experts_per_token * 3.0 * m->hidden *
+		          m->expert_intermediate;
+	return active + rl_plan_vocab_params(m, 1) + m->hidden;
 }
 
 /* ---- memory ------------------------------------------------------------- */
@@ -65,6 +100,10 @@ double rl_plan_matmul_params(const struct rl_plan_model *m)
  *     backward reads (2 ad + 2 kv d), gate and up that SwiGLU's backward
  *     reads and its output that down reads (3I), all bf16, plus the fp32
  *     log-sum-exp per head (4a): 4ad + 4 kv d + 6I + 4a bytes.
+ *   In a MoE layer the 6I is each of the token's k experts' 6 I_e, the
+ *     token's k copies the experts read (2kh) and the shared expert's
+ *     6 I_s; balanced routing and sequence parallelism (which Megatron
+ *     requires for MoE with TP) spread them over the TP ranks too.
  * For GPT's shapes this is the paper's 34h minus the dropout masks plus the
  * second MLP input of SwiGLU; for Llama-3-8B it is 139,392 B vs 34h =
  * 139,264 B. Sequence parallelism shards the replicated part too (the
@@ -74,7 +113,11 @@ static double act_bytes_per_token_layer(const struct rl_plan_job *job, int tp)
 	const struct rl_plan_model *m = &job->model;
 	double h = m->hidden, ad = (double)m->n_heads * m->head_dim;
 	double kvd = (double)m->n_kv_heads * m->head_dim;
-	double split = 4.0 * ad + 4.0 * kvd + 6.0 * m->intermediate + 4.0 * m->n_heads;
+	double n_moe = m->n_experts > 0 ? m->n_moe_layers : 0;
+	double moe = 6.0 * m->experts_per_token * m->expert_intermediate +
+	             2.0 * m->experts_per_token * h + 6.0 * m->shared_intermediate;
+	double mlp = ((m->n_layers - n_moe) * 6.0 * m->intermediate + n_moe * moe) / m->n_layers;
+	double split = 4.0 * ad + 4.0 * kvd + mlp + 4.0 * m->n_heads;
 	double replicated = 8.0 * h;
 
 	if (job->sequence_parallel)
@@ -93,12 +136,14 @@ void rl_plan_stage_memory(const struct rl_plan_job *job, int tp, int pp, int cp,
 	/* Parameters: this stage's layers, the embedding on the first stage,
 	 * the final norm and LM head on the last. With tied embeddings and
 	 * pp > 1 Megatron keeps a copy of the embedding on the last stage as
-	 * its head, so the count is the same. */
-	s->params = layers * layer_params(m, tp);
+	 * its head, so the count is the same. MoE layers are spread evenly
+	 * over the stages. */
+	s->expert_params = layers * rl_plan_layer_expert_params(m, job->expert, job->expert_tensor);
+	s->params = layers * rl_plan_layer_dense_params(m, tp) + s->expert_params;
 	if (first)
-		s->params += vocab_params(m, tp);
+		s->params += rl_plan_vocab_params(m, tp);
 	if (last && (!m->tied_embeddings || !first))
-		s->params += vocab_params(m, tp);
+		s->params += rl_plan_vocab_params(m, tp);
 	if (last)
 		s->params += m->hidden;
 
@@ -106,10 +151,14 @@ void rl_plan_stage_memory(const struct rl_plan_job *job, int tp, int pp, int cp,
 	s->grads = s->params * 4.0; /* fp32 main grads, also for bf16 weights */
 	/* Adam m and v in fp32 (8 B), plus fp32 master weights (4 B) when the
 	 * weights are bf16; the distributed optimizer shards them (ZeRO-1)
-	 * over the dp*cp replicas of these parameters. */
-	s->optimizer = s->params * (job->param_bytes == 2 ? 12.0 : 8.0);
+	 * over the replicas of these parameters: dp*cp of the dense ones,
+	 * world/(pp*ep*etp) = dp*cp*tp/(ep*etp) of the experts. */
+	double per_param = job->param_bytes == 2 ? 12.0 : 8.0;
+	double edp = (double)dp * cp * tp / ((double)job->expert * job->expert_tensor);
+	s->optimizer = s->params * per_param;
 	if (job->distributed_optimizer)
-		s->optimizer /= (double)dp * cp;
+		s->optimizer = (s->params - s->expert_params) * per_param / ((double)dp * cp) +
+		               s->expert_params * per_param / edp;
 
 	/* 1F1B: stage i keeps pp - i micro-batches in flight, the first stage
 	 * pp of them (Korthikanti sec. 4.2.3), never more than there are. */
@@ -130,9 +179,12 @@ void rl_plan_stage_memory(const struct rl_plan_job *job, int tp, int pp, int cp,
 		s->activations += tokens * ceil((double)m->vocab / tp) * 4.0;
 
 	/* KV cache: generation_batch sequences of seq_len tokens, K and V for
-	 * this stage's layers and this rank's KV heads, bf16. Generation has
-	 * no CP: every CP rank generates its own sequences. */
-	s->kv_cache = (double)job->generation_batch * job->seq_len * layers * 2.0 *
+	 * this stage's layers and this rank's KV heads, bf16; never more
+	 * sequences than the replica generates (the engine's slots are that
+	 * many at most). Generation has no CP: every CP rank generates its own
+	 * sequences, so a tp x pp replica's share is samples / (dp*cp). */
+	double share = ceil((double)job->samples_per_step / ((double)dp * cp));
+	s->kv_cache = fmin((double)job->generation_batch, share) * job->seq_len * layers * 2.0 *
 	              ((double)m->n_kv_heads / tp) * m->head_dim * 2.0;
 
 	double modeled = s->weights + s->grads + s->optimizer + fmax(s->activations, s->kv_cache);

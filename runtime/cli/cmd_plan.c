@@ -2,8 +2,10 @@
 /* rlrun plan: the layout and placement a step would get, before anyone
  * copies weights to the cluster: only the config and the model's
  * config.json are read. --env RANK prints exactly what the plugin would set
- * in that task (the same code computes both). */
+ * in that task (the same code computes both); --explain the planner's time
+ * model of one step part by part, with what each part assumes. */
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,7 @@
 
 static const char usage[] =
     "usage: rlrun plan [CONFIG] [KEY=VALUE...] [--topology FILE] [--nodes N]\n"
-    "                  [--tasks-per-node M] [--step-gpus LIST] [--env RANK]\n";
+    "                  [--tasks-per-node M] [--step-gpus LIST] [--env RANK] [--explain]\n";
 
 struct plan_opts {
 	const char *topology; /* NULL: this machine */
@@ -24,6 +26,7 @@ struct plan_opts {
 	long tasks_per_node;  /* 0: cluster.gpus_per_node, the node's GPUs, or 1 */
 	const char *step_gpus;
 	long env_rank; /* -1: print the plan */
+	bool explain;  /* the step time part by part */
 };
 
 /* Splits the options from the config arguments, which keep their order. */
@@ -39,6 +42,10 @@ static int parse_opts(int argc, char **argv, struct plan_opts *o, char **rest, i
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			fputs(usage, stdout);
 			return 1;
+		}
+		if (strcmp(a, "--explain") == 0) {
+			o->explain = true;
+			continue;
 		}
 		if (strcmp(a, "--topology") == 0 || strcmp(a, "--step-gpus") == 0) {
 			if (i + 1 >= argc)
@@ -101,9 +108,35 @@ static void print_estimate(const struct rl_job_plan *p)
 	       gib(e->optimizer), gib(e->activations), gib(e->kv_cache),
 	       e->fits ? "" : "  DOES NOT FIT");
 	printf("step time (estimate): %.2f s: generation %.2f, compute %.2f, TP %.2f, "
-	       "PP bubble %.2f, DP %.2f\n",
+	       "PP bubble %.2f, DP %.2f",
 	       e->t_step, e->t_generation, e->t_compute, e->t_tp_comm, e->t_pp_bubble,
 	       e->t_dp_comm);
+	if (e->t_ep_comm > 0)
+		printf(", EP %.2f", e->t_ep_comm);
+	printf("\n");
+}
+
+/* --explain: the estimate part by part; there is none without a GPU the
+ * planner knows and the model's config.json. */
+static int print_explain(const struct rl_job_plan *p)
+{
+	char text[4096];
+
+	if (!p->have_estimate) {
+		fprintf(stderr, "rlrun plan: --explain: no estimate: %s\n",
+		        !p->spec.use_gpus     ? "the step runs on the CPU (policy.backend)"
+		        : !p->have_hw         ? "the planner does not know this node's GPU"
+		        : !p->spec.have_model ? "the model's config.json cannot be read"
+		                              : p->estimate.why);
+		return -1;
+	}
+	rl_plan_explain_step(text, sizeof text, &p->hw, &p->spec.job, &p->estimate);
+	fputs(text, stdout);
+	if (p->spec.generation_ranks > 0)
+		printf("  (the time model is colocated generation's: this step's %d generation "
+		       "tasks, and their refit, are not in it)\n",
+		       p->spec.generation_ranks);
+	return 0;
 }
 
 static void print_task(const struct rl_node_plan *np, int local)
@@ -183,6 +216,10 @@ static int print_plan(const struct rl_config *cfg, const char *config_path,
 			print_topology(topo);
 			fputs(np.job.explain, stdout);
 			print_estimate(&np.job);
+			if (o->explain && print_explain(&np.job) != 0) {
+				rl_node_plan_free(&np);
+				return RL_EXIT_FAIL;
+			}
 			printf("groups (order %s):\n", RL_LAYOUT_ORDER);
 			rl_layout_print_groups(l, stdout, "  ");
 			printf("tasks:\n   rank node local  tp  cp  ep  dp  pp  %-28s %-8s numa  "
@@ -231,7 +268,10 @@ int rl_cmd_plan(int argc, char **argv)
 	/* what the plugin exports: the file's absolute name; none when built in */
 	const char *config_path = cfg.source && realpath(cfg.source, real) ? real : NULL;
 
-	if (o.env_rank >= world) {
+	if (o.explain && o.env_rank >= 0) {
+		fprintf(stderr, "rlrun plan: --explain and --env do not go together\n%s", usage);
+		rc = RL_EXIT_USAGE;
+	} else if (o.env_rank >= world) {
 		fprintf(stderr, "rlrun plan: --env %ld: the step has ranks 0..%d\n", o.env_rank,
 		        world - 1);
 		rc = RL_EXIT_USAGE;

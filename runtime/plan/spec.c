@@ -31,7 +31,13 @@ int rl_plan_model_load(const char *model_name, struct rl_plan_model *out, char *
 	    .head_dim = mc.head_dim,
 	    .vocab = mc.vocab_size,
 	    .tied_embeddings = mc.tie_word_embeddings,
+	    .n_experts = mc.moe.n_experts,
+	    .experts_per_token = mc.moe.top_k,
+	    .expert_intermediate = mc.moe.intermediate,
+	    .shared_intermediate = mc.moe.shared_intermediate,
 	};
+	for (int l = 0; mc.moe.n_experts > 0 && l < mc.n_layers; l++)
+		out->n_moe_layers += rl_layer_is_moe(&mc, l);
 	return 0;
 }
 

@@ -26,12 +26,54 @@
 
 /* Llama-3-8B: 32 layers, hidden 4096, intermediate 14336, 32 heads, 8 KV
  * heads of 128, vocab 128256, untied. */
-static const struct rl_plan_model llama8b = {32, 4096, 14336, 32, 8, 128, 128256, false};
+static const struct rl_plan_model llama8b = {
+    .n_layers = 32,
+    .hidden = 4096,
+    .intermediate = 14336,
+    .n_heads = 32,
+    .n_kv_heads = 8,
+    .head_dim = 128,
+    .vocab = 128256,
+};
 /* Llama-3-70B: 80 layers, hidden 8192, intermediate 28672, 64 heads, 8 KV. */
-static const struct rl_plan_model llama70b = {80, 8192, 28672, 64, 8, 128, 128256, false};
+static const struct rl_plan_model llama70b = {
+    .n_layers = 80,
+    .hidden = 8192,
+    .intermediate = 28672,
+    .n_heads = 64,
+    .n_kv_heads = 8,
+    .head_dim = 128,
+    .vocab = 128256,
+};
 /* Llama-3.2-1B: 16 layers, hidden 2048, intermediate 8192, 32 heads of 64,
  * 8 KV heads, tied embeddings. */
-static const struct rl_plan_model llama1b = {16, 2048, 8192, 32, 8, 64, 128256, true};
+static const struct rl_plan_model llama1b = {
+    .n_layers = 16,
+    .hidden = 2048,
+    .intermediate = 8192,
+    .n_heads = 32,
+    .n_kv_heads = 8,
+    .head_dim = 64,
+    .vocab = 128256,
+    .tied_embeddings = true,
+};
+/* Qwen3-30B-A3B (its config.json): 48 layers, hidden 2048, 32 heads and 4
+ * KV heads of 128, vocab 151936, untied; every layer a mixture of 128
+ * experts of 768, 8 per token, no shared expert (intermediate_size 6144 is
+ * unused: no dense layer). */
+static const struct rl_plan_model qwen3_30b_a3b = {
+    .n_layers = 48,
+    .hidden = 2048,
+    .intermediate = 6144,
+    .n_heads = 32,
+    .n_kv_heads = 4,
+    .head_dim = 128,
+    .vocab = 151936,
+    .n_experts = 128,
+    .experts_per_token = 8,
+    .expert_intermediate = 768,
+    .n_moe_layers = 48,
+};
 
 /* One DGX H100 node per n_nodes: 8 GPUs in one NVLink domain, 80 GiB,
  * 989.4 TFLOPS bf16, HBM3 at 3.35 TB/s, 450 GB/s NVLink per direction,
@@ -326,6 +368,230 @@ Test(planner_time, pipeline_bubble)
 	struct rl_plan_estimate e = estimate(&hw, &job, 1, 2, 1);
 	double send = LAT + 4096.0 * 4096 * 2 / 450e9;
 	expect_rel(e.t_pp_bubble, e.t_compute / 128 + 128 * 4 * send, 1e-9);
+}
+
+/* ---- mixtures of experts ------------------------------------------------ */
+
+/* NeMo-RL's Qwen3-30B-A3B run: 8 nodes, tp=2 with SP, ep=8, etp=1, 64
+ * prompts x 32 samples of 4096 tokens, 512 per update. */
+static struct rl_plan_job job30b(void)
+{
+	struct rl_plan_job job = job8b();
+	job.model = qwen3_30b_a3b;
+	job.samples_per_step = 2048;
+	job.generation_batch = 2048;
+	job.max_new_tokens = 4096;
+	job.sequence_parallel = true;
+	job.expert = 8;
+	return job;
+}
+
+/* Per layer: q 2048*4096 = 8,388,608, k and v 2048*512 = 1,048,576 each, o
+ * 8,388,608: attention 18,874,368; router 2048*128 = 262,144; norms 4,096;
+ * experts 128 * 3*2048*768 = 128 * 4,718,592 = 603,979,776: 623,120,384.
+ * x48 = 29,909,778,432, + embedding and head 2 * 151936*2048 =
+ * 622,329,856, + final norm 2,048: 30,532,110,336, the published "30.5B".
+ * Active per token: the same but 8 experts (37,748,736) for 128: a layer
+ * 56,889,344, x48 = 2,730,688,512, + head 311,164,928 + norm 2,048 =
+ * 3,041,855,488 matmul parameters (with the embedding 3.35e9: "3.3B
+ * activated"). */
+#define A30B 3041855488.0
+
+Test(planner_moe, parameters_and_memory_by_expert_parallel)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+	struct rl_plan_estimate e = estimate(&hw, &job, 2, 1, 1);
+
+	cr_expect_eq(e.dp, 32);
+	/* A rank at tp=2 ep=8: per layer attention 18,874,368 / 2 = 9,437,184,
+	 * router and norms whole, 262,144 + 4,096: 9,703,424; its 128/8 = 16
+	 * experts 75,497,472. x48: dense 465,764,352, experts 3,623,878,656;
+	 * embedding and head 75,968 rows * 2048 = 155,582,464 each; norm
+	 * 2,048: dense 776,931,328, all 4,400,809,984. */
+	double dense = 776931328.0, experts = 3623878656.0;
+	expect_bytes(e.weights, (dense + experts) * 2);
+	expect_bytes(e.grads, (dense + experts) * 4);
+	/* The distributed optimizer shards the dense part over dp*cp = 32 and
+	 * the experts over the expert data parallel, 64 / (8*1) = 8. */
+	expect_bytes(e.optimizer, dense * 12 / 32 + experts * 12 / 8);
+	/* Activations per token and layer, tp=2 with SP: 8h = 16,384 / 2; split
+	 * 4ad 16,384 + 4 kv d 2,048 + experts 6*8*768 = 36,864 + their inputs
+	 * 2*8*2048 = 32,768 + lse 4*32 = 128 = 88,192, / 2 = 44,096: 52,288.
+	 * x 4096 tokens x 48 layers = 10,280,239,104, + logits 4096 * 75,968
+	 * * 4 = 1,244,659,712. */
+	expect_bytes(e.activations, 10280239104.0 + 1244659712.0);
+	/* KV: a tp=2 replica generates 2048 / 32 = 64 sequences, however large
+	 * generation_batch: 64 * 4096 * 48 * 2 * (4/2 heads * 128) * 2 B =
+	 * 12 GiB. */
+	expect_bytes(e.kv_cache, 12 * GIB);
+}
+
+Test(planner_moe, compute_counts_the_active_experts)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+	struct rl_plan_estimate e = estimate(&hw, &job, 2, 1, 1);
+
+	/* A forward per token: 2 * 3,041,855,488 + 48 layers * 2 * 4096 *
+	 * (32*128) = 6,083,710,976 + 1,610,612,736 = 7,694,323,712 flops; 5
+	 * forwards of 2048 * 4096 tokens on 64 GPUs at 0.4 * 989.4e12. A dense
+	 * count of all 30.5e9 parameters would be ten times as much. */
+	double per_token = 2 * A30B + 48.0 * 2 * 4096 * 4096;
+	cr_expect_eq(per_token, 7694323712.0);
+	expect_rel(e.t_compute, 2048.0 * 4096 * per_token * 5 / (64 * 0.4 * 989.4e12), 1e-9);
+}
+
+Test(planner_moe, all_to_all_and_gradients)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+	struct rl_plan_estimate e = estimate(&hw, &job, 2, 1, 1);
+
+	/* 2048 / 32 = 64 micro-batches per rank; with SP a rank holds 4096 / 2
+	 * = 2048 of a micro-batch's tokens and sends each to 8 experts: 2048 *
+	 * 8 * 2048 * 2 B = 67,108,864 B, of which 7/8 leave it, over NVLink (the
+	 * 8 ranks of an EP group are one node's). 8 all-to-alls per MoE layer
+	 * (dispatch and combine, forward and backward, twice in the logprob
+	 * passes), 48 layers. */
+	double a2a = LAT + 7.0 / 8 * 67108864.0 / 450e9;
+	expect_rel(e.t_ep_comm, 64.0 * 48 * 8 * a2a, 1e-9);
+
+	/* 2048 / 512 = 4 updates. Dense gradients over dp*cp = 32, experts over
+	 * 8; both groups span the 64 ranks, so each GPU gets 400e9 / 8 of the
+	 * network: reduce-scatter of 4 B and all-gather of 2 B per parameter,
+	 * n-1 shards of 1/n. */
+	double dense = 776931328.0, experts = 3623878656.0, net = 400e9 / 8;
+	double d = 2 * LAT + 31 * dense * 4 / 32 / net + 31 * dense * 2 / 32 / net;
+	double x = 2 * LAT + 7 * experts * 4 / 8 / net + 7 * experts * 2 / 8 / net;
+	expect_rel(e.t_dp_comm, 4 * (d + x), 1e-9);
+	expect_rel(e.t_step,
+	           e.t_generation + e.t_compute + e.t_tp_comm + e.t_ep_comm + e.t_pp_bubble +
+	               e.t_dp_comm,
+	           1e-12);
+}
+
+Test(planner_moe, decode_reads_the_experts_its_tokens_touch)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+
+	/* One sequence at a time, answers of 2048 after 2048-token prompts. An
+	 * EP group of 8 ranks holds 8/2 = 4 tp=2 replicas: 4 tokens a step,
+	 * each picking 8 of 128 experts, so an expert is left alone with
+	 * probability (120/128)^4 = (15/16)^4 = 50,625/65,536. A rank reads its
+	 * dense weights (465,764,352 + head 155,582,464 + norm 2,048 =
+	 * 621,348,864) and 14,911/65,536 of its experts' 3,623,878,656, bf16;
+	 * and the KV cache of its one sequence, mean context 2048 + 1024 =
+	 * 3072: 3072 * 48 * 2 * 256 * 2 = 150,994,944 B. */
+	job.generation_batch = 1;
+	job.max_new_tokens = 2048;
+	struct rl_plan_estimate e = estimate(&hw, &job, 2, 1, 1);
+	expect_rel(e.basis.decode_weights, (621348864.0 + 3623878656.0 * 14911 / 65536) * 2, 1e-9);
+	expect_bytes(e.basis.decode_kv, 150994944.0);
+	cr_expect_eq(e.basis.rounds, 64); /* 64 sequences one after the other */
+
+	/* A batch of 64: 256 tokens leave an expert alone with probability
+	 * (15/16)^256 < 1e-7: every expert is read. */
+	job.generation_batch = 64;
+	e = estimate(&hw, &job, 2, 1, 1);
+	expect_rel(e.basis.decode_weights, (621348864.0 + 3623878656.0) * 2, 1e-6);
+}
+
+Test(planner_moe, experts_must_divide)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+	struct rl_plan_estimate e;
+
+	job.model.n_experts = 60; /* Qwen1.5-MoE's 60 over ep=8 */
+	job.model.experts_per_token = 4;
+	cr_expect_eq(rl_plan_estimate(&hw, &job, 2, 1, 1, &e), -1);
+	cr_expect(strstr(e.why, "n_experts 60") && strstr(e.why, "expert=8"), "why: %s", e.why);
+	job.model.experts_per_token = 61;
+	cr_expect_eq(rl_plan_estimate(&hw, &job, 2, 1, 1, &e), -1);
+	cr_expect(strstr(e.why, "experts_per_token 61") != NULL, "why: %s", e.why);
+}
+
+/* ---- the seed's 70B: pipeline 4 over nodes -------------------------------- */
+
+Test(planner_time, llama70b_tp4_pp4_on_eight_nodes)
+{
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job8b();
+
+	job.model = llama70b;
+	job.samples_per_step = 2048;
+	job.generation_batch = 2048;
+	job.max_new_tokens = 4096;
+	struct rl_plan_estimate e = estimate(&hw, &job, 4, 4, 1);
+	cr_expect_eq(e.dp, 4);
+
+	/* Compute: a forward per token is 2 * 69,503,033,344 matmul parameters
+	 * (80 layers of 855,654,400, head 1,050,673,152, norm 8,192) + 80 * 2 *
+	 * 4096 * 8192 = 144,374,775,808 flops. TP: 2048 / 4 = 512 micro-batches,
+	 * 80/4 = 20 layers, 8 all-reduces of 4096 * 8192 * 2 B, a ring of 4
+	 * moving 2*3/4 of it over NVLink. */
+	double compute = 2048.0 * 4096 * 144374775808.0 * 5 / (64 * 0.4 * 989.4e12);
+	double tp = 512.0 * 20 * 8 * (LAT + 1.5 * 4096.0 * 8192 * 2 / 450e9);
+	expect_rel(e.t_compute, compute, 1e-9);
+	expect_rel(e.t_tp_comm, tp, 1e-9);
+	/* 1F1B: 512 / 4 = 128 micro-batches per update, so 3/128 of the
+	 * pipelined work idles; 4 sends per micro-batch of 4096 * 8192 * 2 / 4
+	 * B to the next stage, 64/4 = 16 ranks on, another node: 400e9 / 8
+	 * each. */
+	double send = LAT + 4096.0 * 8192 * 2 / 4 / (400e9 / 8);
+	expect_rel(e.t_pp_bubble, 3.0 / 128 * (compute + tp) + 512 * 4 * send, 1e-9);
+	cr_expect_eq(e.basis.flush, 128);
+
+	/* Generation: 64 / 16 = 4 replicas of 512 sequences, all at once. A
+	 * decode step goes through the 4 stages in turn, so a TP rank reads a
+	 * quarter of every layer: (67,108,864 * 2 + 8,388,608 * 2 +
+	 * 704,643,072) / 4 + 16,384 (norms whole) = 213,925,888 per layer, x80
+	 * = 17,114,071,040, + head 32,064 * 8192 = 262,668,288, + norm 8,192:
+	 * 17,376,747,520 parameters, bf16. */
+	cr_expect_eq(e.basis.replicas, 4);
+	cr_expect_eq(e.basis.batch, 512);
+	expect_bytes(e.basis.decode_weights, 17376747520.0 * 2);
+	/* KV: 512 sequences of mean context 2048, 80 layers, 2 of 8 KV heads. */
+	expect_bytes(e.basis.decode_kv, 512.0 * 2048 * 80 * 2 * 256 * 2);
+}
+
+/* ---- the explanation of one estimate ------------------------------------ */
+
+Test(planner_explain, parts_add_up_to_the_total)
+{
+	static const char *const parts[] = {"generation", "compute", "tp-comm", "ep-comm",
+	                                    "pp-bubble",  "dp-comm", "refit"};
+	struct rl_plan_hw hw = h100(8);
+	struct rl_plan_job job = job30b();
+	struct rl_plan_estimate e = estimate(&hw, &job, 2, 1, 1);
+	char text[4096];
+	double sum = 0, total = -1;
+
+	rl_plan_explain_step(text, sizeof text, &hw, &job, &e);
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		char key[32];
+		snprintf(key, sizeof key, "\n  %s ", parts[i]);
+		const char *at = strstr(text, key);
+		cr_assert_not_null(at, "no %s line:\n%s", parts[i], text);
+		sum += atof(at + strlen(key));
+	}
+	const char *at = strstr(text, "\n  total ");
+	cr_assert_not_null(at, "%s", text);
+	total = atof(at + 9);
+	/* two decimals each: the parts' sum is within 7 * 0.005 of the total */
+	cr_expect(fabs(sum - total) <= 0.035, "parts %.2f, total %.2f:\n%s", sum, total, text);
+	cr_expect(fabs(total - e.t_step) <= 0.005, "%s", text);
+	cr_expect(strstr(text, "over ep=8 at 450 GB/s (NVLink)") != NULL, "%s", text);
+	cr_expect(strstr(text, "memory per GPU: ") != NULL, "%s", text);
+	cr_expect(strstr(text, "DOES NOT FIT") == NULL, "%s", text);
+
+	/* truncated, never overrun */
+	char small[24];
+	memset(small, 'x', sizeof small);
+	rl_plan_explain_step(small, sizeof small, &hw, &job, &e);
+	cr_expect_eq(strlen(small), sizeof small - 1);
 }
 
 /* ---- validity ----------------------------------------------------------- */
