@@ -80,6 +80,40 @@ expect_grep "$WORK/err" 'GiB' "the refusal gives the memory it needs"
 expect_status 1 "auto: an unknown GPU is an error, not a guess" -- "$RLRUN" plan $big \
 	policy.model_name=llama8b --topology "$T/cpu-only.xml" --tasks-per-node 1 policy.backend=cuda
 
+# --explain: the time model part by part, on NeMo-RL's Qwen3-30B-A3B run
+# (etc/examples; the model's config.json from etc/models); the parts, each
+# printed to the hundredth, add up to the total
+EX=$top_srcdir/etc/examples
+qwen="policy.model_name=$top_srcdir/etc/models/qwen3-30b-a3b"
+expect_status 0 "plan without --explain: no breakdown" -- "$RLRUN" plan "$EX/grpo-qwen3-30ba3b-8n8g.yaml" \
+	"$qwen" --topology "$T/dgx-8gpu-2socket.xml"
+if grep -q 'explain' "$WORK/out"; then not_ok "the plain plan printed the breakdown"; else
+	ok "the plain plan prints no breakdown"; fi
+expect_grep "$WORK/out" '^step time \(estimate\): .*, EP [0-9.]+$' "the estimate line names the experts' traffic"
+expect_status 0 "plan --explain: Qwen3-30B-A3B, 8 nodes, tp=2 ep=8" -- "$RLRUN" plan \
+	"$EX/grpo-qwen3-30ba3b-8n8g.yaml" "$qwen" --topology "$T/dgx-8gpu-2socket.xml" --explain
+expect_grep "$WORK/out" '^step time \(explain\): tp=2 pp=1 cp=1 ep=8 dp=32 on 8 x 8 GPUs, 2048 samples of 4096 tokens' \
+	"--explain: the layout and the step's size"
+for part in generation compute tp-comm ep-comm pp-bubble dp-comm refit total; do
+	expect_grep "$WORK/out" "^  $part +[0-9]+\.[0-9]{2} s" "--explain: a $part line"
+done
+expect_grep "$WORK/out" '^  ep-comm .* all-to-alls .* over ep=8 at 450 GB/s \(NVLink\)' "--explain: EP inside a node, on NVLink"
+expect_grep "$WORK/out" '^  compute .* at 40% MFU of 989 TFLOPS on 64 GPUs' "--explain: compute names its MFU and peak"
+expect_grep "$WORK/out" '^  memory per GPU: [0-9.]+ GiB of 80\.0 GiB' "--explain: the memory per GPU"
+sums=$(awk '$1 ~ /^(generation|compute|tp-comm|ep-comm|pp-bubble|dp-comm|refit)$/ && $3 == "s" { s += $2; n++ }
+	$1 == "total" && $3 == "s" { t = $2 }
+	END { d = s - t; if (d < 0) d = -d; printf "%d %s %.2f %.2f\n", n, (n == 7 && t > 0 && d <= 0.035) ? "ok" : "bad", s, t }' "$WORK/out")
+case $sums in
+"7 ok "*) ok "--explain: the 7 parts add up to the total ($sums)" ;;
+*) not_ok "--explain: parts and total disagree (parts, ok?, sum, total: $sums)" ;;
+esac
+expect_status 2 "--explain with --env" -- "$RLRUN" plan "$EX/grpo-qwen3-30ba3b-8n8g.yaml" "$qwen" \
+	--topology "$T/dgx-8gpu-2socket.xml" --explain --env 0
+expect_status 1 "--explain without an estimate (the CPU backend)" -- "$RLRUN" plan \
+	"$EX/grpo-qwen3-30ba3b-8n8g.yaml" "$qwen" policy.backend=cpu --topology "$T/dgx-8gpu-2socket.xml" \
+	--explain
+expect_grep "$WORK/err" '--explain: no estimate: the step runs on the CPU' "the refusal says why"
+
 # errors
 expect_status 1 "a missing topology file" -- "$RLRUN" plan --topology "$WORK/none.xml"
 expect_grep "$WORK/err" 'none.xml' "the message names the file"
