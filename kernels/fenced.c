@@ -21,7 +21,7 @@
 #include "kernels/fenced.h"
 #include "kernels/ops.h"
 
-#define TAG ((uintptr_t)1 << 54)
+#define TAG RL_FENCED_TAG
 
 static void *tag(void *p)
 {

@@ -39,3 +39,30 @@ extern "C" int rl_cuda_device_open(int ordinal, char *desc, size_t desclen, char
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major, prop.minor);
 	return 0;
 }
+
+extern "C" int rl_cuda_device_bus_id(char *out, size_t len, char *err, size_t errlen)
+{
+	int dev = 0;
+	cudaError_t rc = cudaGetDevice(&dev);
+
+	if (rc == cudaSuccess)
+		rc = cudaDeviceGetPCIBusId(out, (int)len, dev);
+	if (rc != cudaSuccess) {
+		snprintf(err, errlen, "cudaDeviceGetPCIBusId: %s", cudaGetErrorString(rc));
+		return -1;
+	}
+	return 0;
+}
+
+extern "C" void *rl_cuda_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+
+	return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+extern "C" void rl_cuda_host_release(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
+}

@@ -50,7 +50,7 @@ int rl_cmd_train(int argc, char **argv)
 	if (id.world > 1) {
 		struct rl_dist_roles roles = {id.generation_ranks, id.generation_tp};
 
-		if (rl_dist_init(&dist, &id.layout, &roles, id.rank, RL_COMM_MPI,
+		if (rl_dist_init(&dist, &id.layout, &roles, id.rank,
 		                 cfg.cluster.collective_timeout, err, sizeof err)) {
 			fprintf(stderr, "rlrun train: rank %d of %d: %s\n", id.rank, id.world, err);
 			rl_config_free(&cfg);

@@ -57,6 +57,11 @@ struct rl_comm_backend {
 };
 
 extern const struct rl_comm_backend rl_comm_mpi_backend;
+/* comm_staged.c: device buffers through host ones and the MPI backend, on
+ * the device face's own MPI communicator (impl) */
+extern const struct rl_comm_backend rl_comm_staged_backend;
+/* face becomes c's staged device face (be, impl); collective over c */
+int rl_comm_staged_face(struct rl_comm *c, struct rl_comm *face, char *err, size_t errlen);
 /* comm_mpi.c: makes child's MPI twin (host, rank, size, members) from
  * parent's; frees it. */
 int rl_comm_mpi_split_host(struct rl_comm *parent, int color, int key, struct rl_comm *child,
@@ -85,6 +90,11 @@ struct rl_comm {
 	int rank, size;
 	int *members;              /* world ranks of the group's ranks */
 	struct rl_comm *next_open; /* the world's list, for finalize and abort */
+	/* the device face (rl_comm_connect_device), NULL until then; a face
+	 * has of_group set and borrows its group's members and host twin */
+	struct rl_comm *device;
+	struct rl_comm *of_group;
+	const struct rl_comm_stage *stage; /* RL_COMM_STAGED's copies */
 };
 
 /* What a rank is doing, as the watchdog reports it to the others. */

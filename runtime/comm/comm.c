@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/fenced.h"
 #include "runtime/base/clock.h"
 #include "runtime/comm/backend.h"
 
@@ -174,6 +175,13 @@ static void *start(struct rl_comm *c, const struct rl_comm_op *op, const char *w
 	pthread_mutex_lock(&w->lock);
 	w->now.seq++;
 	pthread_mutex_unlock(&w->lock);
+	/* MPI reads and writes its buffers from the host: device memory
+	 * there would be read as garbage, or fault, far from the call */
+	if (c->be == &rl_comm_mpi_backend &&
+	    (rl_fenced_tagged(op->send) || rl_fenced_tagged(op->recv)))
+		fire_on(c, desc,
+		        "a host collective was given device memory (fenced): device buffers go "
+		        "over the group's device face");
 	if (c->be->start(c, op, &req, err, sizeof err))
 		fire_on(c, desc, err);
 	return req;
@@ -373,8 +381,8 @@ static void link_open(struct rl_comm *c)
 	c->world->open = c;
 }
 
-int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backend_kind kind,
-                  const char *name, struct rl_comm **out, char *err, size_t errlen)
+int rl_comm_split(struct rl_comm *parent, int color, int key, const char *name,
+                  struct rl_comm **out, char *err, size_t errlen)
 {
 	struct rl_comm *c = calloc(1, sizeof *c);
 
@@ -385,41 +393,10 @@ int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backe
 	}
 	c->world = parent->world;
 	snprintf(c->name, sizeof c->name, "%s", name);
-	if (kind == RL_COMM_MPI) {
-		c->be = &rl_comm_mpi_backend;
-		if (rl_comm_mpi_backend.split(parent, color, key, c, err, errlen)) {
-			free(c);
-			return -1;
-		}
-	} else {
-#ifdef RL_HAVE_NCCL
-		int rc;
-
-		c->be = &rl_comm_nccl_backend;
-		if (rl_comm_mpi_split_host(parent, color, key, c, err, errlen)) {
-			free(c);
-			return -1;
-		}
-		if (parent->be == &rl_comm_nccl_backend)
-			rc = rl_comm_nccl_backend.split(parent, color, key, c, err, errlen);
-		else
-			rc = rl_comm_nccl_from_mpi(parent, color, key, c, err, errlen);
-		if (rc) {
-			rl_comm_mpi_free_host(c);
-			free(c);
-			return -1;
-		}
-		if (c->size == 0 && c->impl) {
-			c->be->free(c);
-			c->impl = NULL;
-		}
-#else
-		snprintf(err, errlen,
-		         "group %s: NCCL is not in this build of rlrun (configure --with-cuda)",
-		         name);
+	c->be = &rl_comm_mpi_backend;
+	if (rl_comm_mpi_backend.split(parent, color, key, c, err, errlen)) {
 		free(c);
 		return -1;
-#endif
 	}
 	if (c->size == 0) {
 		/* a rank outside every group of the split: nothing to hold */
@@ -431,6 +408,98 @@ int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backe
 	return 0;
 }
 
+const char *rl_comm_transport_name(enum rl_comm_transport t)
+{
+	return t == RL_COMM_NCCL     ? "nccl"
+	       : t == RL_COMM_STAGED ? "staged (host buffers + mpi)"
+	                             : "mpi";
+}
+
+struct rl_comm *rl_comm_device(struct rl_comm *c)
+{
+	return c && c->device ? c->device : c;
+}
+
+/* A face of c: its name, place and members, borrowed. */
+static struct rl_comm *new_face(struct rl_comm *c)
+{
+	struct rl_comm *f = calloc(1, sizeof *f);
+
+	if (!f)
+		return NULL;
+	f->world = c->world;
+	snprintf(f->name, sizeof f->name, "%.20s (device)", c->name);
+	f->rank = c->rank;
+	f->size = c->size;
+	f->members = c->members;
+	f->host = c->host;
+	f->of_group = c;
+	return f;
+}
+
+static void free_face(struct rl_comm *f)
+{
+	if (!f || !f->of_group)
+		return;
+	f->be->free(f);
+	free(f);
+}
+
+int rl_comm_connect_device(struct rl_comm *parent, struct rl_comm *c, int color, int key,
+                           enum rl_comm_transport t, const struct rl_comm_stage *stage, char *err,
+                           size_t errlen)
+{
+	if (t == RL_COMM_MPI || (t == RL_COMM_STAGED && !c))
+		return 0;
+	if (c && c->device) {
+		snprintf(err, errlen, "group %s already has a device face", c->name);
+		return -1;
+	}
+	struct rl_comm *f = c ? new_face(c) : NULL;
+	if (c && !f) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (t == RL_COMM_STAGED) {
+		f->stage = stage;
+		if (rl_comm_staged_face(c, f, err, errlen)) {
+			free(f);
+			return -1;
+		}
+		c->device = f;
+		return 0;
+	}
+#ifdef RL_HAVE_NCCL
+	struct rl_comm none = {.be = &rl_comm_nccl_backend};
+	struct rl_comm *dst = f ? f : &none;
+	int rc;
+
+	dst->be = &rl_comm_nccl_backend;
+	if (!parent) {
+		rc = rl_comm_nccl_from_mpi(c, 0, c->rank, dst, err, errlen);
+	} else if (!parent->device) {
+		snprintf(err, errlen, "group %s: its parent %s has no NCCL face", c ? c->name : "-",
+		         parent->name);
+		rc = -1;
+	} else {
+		rc = rl_comm_nccl_backend.split(parent->device, color, key, dst, err, errlen);
+	}
+	if (rc || !c) {
+		free(f);
+		return rc;
+	}
+	c->device = f;
+	return 0;
+#else
+	(void)parent, (void)color, (void)key;
+	snprintf(err, errlen,
+	         "group %s: NCCL is not in this build of rlrun (configure --with-cuda)",
+	         c ? c->name : "-");
+	free(f);
+	return -1;
+#endif
+}
+
 void rl_comm_free(struct rl_comm *c)
 {
 	if (!c)
@@ -440,6 +509,7 @@ void rl_comm_free(struct rl_comm *c)
 			*p = c->next_open;
 			break;
 		}
+	free_face(c->device);
 	c->be->free(c);
 	if (c->host)
 		rl_comm_mpi_free_host(c);

@@ -14,7 +14,9 @@
  * rl_comm_split, rl_comm_free, rl_comm_set_patient, rl_comm_all_reduce, rl_comm_reduce_scatter,
  * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
  * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, struct rl_comm_request,
- * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_test, rl_comm_wait, rl_comm_abort_run */
+ * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_test, rl_comm_wait, rl_comm_abort_run,
+ * enum rl_comm_transport, struct rl_comm_stage, rl_comm_connect_device, rl_comm_device,
+ * rl_comm_transport_name */
 #ifndef RL_COMM_COMM_H
 #define RL_COMM_COMM_H
 
@@ -26,7 +28,13 @@
 
 enum rl_comm_dtype { RL_COMM_F32, RL_COMM_F64, RL_COMM_I32, RL_COMM_I64, RL_COMM_U8 };
 enum rl_comm_reduce { RL_COMM_SUM, RL_COMM_MAX, RL_COMM_MIN };
-enum rl_comm_backend_kind { RL_COMM_MPI, RL_COMM_NCCL };
+/* How a group moves device buffers (its device face, rl_comm_device):
+ * RL_COMM_MPI where the backend's memory is host memory (the CPU backend:
+ * the group itself), RL_COMM_NCCL between GPUs, RL_COMM_STAGED through host
+ * buffers and MPI (ranks that share one GPU, which NCCL refuses, and the
+ * fenced backend, which proves the device path without a GPU). */
+enum rl_comm_transport { RL_COMM_MPI, RL_COMM_STAGED, RL_COMM_NCCL };
+const char *rl_comm_transport_name(enum rl_comm_transport t);
 
 size_t rl_comm_dtype_size(enum rl_comm_dtype t);
 
@@ -45,12 +53,37 @@ int rl_comm_world_init(struct rl_comm_world **w, struct rl_comm **world_comm, in
 void rl_comm_world_finalize(struct rl_comm_world *w);
 
 /* The sub-group of parent whose members passed the same color, ordered by
- * key; on the given backend (NCCL needs the CUDA build and a GPU). name
- * ("tp", "dp-cp") is what messages call it. Collective over parent: every
- * member calls it, in the same order. A negative color joins no group:
- * *out is NULL and the return 0. */
-int rl_comm_split(struct rl_comm *parent, int color, int key, enum rl_comm_backend_kind kind,
-                  const char *name, struct rl_comm **out, char *err, size_t errlen);
+ * key, on MPI (its host face). name ("tp", "dp-cp") is what messages call
+ * it. Collective over parent: every member calls it, in the same order. A
+ * negative color joins no group: *out is NULL and the return 0. */
+int rl_comm_split(struct rl_comm *parent, int color, int key, const char *name,
+                  struct rl_comm **out, char *err, size_t errlen);
+
+/* The staged transport's copies between device memory and host memory
+ * (the op table's to_host and from_host) and the host buffers it stages
+ * through (pinned ones on CUDA; NULL: malloc and free). Copies return 0,
+ * or -1 when the memory is not what the transport needs (the fenced
+ * table's checks): the collective then fails, named. */
+struct rl_comm_stage {
+	int (*to_host)(void *host, const void *src, size_t bytes, void *stream);
+	int (*from_host)(void *dst, const void *host, size_t bytes, void *stream);
+	void *(*host_alloc)(size_t bytes);
+	void (*host_release)(void *p);
+};
+
+/* Gives group c its device face on transport t (stage: RL_COMM_STAGED's
+ * copies, kept by pointer). Collective over parent, as the split that made
+ * c was, with the same color and key (c NULL where color < 0: this rank
+ * took part in the split but is in no group); parent NULL: c is the first
+ * group connected, every member of c calls it, and the device groups of
+ * later calls are split from its face (NCCL: one ncclUniqueId for the
+ * run, then ncclCommSplit). RL_COMM_MPI: c is its own device face. */
+int rl_comm_connect_device(struct rl_comm *parent, struct rl_comm *c, int color, int key,
+                           enum rl_comm_transport t, const struct rl_comm_stage *stage, char *err,
+                           size_t errlen);
+/* The face of c that takes device buffers: c itself until
+ * rl_comm_connect_device gave it another. NULL for NULL. */
+struct rl_comm *rl_comm_device(struct rl_comm *c);
 void rl_comm_free(struct rl_comm *c);
 
 int rl_comm_rank(const struct rl_comm *c);
@@ -67,8 +100,10 @@ int rl_comm_world_rank(const struct rl_comm *c, int r);
 void rl_comm_set_patient(struct rl_comm *c, bool patient);
 
 /* what: a few words naming the call site ("grad reduce-scatter"), for the
- * watchdog's message. Buffers are host memory on MPI groups and device
- * memory on NCCL groups. */
+ * watchdog's message. Buffers are host memory on a group, and device
+ * memory (the backend's) on its device face, rl_comm_device(group). A host
+ * collective given fenced memory (kernels/fenced.h) fails, named; so does
+ * a staged one given host memory, by the fenced table's copies. */
 void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,
                         enum rl_comm_reduce op, const char *what);
 /* send holds size x count elements; rank r receives the reduction of block r.

@@ -70,11 +70,10 @@ static int split_roles(struct rl_dist *d, const struct rl_layout *train,
 	int me = d->all_rank, gen_rank = me - train->world;
 	bool bridged = me == 0 || d->generation;
 
-	if (rl_comm_split(d->all, d->generation, me, RL_COMM_MPI,
-	                  d->generation ? "generation" : "training", &d->g[RL_G_WORLD], err,
-	                  errlen) ||
-	    rl_comm_split(d->all, bridged ? 0 : -1, d->generation ? 1 + gen_rank : 0, RL_COMM_MPI,
-	                  "bridge", &d->bridge, err, errlen))
+	if (rl_comm_split(d->all, d->generation, me, d->generation ? "generation" : "training",
+	                  &d->g[RL_G_WORLD], err, errlen) ||
+	    rl_comm_split(d->all, bridged ? 0 : -1, d->generation ? 1 + gen_rank : 0, "bridge",
+	                  &d->bridge, err, errlen))
 		return -1;
 	if (d->generation) {
 		char why[256];
@@ -89,8 +88,7 @@ static int split_roles(struct rl_dist *d, const struct rl_layout *train,
 }
 
 int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_dist_roles *roles,
-                 int expect_rank, enum rl_comm_backend_kind kind, double timeout_s, char *err,
-                 size_t errlen)
+                 int expect_rank, double timeout_s, char *err, size_t errlen)
 {
 	int n_gen = roles ? roles->generation_ranks : 0;
 
@@ -115,12 +113,8 @@ int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_d
 	d->rank = rl_comm_rank(d->g[RL_G_WORLD]);
 	d->size = rl_comm_size(d->g[RL_G_WORLD]);
 	rl_layout_coords(&d->layout, d->rank, &d->coords);
-	struct rl_comm *parent = d->g[RL_G_WORLD];
-	if (kind == RL_COMM_NCCL) {
-		if (rl_comm_split(parent, 0, d->rank, kind, "world", &d->device_world, err, errlen))
-			goto fail;
-		parent = d->device_world;
-	}
+	d->color[RL_G_WORLD] = 0;
+	d->key[RL_G_WORLD] = d->rank;
 	for (int g = RL_G_WORLD + 1; g < RL_N_GROUPS; g++) {
 		int color, key;
 
@@ -132,13 +126,31 @@ int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_d
 		else if (place(&d->layout, groups[g].mask, groups[g].expert, d->rank, &color, &key,
 		               err, errlen))
 			goto fail;
-		if (rl_comm_split(parent, color, key, kind, groups[g].name, &d->g[g], err, errlen))
+		d->color[g] = color;
+		d->key[g] = key;
+		if (rl_comm_split(d->g[RL_G_WORLD], color, key, groups[g].name, &d->g[g], err,
+		                  errlen))
 			goto fail;
 	}
 	return 0;
 fail:
 	rl_dist_finalize(d);
 	return -1;
+}
+
+int rl_dist_connect_devices(struct rl_dist *d, enum rl_comm_transport t,
+                            const struct rl_comm_stage *stage, char *err, size_t errlen)
+{
+	struct rl_comm *root = d->g[RL_G_WORLD];
+
+	d->transport = t;
+	if (rl_comm_connect_device(NULL, root, 0, d->rank, t, stage, err, errlen))
+		return -1;
+	for (int g = RL_G_WORLD + 1; g < RL_N_GROUPS; g++)
+		if (rl_comm_connect_device(root, d->g[g], d->color[g], d->key[g], t, stage, err,
+		                           errlen))
+			return -1;
+	return 0;
 }
 
 void rl_dist_finalize(struct rl_dist *d)

@@ -1,7 +1,7 @@
 /* The groups a run communicates in, made from the layout: every rank
  * creates them in the same order, so the split calls match up.
- * defines: enum rl_group, struct rl_dist, rl_dist_init, rl_dist_finalize,
- * rl_group_name */
+ * defines: enum rl_group, struct rl_dist, rl_dist_init, rl_dist_connect_devices,
+ * rl_dist_finalize, rl_group_name */
 #ifndef RL_COMM_DIST_H
 #define RL_COMM_DIST_H
 
@@ -57,19 +57,26 @@ struct rl_dist {
 	 * (generation rank r is its rank 1 + r); NULL on the other training
 	 * ranks, and without generation ranks */
 	struct rl_comm *bridge;
-	/* on NCCL, the device world every group is split from (one
-	 * ncclUniqueId for the run); NULL on MPI */
-	struct rl_comm *device_world;
+	/* how the role's groups move device buffers (rl_dist_connect_devices;
+	 * RL_COMM_MPI until then), and each group's split, which connecting
+	 * repeats */
+	enum rl_comm_transport transport;
+	int color[RL_N_GROUPS], key[RL_N_GROUPS];
 };
 
 /* MPI up, the world checked against the layout and the roles (the
  * layout's world plus the generation ranks; MPI's rank the rank the
- * launcher gave, expect_rank), then every group on kind's backend (the
- * world group and the bridge are always MPI). roles NULL: every rank
- * trains. */
+ * launcher gave, expect_rank), then every group, on MPI: host values only
+ * until rl_dist_connect_devices. roles NULL: every rank trains. */
 int rl_dist_init(struct rl_dist *d, const struct rl_layout *l, const struct rl_dist_roles *roles,
-                 int expect_rank, enum rl_comm_backend_kind kind, double timeout_s, char *err,
-                 size_t errlen);
+                 int expect_rank, double timeout_s, char *err, size_t errlen);
+/* Gives the role's groups (its world and every layout group) their device
+ * faces on transport t: once the backend is known. Collective over the
+ * role's ranks. The bridge and the run's world stay host-only: what they
+ * carry (rollouts, refit's buckets) is staged through the host by its
+ * users. */
+int rl_dist_connect_devices(struct rl_dist *d, enum rl_comm_transport t,
+                            const struct rl_comm_stage *stage, char *err, size_t errlen);
 void rl_dist_finalize(struct rl_dist *d);
 
 const char *rl_group_name(enum rl_group g);

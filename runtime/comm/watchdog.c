@@ -232,7 +232,10 @@ _Noreturn void rl_watchdog_fire(struct rl_comm_world *w, struct rl_comm *c, doub
 		fprintf(stderr, "rlrun: rank %d: collective #%llu %s is stuck\n", w->rank,
 		        (unsigned long long)mine.seq, mine.what);
 	}
-	for (struct rl_comm *g = w->open; g; g = g->next_open)
+	for (struct rl_comm *g = w->open; g; g = g->next_open) {
+		if (g->device && g->device != g)
+			g->device->be->abort(g->device);
 		g->be->abort(g);
+	}
 	_exit(RL_COMM_EXIT);
 }

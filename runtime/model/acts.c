@@ -112,10 +112,11 @@ static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool r
 		a->cp_full_row = malloc(cp * T * sizeof(int32_t));
 		a->cp_origin = malloc(cp * T * sizeof(int32_t));
 		a->cp_lp = malloc(cp * T * f);
+		a->chunk_host = malloc(8 * T * sizeof(int32_t));
 	}
 	if (!a->layers || !a->target_mask || !a->targets_host || !a->lm_vec_host || !a->row_real ||
 	    (sh->tp.size > 1 && !a->tp_host) ||
-	    (cp > 1 && (!a->cp_full_row || !a->cp_origin || !a->cp_lp))) {
+	    (cp > 1 && (!a->cp_full_row || !a->cp_origin || !a->cp_lp || !a->chunk_host))) {
 		rl_acts_free(m, a);
 		return NULL;
 	}
@@ -182,6 +183,8 @@ static struct rl_acts *acts_new(const struct rl_model *m, int max_tokens, bool r
 		a->dk_full = take(m, a, cp * T * kvd * f, &failed);
 		a->dv_full = take(m, a, cp * T * kvd * f, &failed);
 		a->cp_gather = take(m, a, cp * T * kvd * f, &failed);
+		a->cp_inv_dev = take(m, a, cp * T * sizeof(int32_t), &failed);
+		a->cp_full_row_dev = take(m, a, cp * T * sizeof(int32_t), &failed);
 	}
 	if (sh->tp.size > 1) {
 		a->tp_full = take(m, a, T * d * f, &failed);
@@ -225,6 +228,7 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 	free(a->cp_full_row);
 	free(a->cp_origin);
 	free(a->cp_lp);
+	free(a->chunk_host);
 	free(a);
 }
 

@@ -75,7 +75,11 @@ struct rl_acts {
 	 * all-gather's buffer, the gathered log-probs (host) */
 	struct rl_attention_chunks chunks;
 	int32_t *chunk_q, *chunk_k, *chunk_off, *chunk_len;
+	int32_t *chunk_host; /* the four, [4][2 x max_tokens], filled on the host */
 	int32_t *cp_full_row, *cp_origin;
+	/* the all-gather's maps as row gathers on the backend: gathered row
+	 * of each padded whole-batch row, and cp_full_row itself */
+	int32_t *cp_inv_dev, *cp_full_row_dev;
 	float *k_full, *v_full, *dk_full, *dv_full, *cp_gather, *cp_lp;
 	/* backward scratch */
 	float *dres, *dhf, *dxn, *dq, *dk, *dv, *dq_raw, *dk_raw, *datt, *dgate, *dup, *dh;

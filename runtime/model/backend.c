@@ -1,8 +1,7 @@
 /* Resolving policy.backend. The CUDA table must be complete before a run
  * may use it: a missing op would otherwise surface steps later as a NULL
- * call. Several ranks on GPUs need the NCCL groups wired into the model's
- * collectives, which this release does not do yet, so such a run is refused
- * by name instead of sending device pointers to MPI. */
+ * call. Several ranks are the comm room's business (each group's device
+ * face: NCCL, or staged through the host where ranks share a GPU). */
 #ifdef HAVE_CONFIG_H
 #include "build_config.h"
 #endif
@@ -18,27 +17,18 @@
 #include "kernels/memory.h"
 #endif
 
-/* The fenced table's memory must not reach MPI, and the model's
- * collectives do not yet tell host buffers from device ones. */
-static int host_table(int world, const struct rl_ops **ops, char *err, size_t errlen)
+/* The CPU table, or the fenced one in its place (RL_OPS_FENCED=1). */
+static const struct rl_ops *host_table(void)
 {
 	const char *fenced = getenv("RL_OPS_FENCED");
 
-	*ops = &rl_ops_cpu;
-	if (!fenced || strcmp(fenced, "1") != 0)
-		return 0;
-	if (world > 1) {
-		snprintf(err, errlen, "RL_OPS_FENCED=1 runs one rank only, not %d", world);
-		return -1;
-	}
-	*ops = &rl_ops_fenced;
-	return 0;
+	return fenced && strcmp(fenced, "1") == 0 ? &rl_ops_fenced : &rl_ops_cpu;
 }
 
 #ifdef RL_HAVE_CUDA
 /* 1: the CUDA table is usable here (desc set), 0: it is not (why in err),
  * -1: it should be and failed (err). */
-static int open_cuda(int world, char *desc, size_t desclen, char *err, size_t errlen)
+static int open_cuda(char *desc, size_t desclen, char *err, size_t errlen)
 {
 	const char *missing = rl_ops_missing(&rl_ops_cuda);
 
@@ -48,15 +38,6 @@ static int open_cuda(int world, char *desc, size_t desclen, char *err, size_t er
 	}
 	if (rl_cuda_device_count(err, errlen) == 0)
 		return 0;
-	if (world > 1) {
-		snprintf(
-		    err, errlen,
-		    "a run of %d ranks on GPUs needs the NCCL path of the model's collectives, "
-		    "which is not implemented yet; run one rank per GPU job or use "
-		    "policy.backend=cpu",
-		    world);
-		return 0;
-	}
 	/* CUDA_VISIBLE_DEVICES (the plugin's, or the user's) leaves the rank's
 	 * GPU as ordinal 0 */
 	char dev[200];
@@ -67,14 +48,13 @@ static int open_cuda(int world, char *desc, size_t desclen, char *err, size_t er
 }
 #endif
 
-int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char *desc,
-                    size_t desclen, char *err, size_t errlen)
+int rl_backend_pick(const char *want, const struct rl_ops **ops, char *desc, size_t desclen,
+                    char *err, size_t errlen)
 {
 	char why[300] = "this rlrun was built without CUDA (configure --with-cuda)";
 
 	if (strcmp(want, "cpu") == 0) {
-		if (host_table(world, ops, err, errlen))
-			return -1;
+		*ops = host_table();
 		snprintf(desc, desclen, "%s", (*ops)->name);
 		return 0;
 	}
@@ -84,7 +64,7 @@ int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char
 		return -1;
 	}
 #ifdef RL_HAVE_CUDA
-	int usable = open_cuda(world, desc, desclen, why, sizeof why);
+	int usable = open_cuda(desc, desclen, why, sizeof why);
 	if (usable < 0) {
 		snprintf(err, errlen, "policy.backend=%s: %s", want, why);
 		return -1;
@@ -98,9 +78,21 @@ int rl_backend_pick(const char *want, int world, const struct rl_ops **ops, char
 		snprintf(err, errlen, "policy.backend=cuda: %s", why);
 		return -1;
 	}
-	if (host_table(world, ops, err, errlen))
-		return -1;
+	*ops = host_table();
 	snprintf(desc, desclen, "%s (auto: %s)", (*ops)->name, why);
+	return 0;
+}
+
+int rl_backend_gpu(const struct rl_ops *ops, char *bus_id, size_t len, char *err, size_t errlen)
+{
+	*bus_id = 0;
+#ifdef RL_HAVE_CUDA
+	if (ops == &rl_ops_cuda)
+		return rl_cuda_device_bus_id(bus_id, len, err, errlen) ? -1 : 1;
+#else
+	(void)len, (void)err, (void)errlen;
+#endif
+	(void)ops;
 	return 0;
 }
 

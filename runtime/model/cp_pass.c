@@ -7,9 +7,10 @@
  * rank's query chunks against them; its backward reduce-scatters their
  * gradients back to the ranks that own the rows. The padding comes after
  * each sequence's last token, so no real token attends to it, and it has
- * no target. Tensor parallelism inside is cpu-only, so all of this is host
- * memory. */
+ * no target. The maps are made on the host and uploaded once per batch;
+ * the reorderings run on the backend as row gathers (the embedding op). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/model/acts.h"
@@ -25,7 +26,9 @@ int rl_cp_layout(const struct rl_model *m, struct rl_acts *a, const struct rl_ba
                  int32_t *ids, int32_t *pos, int32_t *tgt, char *err, size_t errlen)
 {
 	const struct rl_tp_group *cp = &m->shard.cp;
-	int p = cp->size, local = 0, full = 0;
+	int p = cp->size, local = 0, full = 0, gathered = 0;
+	size_t T2 = 2 * (size_t)a->max_tokens;
+	int32_t *cq = a->chunk_host, *ck = cq + T2, *coff = ck + T2, *clen = coff + T2;
 
 	for (int s = 0; s < b->n_seqs; s++)
 		local += padded_len(b->cu_seqlens[s + 1] - b->cu_seqlens[s], p) / p;
@@ -52,12 +55,12 @@ int rl_cp_layout(const struct rl_model *m, struct rl_acts *a, const struct rl_ba
 				if (r == cp->rank) {
 					int n = 2 * s + k;
 
-					a->chunk_q[n] = row;
-					a->chunk_k[n] = full;
-					a->chunk_off[n] = off;
-					a->chunk_len[n] = c;
+					cq[n] = row;
+					ck[n] = full;
+					coff[n] = off;
+					clen[n] = c;
 				}
-				for (int i = 0; i < c; i++, row++, g++) {
+				for (int i = 0; i < c; i++, row++, g++, gathered++) {
 					int at = off + i;
 
 					a->cp_full_row[g] = full + at;
@@ -75,6 +78,26 @@ int rl_cp_layout(const struct rl_model *m, struct rl_acts *a, const struct rl_ba
 			full += padded;
 		}
 	}
+	/* every padded row of the whole batch is one gathered row */
+	int32_t *inv = malloc((size_t)gathered * sizeof *inv);
+	const struct rl_ops *ops = m->ops;
+	size_t nc = (size_t)(2 * b->n_seqs) * sizeof(int32_t), ng = (size_t)gathered * sizeof *inv;
+	int rc = inv ? 0 : -1;
+
+	for (int g = 0; rc == 0 && g < gathered; g++)
+		inv[a->cp_full_row[g]] = g;
+	if (rc || ops->from_host(a->chunk_q, cq, nc, NULL) ||
+	    ops->from_host(a->chunk_k, ck, nc, NULL) ||
+	    ops->from_host(a->chunk_off, coff, nc, NULL) ||
+	    ops->from_host(a->chunk_len, clen, nc, NULL) ||
+	    ops->from_host(a->cp_inv_dev, inv, ng, NULL) ||
+	    ops->from_host(a->cp_full_row_dev, a->cp_full_row, ng, NULL)) {
+		snprintf(err, errlen, "copying the context-parallel maps to the %s backend failed",
+		         ops->name);
+		free(inv);
+		return -1;
+	}
+	free(inv);
 	a->chunks = (struct rl_attention_chunks){2 * b->n_seqs, a->chunk_q, a->chunk_k,
 	                                         a->chunk_off, a->chunk_len};
 	return local;
@@ -84,24 +107,22 @@ void rl_cp_gather_kv(const struct rl_model *m, struct rl_acts *a, const float *l
                      int width, const char *what)
 {
 	const struct rl_tp_group *cp = &m->shard.cp;
-	size_t w = (size_t)width, rows = (size_t)cp->size * (size_t)a->n_tokens;
+	int rows = cp->size * a->n_tokens;
 
-	cp->all_gather(cp->ctx, local, a->cp_gather, (size_t)a->n_tokens * w, what);
-	for (size_t g = 0; g < rows; g++)
-		memcpy(full + (size_t)a->cp_full_row[g] * w, a->cp_gather + g * w,
-		       w * sizeof *full);
+	cp->all_gather(cp->ctx, local, a->cp_gather, (size_t)a->n_tokens * (size_t)width, what);
+	/* full row j is gathered row inv[j]: the embedding op's gather; a
+	 * failed op leaves garbage that the loss shows, as any failed op */
+	m->ops->embedding_forward(full, a->cp_inv_dev, a->cp_gather, rows, width, rows, NULL);
 }
 
 void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const float *full,
                            float *local, int width, const char *what)
 {
 	const struct rl_tp_group *cp = &m->shard.cp;
-	size_t w = (size_t)width, rows = (size_t)cp->size * (size_t)a->n_tokens;
+	int rows = cp->size * a->n_tokens;
 
-	for (size_t g = 0; g < rows; g++)
-		memcpy(a->cp_gather + g * w, full + (size_t)a->cp_full_row[g] * w,
-		       w * sizeof *full);
-	cp->reduce_scatter(cp->ctx, a->cp_gather, local, (size_t)a->n_tokens * w, what);
+	m->ops->embedding_forward(a->cp_gather, a->cp_full_row_dev, full, rows, width, rows, NULL);
+	cp->reduce_scatter(cp->ctx, a->cp_gather, local, (size_t)a->n_tokens * (size_t)width, what);
 }
 
 void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const float *mine,
@@ -110,7 +131,8 @@ void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const fl
 	const struct rl_tp_group *cp = &m->shard.cp;
 	size_t rows = (size_t)cp->size * (size_t)a->n_tokens;
 
-	cp->all_gather(cp->ctx, mine, a->cp_lp, (size_t)a->n_tokens, "context-parallel logprobs");
+	cp->all_gather_host(cp->ctx, mine, a->cp_lp, (size_t)a->n_tokens,
+	                    "context-parallel logprobs");
 	for (size_t g = 0; g < rows; g++)
 		if (a->cp_origin[g] >= 0)
 			out[a->cp_origin[g]] = a->cp_lp[g];

@@ -100,13 +100,14 @@ static int upload_key_off(struct rl_model *m, struct rl_acts *a, const int32_t *
 	if (!m->invariant)
 		return 0;
 	if (m->shard.cp.size > 1) {
-		/* context parallelism is cpu-only (split.c): the chunks are host
-		 * memory */
-		const struct rl_attention_chunks *c = &a->chunks;
+		/* the chunk table's host twin (cp_pass.c): query starts,
+		 * key starts, offsets, lengths */
+		size_t T2 = 2 * (size_t)a->max_tokens;
+		const int32_t *q = a->chunk_host, *k = q + T2, *len = q + 3 * T2;
 
-		for (int n = 0; n < c->n; n++)
-			for (int i = 0; i < c->len[n]; i++)
-				scratch[c->q_start[n] + i] = c->k_start[n];
+		for (int n = 0; n < a->chunks.n; n++)
+			for (int i = 0; i < len[n]; i++)
+				scratch[q[n] + i] = k[n];
 	} else {
 		for (int t = 0; t < rows; t++)
 			scratch[t] = t - pos[t];
@@ -328,11 +329,48 @@ out:
 	return rc;
 }
 
-/* Vocabulary-parallel log-softmax (Megatron's): each rank has the lse of
- * its slice and the target's logit where it holds the target; the lse of
- * the whole vocabulary is their logsumexp, and the target's logit comes
- * from the one rank that has it. The whole lse replaces the slice's for
- * the backward pass. Host memory (tensor parallelism is cpu-only). */
+/* The logprobs of all T rows (dev, backend memory) under tensor or
+ * context parallelism, on the host. Vocabulary-parallel log-softmax
+ * (Megatron's): each rank has the lse of its slice and the target's logit
+ * where it holds the target; the lse of the whole vocabulary is their
+ * logsumexp, and the target's logit comes from the one rank that has it.
+ * The whole lse replaces the slice's for the backward pass. Context
+ * parallelism then gathers every rank's rows into the caller's order. */
+static int combine_parallel(struct rl_model *m, struct rl_acts *a, const float *dev,
+                            float *logprob_host, char *err, size_t errlen)
+{
+	const struct rl_ops *ops = m->ops;
+	int T = a->n_tokens, rc = -1;
+	size_t bytes = (size_t)T * sizeof(float);
+	float *lp = malloc(bytes ? bytes : 1), *lse = malloc(bytes ? bytes : 1);
+
+	if (!lp || !lse || ops->to_host(lp, dev, bytes, NULL) ||
+	    (m->shard.tp.size > 1 && ops->to_host(lse, a->lm_lse, bytes, NULL))) {
+		snprintf(err, errlen, "copying the log-probabilities to the host failed");
+		goto out;
+	}
+	if (m->shard.tp.size > 1) {
+		rl_tp_combine_logprobs(m, lp, lse, a->targets_host, T, a->tp_host);
+		if (ops->from_host(a->lm_lse, lse, bytes, NULL)) {
+			snprintf(err, errlen, "copying the whole lse to the %s backend failed",
+			         ops->name);
+			goto out;
+		}
+	}
+	for (int t = 0; t < T; t++)
+		lp[t] *= a->target_mask[t];
+	if (m->shard.cp.size > 1)
+		rl_cp_gather_logprobs(m, a, lp, logprob_host);
+	else
+		memcpy(logprob_host, lp, (size_t)a->n_real * sizeof *lp);
+	rc = 0;
+out:
+	free(lp);
+	free(lse);
+	return rc;
+}
+
+/* The logprob of each row's target, masked, into logprob_host. */
 int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host, float logit_scale,
                       int vocab_chunk, char *err, size_t errlen)
 {
@@ -361,23 +399,17 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 		snprintf(err, errlen, "lm_head log-probabilities failed");
 		return -1;
 	}
-	if (m->shard.tp.size > 1)
-		rl_tp_combine_logprobs(m, dev, a->lm_lse, a->targets_host, T, a->tp_host);
 	a->logit_chunk = shape.chunk;
 	a->logit_scale = logit_scale;
-	if (m->shard.cp.size > 1) {
-		/* context parallelism is cpu-only (split.c): dev is host memory */
-		for (int t = 0; t < T; t++)
-			dev[t] *= a->target_mask[t];
-		rl_cp_gather_logprobs(m, a, dev, logprob_host);
+	if (m->shard.tp.size == 1 && m->shard.cp.size == 1) {
+		if (dev != logprob_host &&
+		    ops->to_host(logprob_host, dev, (size_t)a->n_real * sizeof(float), NULL)) {
+			snprintf(err, errlen, "copying the log-probabilities to the host failed");
+			return -1;
+		}
+		for (int t = 0; t < a->n_real; t++)
+			logprob_host[t] *= a->target_mask[t];
 		return 0;
 	}
-	if (dev != logprob_host &&
-	    ops->to_host(logprob_host, dev, (size_t)a->n_real * sizeof(float), NULL)) {
-		snprintf(err, errlen, "copying the log-probabilities to the host failed");
-		return -1;
-	}
-	for (int t = 0; t < a->n_real; t++)
-		logprob_host[t] *= a->target_mask[t];
-	return 0;
+	return combine_parallel(m, a, dev, logprob_host, err, errlen);
 }

@@ -440,8 +440,8 @@ static int share_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups
 	    rl_tp_gather_vocab(m, s->logits, n_groups, s->logits_host, err, errlen))
 		return -1;
 	if (pp->size > 1)
-		pp->broadcast(pp->ctx, s->logits_host, n, pp->size - 1,
-		              "decode: logits from the last stage");
+		pp->broadcast_host(pp->ctx, s->logits_host, n, pp->size - 1,
+		                   "decode: logits from the last stage");
 	RL_TRY(m->ops->from_host(s->logits_full, s->logits_host, n * sizeof(float), NULL),
 	       "decode: copying the logits to the %s backend", m->ops->name);
 	*logits = s->logits_full;
@@ -550,23 +550,30 @@ int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int 
 	int V = m->shard.vocab, G = n_groups, rc = 0;
 
 	if (rl_model_last_stage(m)) {
-		/* tensor parallelism is cpu-only (split.c): host memory throughout */
+		const struct rl_ops *ops = m->ops;
 		struct rl_lm_logprobs_shape shape = {
 		    G, m->cfg.hidden_size, V, chunk <= 0 || chunk > V ? V : chunk, logit_scale};
-		int32_t *tg = malloc((size_t)G * sizeof *tg);
-		float *lse = malloc((size_t)G * sizeof *lse);
-		float *work = malloc((size_t)G * (size_t)shape.chunk * sizeof *work);
-		float *scratch =
-		    malloc((size_t)G * (size_t)(m->shard.tp.size + 1) * sizeof *scratch);
+		size_t g = (size_t)G;
+		int32_t *tg = malloc(g * sizeof *tg);
+		float *lse = malloc(g * sizeof *lse);
+		float *scratch = malloc(g * (size_t)(m->shard.tp.size + 1) * sizeof *scratch);
+		/* the op's side: targets, logprobs and lse, its work */
+		int32_t *tg_dev = ops->alloc(g * sizeof *tg_dev);
+		float *lp_dev = ops->alloc(g * sizeof *lp_dev),
+		      *lse_dev = ops->alloc(g * sizeof *lse_dev);
+		float *work = ops->alloc(g * (size_t)shape.chunk * sizeof *work);
 
-		if (!tg || !lse || !work || !scratch) {
+		if (!tg || !lse || !scratch || !tg_dev || !lp_dev || !lse_dev || !work) {
 			snprintf(err, errlen, "out of memory for the logprobs of %d tokens", G);
 			rc = -1;
 		} else {
-			for (int g = 0; g < G; g++)
-				tg[g] = rl_tp_local_row(m, tokens[g]);
-			if (m->ops->logits_logprobs(lp_host, lse, kv->scratch->logits, V, tg,
-			                            &shape, work, NULL)) {
+			for (int i = 0; i < G; i++)
+				tg[i] = rl_tp_local_row(m, tokens[i]);
+			if (ops->from_host(tg_dev, tg, g * sizeof *tg, NULL) ||
+			    ops->logits_logprobs(lp_dev, lse_dev, kv->scratch->logits, V, tg_dev,
+			                         &shape, work, NULL) ||
+			    ops->to_host(lp_host, lp_dev, g * sizeof *lp_host, NULL) ||
+			    ops->to_host(lse, lse_dev, g * sizeof *lse, NULL)) {
 				snprintf(err, errlen,
 				         "decode: logprobs of this rank's vocabulary failed");
 				rc = -1;
@@ -578,11 +585,14 @@ int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int 
 			rl_tp_combine_logprobs(m, lp_host, lse, tg, G, scratch);
 		free(tg);
 		free(lse);
-		free(work);
 		free(scratch);
+		ops->release(tg_dev);
+		ops->release(lp_dev);
+		ops->release(lse_dev);
+		ops->release(work);
 	}
 	if (pp->size > 1)
-		pp->broadcast(pp->ctx, lp_host, (size_t)G, pp->size - 1,
-		              "decode: logprobs from the last stage");
+		pp->broadcast_host(pp->ctx, lp_host, (size_t)G, pp->size - 1,
+		                   "decode: logprobs from the last stage");
 	return rc;
 }

@@ -102,8 +102,9 @@ struct rl_param {
 /* The collectives tensor parallelism needs, over the ranks that share each
  * layer, handed in by the caller so that the model library does not depend
  * on MPI (runtime/parallel/tp_group.c binds them to a comm). Each call is
- * collective over the group; buffers are backend memory; what names the
- * call site for the watchdog. */
+ * collective over the group; buffers are backend memory, but for the
+ * _host calls' (small values the host computes with); what names the call
+ * site for the watchdog. */
 struct rl_tp_group {
 	void *ctx;
 	int rank, size;
@@ -115,6 +116,9 @@ struct rl_tp_group {
 	 * block rank */
 	void (*reduce_scatter)(void *ctx, const float *send, float *recv, size_t n,
 	                       const char *what);
+	void (*all_reduce_host)(void *ctx, float *buf, size_t n, const char *what);
+	void (*all_gather_host)(void *ctx, const float *send, float *recv, size_t n,
+	                        const char *what);
 };
 
 /* What pipeline parallelism needs from the ranks that hold the other
@@ -127,6 +131,7 @@ struct rl_pp_group {
 	void (*send)(void *ctx, const float *buf, size_t n, int stage, const char *what);
 	void (*recv)(void *ctx, float *buf, size_t n, int stage, const char *what);
 	void (*broadcast)(void *ctx, float *buf, size_t n, int root, const char *what);
+	void (*broadcast_host)(void *ctx, float *buf, size_t n, int root, const char *what);
 	/* sums over the first and the last stage (Megatron's embedding
 	 * group), called with embedding_ctx; NULL on the stages between */
 	void *embedding_ctx;
@@ -136,8 +141,8 @@ struct rl_pp_group {
 /* What expert parallelism needs from the ranks that split the experts of
  * each mixture-of-experts layer (Megatron's EP group, folded onto the
  * dense ranks): tokens sent to the rank that holds their expert and the
- * results sent back. Collective over the group; host memory on the cpu
- * backend. */
+ * results sent back. Collective over the group; the tokens are backend
+ * memory, the counts host memory. */
 struct rl_ep_group {
 	void *ctx;
 	int rank, size;
@@ -385,9 +390,14 @@ double rl_acts_aux_loss(const struct rl_model *m, const struct rl_acts *a);
 void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len);
 /* Replaces *m (the whole model) by this rank's cut of it; *m is left
  * alone on failure (heads, kv heads or the MLP not divisible by the
- * tensor-parallel group, layers that do not split into the stages, a
- * backend other than cpu). */
+ * tensor-parallel group, layers that do not split into the stages). */
 int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *err, size_t errlen);
+/* This rank's cut of the model in dir, read from its files part by part:
+ * only the bytes of the rows or columns the rank holds are read, one
+ * tensor at a time, so the host memory it takes is about the cut's, never
+ * the whole model's. The same model as rl_model_load then rl_model_split. */
+int rl_model_load_cut(struct rl_model **out, const char *dir, const struct rl_ops *ops,
+                      const struct rl_model_cut *cut, char *err, size_t errlen);
 /* After the last backward pass of an update: sums the partial gradients
  * (rl_param.partial_grad) over the tensor-parallel group, and the tied
  * embedding's over its two stages. Collective. What is left to sum is

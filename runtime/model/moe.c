@@ -136,8 +136,8 @@ static int route(struct rl_model *m, int l, struct rl_moe_acts *s, const float *
 			goto oom;
 		rl_moe_count(s->probs, s->choice, s->real, n, E, k, stats);
 		if (sh->tokens.size > 1)
-			sh->tokens.all_reduce(sh->tokens.ctx, stats, (size_t)(2 * E + 1),
-			                      "router load statistics");
+			sh->tokens.all_reduce_host(sh->tokens.ctx, stats, (size_t)(2 * E + 1),
+			                           "router load statistics");
 		double N = stats[2 * E] > 0 ? stats[2 * E] : 1, aux = 0;
 
 		s->n_batch = stats[2 * E];

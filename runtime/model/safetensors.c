@@ -385,14 +385,16 @@ static void format_shape(char *buf, size_t len, int ndim, const int64_t *shape)
 		snprintf(buf + at, len - at, "]");
 }
 
-int rl_st_read_f32(const struct rl_st_archive *a, const char *name, float *dst, int ndim,
-                   const int64_t *shape, char *err, size_t errlen)
+/* Tensor NAME, checked to exist with exactly shape [shape[0], ...]. */
+static const struct rl_st_tensor *find_shaped(const struct rl_st_archive *a, const char *name,
+                                              int ndim, const int64_t *shape, char *err,
+                                              size_t errlen)
 {
 	const struct rl_st_tensor *t = rl_st_find(a, name);
 
 	if (!t) {
 		snprintf(err, errlen, "%s: tensor %s not found", a->origin, name);
-		return -1;
+		return NULL;
 	}
 	bool same = t->ndim == ndim;
 	for (int d = 0; same && d < ndim; d++)
@@ -404,14 +406,21 @@ int rl_st_read_f32(const struct rl_st_archive *a, const char *name, float *dst, 
 		format_shape(want, sizeof want, ndim, shape);
 		snprintf(err, errlen, "%s: tensor %s: shape %s, expected %s", t->file, name, got,
 		         want);
-		return -1;
+		return NULL;
 	}
-	const unsigned char *p = t->data;
-	size_t n = t->nbytes / rl_dtype_size(t->dtype);
+	return t;
+}
+
+/* n elements of t from element at on, as fp32: only their bytes of the
+ * mapping are read. */
+static void convert(const struct rl_st_tensor *t, size_t at, size_t n, float *dst)
+{
+	const unsigned char *p = (const unsigned char *)t->data + at * rl_dtype_size(t->dtype);
+
 	switch (t->dtype) {
 	case RL_F32:
-		if (t->nbytes)
-			memcpy(dst, p, t->nbytes);
+		if (n)
+			memcpy(dst, p, n * sizeof *dst);
 		break;
 	case RL_BF16:
 		for (size_t i = 0; i < n; i++)
@@ -422,6 +431,43 @@ int rl_st_read_f32(const struct rl_st_archive *a, const char *name, float *dst, 
 			dst[i] = rl_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
 		break;
 	}
+}
+
+int rl_st_read_f32(const struct rl_st_archive *a, const char *name, float *dst, int ndim,
+                   const int64_t *shape, char *err, size_t errlen)
+{
+	const struct rl_st_tensor *t = find_shaped(a, name, ndim, shape, err, errlen);
+
+	if (!t)
+		return -1;
+	convert(t, 0, t->nbytes / rl_dtype_size(t->dtype), dst);
+	return 0;
+}
+
+int rl_st_read_f32_part(const struct rl_st_archive *a, const char *name, float *dst, int ndim,
+                        const int64_t *shape, int split_dim, int64_t start, int64_t len, char *err,
+                        size_t errlen)
+{
+	const struct rl_st_tensor *t = find_shaped(a, name, ndim, shape, err, errlen);
+
+	if (!t)
+		return -1;
+	if (split_dim < 0)
+		return rl_st_read_f32(a, name, dst, ndim, shape, err, errlen);
+	int64_t rows = shape[0], cols = ndim == 2 ? shape[1] : 1;
+	int64_t cut = split_dim == 0 ? rows : cols;
+	if (split_dim > 1 || (split_dim == 1 && ndim != 2) || start < 0 || len < 0 || start > cut ||
+	    len > cut - start) {
+		snprintf(err, errlen, "%s: tensor %s: no part [%lld, %lld) of dimension %d",
+		         t->file, name, (long long)start, (long long)(start + len), split_dim);
+		return -1;
+	}
+	if (split_dim == 0) {
+		convert(t, (size_t)(start * cols), (size_t)(len * cols), dst);
+		return 0;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		convert(t, (size_t)(r * cols + start), (size_t)len, dst + r * len);
 	return 0;
 }
 

@@ -4,7 +4,7 @@
  * a bad header, overlapping or out-of-range data, an unknown dtype are errors
  * that name the file and the tensor.
  * defines: struct rl_st_tensor, struct rl_st_archive, rl_st_open,
- * rl_st_open_dir, rl_st_close, rl_st_find, rl_st_read_f32, struct
+ * rl_st_open_dir, rl_st_close, rl_st_find, rl_st_read_f32, rl_st_read_f32_part, struct
  * rl_st_source, rl_st_write, rl_st_write_dir */
 #ifndef RL_MODEL_SAFETENSORS_H
 #define RL_MODEL_SAFETENSORS_H
@@ -46,6 +46,13 @@ const struct rl_st_tensor *rl_st_find(const struct rl_st_archive *a, const char 
  * tensor, the expected and the found shape. */
 int rl_st_read_f32(const struct rl_st_archive *a, const char *name, float *dst, int ndim,
                    const int64_t *shape, char *err, size_t errlen);
+/* The same for a part of it: rows [start, start + len) (split_dim 0) or
+ * those columns of every row (split_dim 1, a matrix), packed into dst;
+ * split_dim < 0: all of it. Only the part's bytes of the file are read:
+ * how a rank loads its shard without the whole model in memory. */
+int rl_st_read_f32_part(const struct rl_st_archive *a, const char *name, float *dst, int ndim,
+                        const int64_t *shape, int split_dim, int64_t start, int64_t len, char *err,
+                        size_t errlen);
 
 /* A tensor to write: fp32 values in memory, stored as dtype. */
 struct rl_st_source {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/model/safetensors.h"
 #include "runtime/model/split.h"
 
 void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len)
@@ -121,27 +122,19 @@ static int expert_cut(struct rl_model_shard *s, const struct rl_model_config *c,
 
 /* Heads stay whole and each rank keeps whole GQA groups (its query heads
  * and the kv heads they read), as Megatron requires. */
-static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
+static int shard_init(struct rl_model_shard *s, const struct rl_model_config *c, const char *dir,
                       const struct rl_model_cut *cut, char *err, size_t errlen)
 {
-	const struct rl_model_config *c = &m->cfg;
 	const struct rl_tp_group *tp = &cut->tp;
 	int p = tp->size;
 	int64_t start, len;
 
-	if (m->base_ops != &rl_ops_cpu) {
-		snprintf(err, errlen,
-		         "policy.parallel: tensor, pipeline, context and expert parallelism run on "
-		         "the cpu "
-		         "backend only in this release");
-		return -1;
-	}
 	if (c->n_heads % p || c->n_kv_heads % p || c->intermediate_size % p) {
 		snprintf(
 		    err, errlen,
 		    "policy.parallel.tensor: %d does not divide the model's %d attention heads, "
 		    "%d key/value heads and intermediate size %d (%s/config.json)",
-		    p, c->n_heads, c->n_kv_heads, c->intermediate_size, m->dir);
+		    p, c->n_heads, c->n_kv_heads, c->intermediate_size, dir);
 		return -1;
 	}
 	if (c->vocab_size < p) {
@@ -158,8 +151,7 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model *m,
 		return -1;
 	}
 	rl_model_shard_whole(s, c);
-	if (stage_layers(s, c, cut, m->dir, err, errlen) ||
-	    expert_cut(s, c, cut, m->dir, err, errlen))
+	if (stage_layers(s, c, cut, dir, err, errlen) || expert_cut(s, c, cut, dir, err, errlen))
 		return -1;
 	s->cp = cut->cp;
 	s->tp = *tp;
@@ -205,35 +197,158 @@ static const struct rl_param *find_param(const struct rl_model *m, const char *n
 	return NULL;
 }
 
+/* Where a cut's tensors come from: read puts this rank's part of the
+ * whole tensor that part stands for into dst (host memory, part->numel
+ * floats). */
+struct cut_source {
+	int (*read)(void *ctx, const struct rl_param *part, float *dst, int rank, int size,
+	            char *err, size_t errlen);
+	void *ctx;
+};
+
+/* From the whole model in memory (a built-in model, made whole on every
+ * rank): its tensor by name, through the host when it is backend memory. */
+static int read_whole(void *ctx, const struct rl_param *part, float *dst, int rank, int size,
+                      char *err, size_t errlen)
+{
+	const struct rl_model *whole = ctx;
+	const struct rl_param *from = find_param(whole, part->name);
+
+	if (!from) {
+		snprintf(err, errlen, "%s: the whole model has no %s", whole->dir, part->name);
+		return -1;
+	}
+	size_t bytes = (size_t)from->numel * sizeof(float);
+	float *host = whole->base_ops == &rl_ops_cpu ? from->master : malloc(bytes ? bytes : 1);
+
+	if (!host ||
+	    (host != from->master && whole->ops->to_host(host, from->master, bytes, NULL))) {
+		snprintf(err, errlen, "%s: cannot read %s to cut it", whole->dir, part->name);
+		if (host != from->master)
+			free(host);
+		return -1;
+	}
+	cut_part(from, part, rank, size, dst, host);
+	if (host != from->master)
+		free(host);
+	return 0;
+}
+
+/* From the model's files: only the bytes of this rank's part. */
+static int read_files(void *ctx, const struct rl_param *part, float *dst, int rank, int size,
+                      char *err, size_t errlen)
+{
+	int64_t start = 0, len = 0;
+
+	if (part->split_dim >= 0)
+		rl_split_range(part->full_shape[part->split_dim], size, rank, &start, &len);
+	return rl_st_read_f32_part(ctx, part->name, dst, part->ndim, part->full_shape,
+	                           part->split_dim, start, len, err, errlen);
+}
+
+/* Every tensor of part from src, into its backend memory. */
+static int fill(struct rl_model *part, const struct rl_model_cut *cut, const struct cut_source *src,
+                char *err, size_t errlen)
+{
+	bool host = part->base_ops == &rl_ops_cpu;
+	float *buf = NULL;
+	int rc = 0;
+
+	for (int i = 0; rc == 0 && i < part->n_params; i++) {
+		struct rl_param *p = &part->params[i];
+		size_t bytes = (size_t)p->numel * sizeof(float);
+
+		if (!host) {
+			free(buf);
+			if (!(buf = malloc(bytes ? bytes : 1))) {
+				snprintf(err, errlen, "out of memory for %s", p->name);
+				rc = -1;
+				break;
+			}
+		}
+		rc = src->read(src->ctx, p, host ? p->master : buf, cut->tp.rank, cut->tp.size, err,
+		               errlen);
+		if (rc == 0 && !host && part->ops->from_host(p->master, buf, bytes, NULL)) {
+			snprintf(err, errlen, "the %s backend could not take %s", part->ops->name,
+			         p->name);
+			rc = -1;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+/* This rank's model, empty, for the cut. */
+static int new_part(struct rl_model **part, const struct rl_model_config *cfg, const char *dir,
+                    const struct rl_ops *ops, const struct rl_model_cut *cut, char *err,
+                    size_t errlen)
+{
+	struct rl_model_shard s;
+
+	return shard_init(&s, cfg, dir, cut, err, errlen) ||
+	       rl_model_new_shard(part, cfg, &s, dir, ops, err, errlen);
+}
+
+static bool cuts_nothing(const struct rl_model_cut *cut)
+{
+	return cut->tp.size == 1 && cut->pp.size == 1 && cut->cp.size == 1 && cut->ep.size <= 1;
+}
+
 int rl_model_split(struct rl_model **m, const struct rl_model_cut *cut, char *err, size_t errlen)
 {
 	struct rl_model *whole = *m, *part;
-	struct rl_model_shard s;
 
-	if (cut->tp.size == 1 && cut->pp.size == 1 && cut->cp.size == 1 && cut->ep.size <= 1) {
+	if (cuts_nothing(cut)) {
 		/* data parallelism alone: the same model, balanced over the batch */
 		if (cut->tokens.size > 1)
 			whole->shard.tokens = cut->tokens;
 		return 0;
 	}
-	if (shard_init(&s, whole, cut, err, errlen) ||
-	    rl_model_new_shard(&part, &whole->cfg, &s, whole->dir, whole->ops, err, errlen))
+	struct cut_source src = {read_whole, whole};
+	if (new_part(&part, &whole->cfg, whole->dir, whole->base_ops, cut, err, errlen))
 		return -1;
-	/* the cpu backend only (shard_init): parameters are host memory; a
-	 * stage holds some of the whole model's tensors, found by name */
-	for (int i = 0; i < part->n_params; i++) {
-		const struct rl_param *from = find_param(whole, part->params[i].name);
-
-		cut_part(from, &part->params[i], cut->tp.rank, cut->tp.size, part->params[i].master,
-		         from->master);
-	}
 	/* a bf16 model's cut computes in bf16 too */
-	if (rl_model_set_precision(part, whole->precision, err, errlen)) {
+	if (fill(part, cut, &src, err, errlen) ||
+	    rl_model_set_precision(part, whole->precision, err, errlen)) {
 		rl_model_free(part);
 		return -1;
 	}
 	rl_model_free(whole);
 	*m = part;
+	return 0;
+}
+
+int rl_model_load_cut(struct rl_model **out, const char *dir, const struct rl_ops *ops,
+                      const struct rl_model_cut *cut, char *err, size_t errlen)
+{
+	struct rl_model_config cfg;
+	struct rl_st_archive *st;
+	struct rl_model *m;
+
+	*out = NULL;
+	if (cuts_nothing(cut)) {
+		if (rl_model_load(&m, dir, ops, err, errlen))
+			return -1;
+		if (cut->tokens.size > 1)
+			m->shard.tokens = cut->tokens;
+		*out = m;
+		return 0;
+	}
+	if (rl_model_config_load(&cfg, dir, err, errlen) ||
+	    new_part(&m, &cfg, dir, ops, cut, err, errlen))
+		return -1;
+	if (rl_st_open_dir(&st, dir, err, errlen)) {
+		rl_model_free(m);
+		return -1;
+	}
+	struct cut_source src = {read_files, st};
+	int rc = fill(m, cut, &src, err, errlen);
+	rl_st_close(st);
+	if (rc) {
+		rl_model_free(m);
+		return -1;
+	}
+	*out = m;
 	return 0;
 }
 
@@ -256,32 +371,37 @@ int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
 	if (n == 0)
 		return 0;
 	/* one collective for all of them: they are small and many */
-	float *pack = malloc((size_t)n * sizeof *pack);
-	if (!pack) {
-		snprintf(err, errlen, "out of memory summing %lld gradients", (long long)n);
-		return -1;
-	}
+	const struct rl_ops *ops = m->ops;
+	float *pack = ops->alloc((size_t)n * sizeof *pack);
+	int rc = pack ? 0 : -1;
 	int64_t at = 0;
-	for (int i = 0; i < m->n_params; i++) {
+	for (int i = 0; rc == 0 && i < m->n_params; i++) {
 		const struct rl_param *p = &m->params[i];
 
 		if (p->partial_grad) {
-			memcpy(pack + at, p->grad, (size_t)p->numel * sizeof *pack);
+			rc = ops->copy(pack + at, p->grad, (size_t)p->numel * sizeof *pack, NULL);
 			at += p->numel;
 		}
 	}
-	tp->all_reduce(tp->ctx, pack, (size_t)n, "tensor-parallel norm gradients");
+	/* every rank reaches the collective, failed or not: the others would
+	 * wait in it for ever */
+	if (pack)
+		tp->all_reduce(tp->ctx, pack, (size_t)n, "tensor-parallel norm gradients");
 	at = 0;
-	for (int i = 0; i < m->n_params; i++) {
+	for (int i = 0; rc == 0 && i < m->n_params; i++) {
 		const struct rl_param *p = &m->params[i];
 
 		if (p->partial_grad) {
-			memcpy(p->grad, pack + at, (size_t)p->numel * sizeof *pack);
+			rc = ops->copy(p->grad, pack + at, (size_t)p->numel * sizeof *pack, NULL);
 			at += p->numel;
 		}
 	}
-	free(pack);
-	return 0;
+	ops->release(pack);
+	if (rc)
+		snprintf(err, errlen,
+		         "summing %lld tensor-parallel gradients failed on the %s backend",
+		         (long long)n, ops->name);
+	return rc;
 }
 
 int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *full, int64_t rows,
@@ -300,7 +420,7 @@ int rl_tp_gather_split(const struct rl_tp_group *tp, const float *local, float *
 	}
 	rl_split_range(cut, tp->size, tp->rank, &start, &len);
 	memcpy(all + block * tp->rank, local, (size_t)(len * other) * sizeof *all);
-	tp->all_gather(tp->ctx, all + block * tp->rank, all, (size_t)block, what);
+	tp->all_gather_host(tp->ctx, all + block * tp->rank, all, (size_t)block, what);
 	for (int r = 0; r < tp->size; r++) {
 		const float *src = all + block * r;
 

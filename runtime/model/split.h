@@ -86,7 +86,7 @@ void rl_cp_gather_kv(const struct rl_model *m, struct rl_acts *a, const float *l
 void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const float *full,
                            float *local, int width, const char *what);
 /* mine [n_tokens] of every rank into out (the caller's batch order; the
- * padding dropped). Collective. */
+ * padding dropped), both host memory. Collective. */
 void rl_cp_gather_logprobs(const struct rl_model *m, struct rl_acts *a, const float *mine,
                            float *out);
 /* The caller's token at this rank's row, -1 for padding. */

@@ -5,6 +5,7 @@
  * reduce-scattered along the sequence). One rank: no calls. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "runtime/model/split.h"
 
@@ -73,9 +74,21 @@ int rl_tp_gather_vocab(const struct rl_model *m, const float *local, int rows, f
 		}
 		return 0;
 	}
-	/* tensor parallelism is cpu-only (split.c): local is host memory */
-	return rl_tp_gather_split(tp, local, full_host, rows, V, 1, "vocab-parallel logits", err,
-	                          errlen);
+	size_t bytes = (size_t)rows * (size_t)m->shard.vocab * sizeof(float);
+	float *mine = malloc(bytes ? bytes : 1);
+	int rc = -1;
+
+	/* every rank reaches the gather, failed or not: the others would
+	 * wait in it for ever */
+	if (!mine || m->ops->to_host(mine, local, bytes, NULL))
+		snprintf(err, errlen, "copying the logits to the host failed");
+	else
+		rc = 0;
+	if (rl_tp_gather_split(tp, mine ? mine : full_host, full_host, rows, V, 1,
+	                       "vocab-parallel logits", err, errlen))
+		rc = -1;
+	free(mine);
+	return rc;
 }
 
 void rl_tp_combine_logprobs(const struct rl_model *m, float *logprob, float *lse,
@@ -87,8 +100,8 @@ void rl_tp_combine_logprobs(const struct rl_model *m, float *logprob, float *lse
 
 	for (int t = 0; t < T; t++)
 		logit[t] = targets_host[t] >= 0 ? logprob[t] + lse[t] : 0.0f;
-	tp->all_gather(tp->ctx, lse, lse_all, (size_t)T, "vocab-parallel lse all-gather");
-	tp->all_reduce(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
+	tp->all_gather_host(tp->ctx, lse, lse_all, (size_t)T, "vocab-parallel lse all-gather");
+	tp->all_reduce_host(tp->ctx, logit, (size_t)T, "vocab-parallel target logit");
 	for (int t = 0; t < T; t++) {
 		double most = -INFINITY, sum = 0;
 

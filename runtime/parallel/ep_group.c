@@ -5,7 +5,8 @@
 static void all_to_all_v(void *ctx, const float *send, const size_t *send_counts, float *recv,
                          const size_t *recv_counts, const char *what)
 {
-	rl_comm_all_to_all_v(ctx, send, send_counts, recv, recv_counts, RL_COMM_F32, what);
+	rl_comm_all_to_all_v(rl_comm_device(ctx), send, send_counts, recv, recv_counts, RL_COMM_F32,
+	                     what);
 }
 
 static void all_to_all_int(void *ctx, const int32_t *send, int32_t *recv, size_t count,

@@ -42,29 +42,33 @@ static size_t floats(const struct rl_pipeline *p, int mb)
 static void recv_forward(const struct rl_pipeline *p, int mb, int real)
 {
 	if (!first(p) && mb < real)
-		rl_comm_recv(p->pp, rl_acts_stage_input(acts_of(p, mb)), floats(p, mb), RL_COMM_F32,
-		             stage(p) - 1, "pipeline activations from the stage before");
+		rl_comm_recv(rl_comm_device(p->pp), rl_acts_stage_input(acts_of(p, mb)),
+		             floats(p, mb), RL_COMM_F32, stage(p) - 1,
+		             "pipeline activations from the stage before");
 }
 
 static void send_forward(const struct rl_pipeline *p, int mb, int real)
 {
 	if (!last(p) && mb < real)
-		rl_comm_send(p->pp, rl_acts_stage_output(acts_of(p, mb)), floats(p, mb),
-		             RL_COMM_F32, stage(p) + 1, "pipeline activations to the stage after");
+		rl_comm_send(rl_comm_device(p->pp), rl_acts_stage_output(acts_of(p, mb)),
+		             floats(p, mb), RL_COMM_F32, stage(p) + 1,
+		             "pipeline activations to the stage after");
 }
 
 static void recv_backward(const struct rl_pipeline *p, int mb, int real)
 {
 	if (!last(p) && mb < real)
-		rl_comm_recv(p->pp, rl_acts_stage_grad(acts_of(p, mb)), floats(p, mb), RL_COMM_F32,
-		             stage(p) + 1, "pipeline gradient from the stage after");
+		rl_comm_recv(rl_comm_device(p->pp), rl_acts_stage_grad(acts_of(p, mb)),
+		             floats(p, mb), RL_COMM_F32, stage(p) + 1,
+		             "pipeline gradient from the stage after");
 }
 
 static void send_backward(const struct rl_pipeline *p, int mb, int real)
 {
 	if (!first(p) && mb < real)
-		rl_comm_send(p->pp, rl_acts_stage_grad(acts_of(p, mb)), floats(p, mb), RL_COMM_F32,
-		             stage(p) - 1, "pipeline gradient to the stage before");
+		rl_comm_send(rl_comm_device(p->pp), rl_acts_stage_grad(acts_of(p, mb)),
+		             floats(p, mb), RL_COMM_F32, stage(p) - 1,
+		             "pipeline gradient to the stage before");
 }
 
 /* out of micro-batch fwd to the stage after, the gradient of bwd from it
@@ -77,9 +81,10 @@ static void send_forward_recv_backward(const struct rl_pipeline *p, int fwd, int
 		recv_backward(p, bwd, real);
 		return;
 	}
-	rl_comm_sendrecv(p->pp, rl_acts_stage_output(acts_of(p, fwd)), floats(p, fwd), stage(p) + 1,
-	                 rl_acts_stage_grad(acts_of(p, bwd)), floats(p, bwd), stage(p) + 1,
-	                 RL_COMM_F32, "pipeline activations out, gradient in (stage after)");
+	rl_comm_sendrecv(rl_comm_device(p->pp), rl_acts_stage_output(acts_of(p, fwd)),
+	                 floats(p, fwd), stage(p) + 1, rl_acts_stage_grad(acts_of(p, bwd)),
+	                 floats(p, bwd), stage(p) + 1, RL_COMM_F32,
+	                 "pipeline activations out, gradient in (stage after)");
 }
 
 /* the gradient of bwd to the stage before, the input of fwd from it */
@@ -91,9 +96,10 @@ static void send_backward_recv_forward(const struct rl_pipeline *p, int bwd, int
 		send_backward(p, bwd, real);
 		return;
 	}
-	rl_comm_sendrecv(p->pp, rl_acts_stage_grad(acts_of(p, bwd)), floats(p, bwd), stage(p) - 1,
-	                 rl_acts_stage_input(acts_of(p, fwd)), floats(p, fwd), stage(p) - 1,
-	                 RL_COMM_F32, "pipeline gradient out, activations in (stage before)");
+	rl_comm_sendrecv(rl_comm_device(p->pp), rl_acts_stage_grad(acts_of(p, bwd)), floats(p, bwd),
+	                 stage(p) - 1, rl_acts_stage_input(acts_of(p, fwd)), floats(p, fwd),
+	                 stage(p) - 1, RL_COMM_F32,
+	                 "pipeline gradient out, activations in (stage before)");
 }
 
 static int run_forward(const struct rl_pipeline *p, int mb, int real, char *err, size_t errlen)

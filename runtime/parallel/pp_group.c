@@ -4,22 +4,27 @@
 
 static void stage_send(void *ctx, const float *buf, size_t n, int stage, const char *what)
 {
-	rl_comm_send(ctx, buf, n, RL_COMM_F32, stage, what);
+	rl_comm_send(rl_comm_device(ctx), buf, n, RL_COMM_F32, stage, what);
 }
 
 static void stage_recv(void *ctx, float *buf, size_t n, int stage, const char *what)
 {
-	rl_comm_recv(ctx, buf, n, RL_COMM_F32, stage, what);
+	rl_comm_recv(rl_comm_device(ctx), buf, n, RL_COMM_F32, stage, what);
 }
 
 static void broadcast(void *ctx, float *buf, size_t n, int root, const char *what)
+{
+	rl_comm_broadcast(rl_comm_device(ctx), buf, n, RL_COMM_F32, root, what);
+}
+
+static void broadcast_host(void *ctx, float *buf, size_t n, int root, const char *what)
 {
 	rl_comm_broadcast(ctx, buf, n, RL_COMM_F32, root, what);
 }
 
 static void all_reduce(void *ctx, float *buf, size_t n, const char *what)
 {
-	rl_comm_all_reduce(ctx, buf, n, RL_COMM_F32, RL_COMM_SUM, what);
+	rl_comm_all_reduce(rl_comm_device(ctx), buf, n, RL_COMM_F32, RL_COMM_SUM, what);
 }
 
 void rl_pp_group_bind(struct rl_pp_group *g, struct rl_comm *pp, struct rl_comm *embedding)
@@ -34,6 +39,7 @@ void rl_pp_group_bind(struct rl_pp_group *g, struct rl_comm *pp, struct rl_comm 
 	g->send = stage_send;
 	g->recv = stage_recv;
 	g->broadcast = broadcast;
+	g->broadcast_host = broadcast_host;
 	if (embedding) {
 		g->embedding_ctx = embedding;
 		g->embedding_all_reduce = all_reduce;

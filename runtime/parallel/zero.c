@@ -147,7 +147,8 @@ int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_
 	(void)err;
 	(void)errlen;
 	for (int b = 0; b < z->n_buckets; b++)
-		rl_comm_reduce_scatter(z->group, bucket_source(z, m->flat_grad + z->base, b),
+		rl_comm_reduce_scatter(rl_comm_device(z->group),
+		                       bucket_source(z, m->flat_grad + z->base, b),
 		                       z->grad + shard_offset(z, b), (size_t)(bucket_len(z, b) / p),
 		                       RL_COMM_F32, RL_COMM_SUM, "gradient reduce-scatter");
 	return 0;
@@ -163,8 +164,8 @@ static int gather(struct rl_zero *z, const float *shard, float *full, const char
 		int64_t s = bucket_start(z, b), len = bucket_len(z, b);
 		float *dst = s + len <= z->n ? full + s : z->scratch;
 
-		rl_comm_all_gather(z->group, shard + shard_offset(z, b), dst, (size_t)(len / p),
-		                   RL_COMM_F32, what);
+		rl_comm_all_gather(rl_comm_device(z->group), shard + shard_offset(z, b), dst,
+		                   (size_t)(len / p), RL_COMM_F32, what);
 		if (dst == z->scratch &&
 		    z->ops->copy(full + s, z->scratch, (size_t)(z->n - s) * sizeof(float), NULL))
 			return -1;
@@ -183,18 +184,26 @@ int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errle
 }
 
 /* The squares of this region's gradient, each tensor once, summed over
- * every rank. */
+ * every rank: the op adds each piece into one double in backend memory,
+ * which comes back once. */
 static int sum_squares(struct rl_zero *z, double *ss)
 {
+	const struct rl_ops *ops = z->ops;
+	double *total = ops->alloc(sizeof *total);
+	int rc = !total || ops->zero(total, sizeof *total, NULL);
+
+	for (int i = 0; rc == 0 && i < z->n_pieces; i++)
+		rc = ops->sum_squares(total, z->grad + z->pieces[i].at, z->pieces[i].len, NULL);
 	*ss = 0;
-	for (int i = 0; i < z->n_pieces; i++)
-		if (z->ops->sum_squares(ss, z->grad + z->pieces[i].at, z->pieces[i].len, NULL))
-			return -1;
+	if (rc == 0)
+		rc = ops->to_host(ss, total, sizeof *ss, NULL);
+	ops->release(total);
+	/* every rank reaches the sums, failed or not */
 	rl_comm_all_reduce(z->group, ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
 	if (z->mp)
 		rl_comm_all_reduce(z->mp, ss, 1, RL_COMM_F64, RL_COMM_SUM,
 		                   "gradient norm over the model's parts");
-	return 0;
+	return rc ? -1 : 0;
 }
 
 /* The slices clipped by coef (< 1) or not, one AdamW step, and the new

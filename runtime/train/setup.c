@@ -1,14 +1,21 @@
 /* Every option this release cannot honour is refused here, by name, before
  * any work starts. */
 #define _GNU_SOURCE
+#ifdef HAVE_CONFIG_H
+#include "build_config.h"
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "kernels/fenced.h"
+#include "runtime/comm/transport.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/builtin.h"
+#include "runtime/model/safetensors.h"
 #include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/pp_group.h"
 #include "runtime/parallel/tp_group.h"
@@ -16,6 +23,9 @@
 #include "runtime/train/policy_pass.h"
 #include "runtime/train/setup.h"
 #include "runtime/train/train.h"
+#ifdef RL_HAVE_CUDA
+#include "kernels/device.h"
+#endif
 
 int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 {
@@ -39,7 +49,8 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 }
 
 /* The reference policy is the weights as loaded; a resume checks that
- * they are still what the checkpoint's run started from. */
+ * they are still what the checkpoint's run started from. A built-in
+ * model, made whole on every rank: its weights as they are. */
 static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const float *host = rl_model_host_weights(t->model);
@@ -51,6 +62,44 @@ static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
 	}
 	t->reference_xxh3 = XXH3_64bits(host, (size_t)t->model->n_elems * sizeof(float));
 	rl_model_host_weights_release(t->model, host);
+	return 0;
+}
+
+/* A model read from files, which no rank holds whole: the hash of each
+ * tensor's bytes in the files (the same weights as loaded, in any
+ * layout), each rank hashing its share of the tensors, then the hash of
+ * the list. */
+static int reference_hash_files(struct rl_trainer *t, const char *dir, char *err, size_t errlen)
+{
+	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
+	int me = world ? rl_comm_rank(world) : 0, size = world ? rl_comm_size(world) : 1;
+	struct rl_st_archive *st;
+
+	if (rl_st_open_dir(&st, dir, err, errlen))
+		return -1;
+	int n = rl_st_count(st);
+	/* each hash as two non-negative halves: the others' zeros lose a max */
+	int64_t *half = calloc((size_t)(2 * n + 1), sizeof *half);
+	if (!half) {
+		rl_st_close(st);
+		snprintf(err, errlen, "out of memory hashing %s", dir);
+		return -1;
+	}
+	for (int i = me; i < n; i += size) {
+		const struct rl_st_tensor *x = rl_st_at(st, i);
+		uint64_t h =
+		    XXH3_64bits_withSeed(x->data, x->nbytes, XXH3_64bits(x->name, strlen(x->name)));
+
+		half[2 * i] = (int64_t)(h >> 32);
+		half[2 * i + 1] = (int64_t)(h & 0xffffffffu);
+	}
+	rl_st_close(st);
+	half[2 * n] = n;
+	if (world)
+		rl_comm_all_reduce(world, half, (size_t)(2 * n + 1), RL_COMM_I64, RL_COMM_MAX,
+		                   "reference weights hash");
+	t->reference_xxh3 = XXH3_64bits(half, (size_t)(2 * n + 1) * sizeof *half);
+	free(half);
 	return 0;
 }
 
@@ -73,6 +122,33 @@ static int moe_options(struct rl_trainer *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* Each group's device face, for the memory of the table the run computes
+ * on: the staged transport moves it with the table's own copies (on
+ * CUDA through pinned buffers), NCCL takes it as it is. */
+static int connect_devices(struct rl_trainer *t, const struct rl_ops *ops, char *err, size_t errlen)
+{
+	static struct rl_comm_stage stage;
+	char gpu[64];
+	struct rl_dist_device me = {.backend = ops->name, .gpu = gpu};
+	int on_gpu = rl_backend_gpu(ops, gpu, sizeof gpu, err, errlen);
+
+	if (on_gpu < 0)
+		return -1;
+	stage = (struct rl_comm_stage){.to_host = ops->to_host, .from_host = ops->from_host};
+	if (ops != &rl_ops_cpu)
+		me.stage = &stage;
+	if (ops == &rl_ops_fenced)
+		snprintf(gpu, sizeof gpu, "fenced");
+#ifdef RL_HAVE_CUDA
+	if (on_gpu) {
+		stage.host_alloc = rl_cuda_host_alloc;
+		stage.host_release = rl_cuda_host_release;
+		me.nccl = true;
+	}
+#endif
+	return rl_dist_place_devices(t->dist, &me, t->progress, err, errlen);
+}
+
 static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
@@ -82,24 +158,17 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 	const struct rl_ops *ops;
 	char desc[300];
 
-	if (rl_backend_pick(c->policy.backend, t->dist ? t->dist->size : 1, &ops, desc, sizeof desc,
-	                    err, errlen))
+	if (rl_backend_pick(c->policy.backend, &ops, desc, sizeof desc, err, errlen))
 		return -1;
 	if (ops != &rl_ops_cpu && t->progress)
 		fprintf(t->progress, "rlrun train: backend %s\n", desc);
-	if (rl_builtin_is(c->policy.model_name)) {
-		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, ops,
-		                         &t->model, err, errlen))
-			return -1;
-	} else if (rl_model_load(&t->model, c->policy.model_name, ops, err, errlen)) {
+	if (t->dist && connect_devices(t, ops, err, errlen))
 		return -1;
-	}
-	if (reference_hash(t, err, errlen))
-		return -1;
+	struct rl_model_cut cut = {0};
 	if (t->dist) {
-		/* every rank builds the whole model, then keeps its cut of it */
 		const struct rl_cfg_parallel *par = &c->policy.parallel;
-		struct rl_model_cut cut = {
+
+		cut = (struct rl_model_cut){
 		    .sequence_parallel = par->sequence_parallel,
 		    .first_stage_layers = par->num_layers_in_first_pipeline_stage.set
 		                              ? (int)par->num_layers_in_first_pipeline_stage.value
@@ -108,7 +177,6 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		                             ? (int)par->num_layers_in_last_pipeline_stage.value
 		                             : 0,
 		};
-
 		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
 		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
 		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
@@ -117,7 +185,21 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		 * micro-batch: data-parallel ranks may run different numbers
 		 * of them */
 		rl_tp_group_bind(&cut.tokens, t->dist->g[RL_G_TP]);
-		if (rl_model_split(&t->model, &cut, err, errlen))
+	}
+	if (rl_builtin_is(c->policy.model_name)) {
+		/* every rank builds the whole model, then keeps its cut of it */
+		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, ops,
+		                         &t->model, err, errlen) ||
+		    reference_hash(t, err, errlen) ||
+		    (t->dist && rl_model_split(&t->model, &cut, err, errlen)))
+			return -1;
+	} else {
+		/* each rank reads its cut only */
+		if (reference_hash_files(t, c->policy.model_name, err, errlen))
+			return -1;
+		if (t->dist
+		        ? rl_model_load_cut(&t->model, c->policy.model_name, ops, &cut, err, errlen)
+		        : rl_model_load(&t->model, c->policy.model_name, ops, err, errlen))
 			return -1;
 	}
 	/* after the cut: each rank rounds only its own part */

@@ -2,6 +2,17 @@
  * over the layout's groups, checked against values worked out in closed
  * form from the ranks that took part (not against another collective).
  *   test_comm TP PP CP        run the checks for that layout
+ *   test_comm --staged TP PP CP  the same checks through each group's
+ *                             staged device face (runtime/comm/comm_staged.c),
+ *                             its copies plain memcpy, so that every
+ *                             collective's staging (extents, in place) is
+ *                             held to the same closed forms
+ *   test_comm --fenced MODE   the fenced backend's rules on two staged
+ *                             groups: "ok" (device collectives on fenced
+ *                             memory give the sums), "device-host" (a device
+ *                             collective given host memory) and "host-fenced"
+ *                             (a host collective given fenced memory) must
+ *                             end the run with status 3, named
  *   test_comm --die RANK S    rank RANK kills itself before an all-reduce;
  *                             the others must be stopped by the watchdog
  *                             (timeout S seconds)
@@ -14,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fenced.h"
 #include "runtime/comm/dist.h"
 
 static int checks, failures;
@@ -250,6 +262,57 @@ static void check_membership(const struct rl_dist *d)
 	}
 }
 
+static int copy_to_host(void *host, const void *src, size_t bytes, void *stream)
+{
+	(void)stream;
+	memcpy(host, src, bytes);
+	return 0;
+}
+
+static int copy_from_host(void *dst, const void *host, size_t bytes, void *stream)
+{
+	(void)stream;
+	memcpy(dst, host, bytes);
+	return 0;
+}
+
+static const struct rl_comm_stage memcpy_stage = {copy_to_host, copy_from_host, NULL, NULL};
+
+/* The fenced table's rules through the staged transport: what each mode
+ * must do is in the usage above. */
+static int fenced(struct rl_dist *d, const char *mode)
+{
+	static struct rl_comm_stage stage;
+	struct rl_comm *w = d->g[RL_G_WORLD];
+	char err[512];
+	enum { N = 1000 };
+
+	stage = (struct rl_comm_stage){rl_ops_fenced.to_host, rl_ops_fenced.from_host, NULL, NULL};
+	if (rl_dist_connect_devices(d, RL_COMM_STAGED, &stage, err, sizeof err)) {
+		fprintf(stderr, "test_comm: %s\n", err);
+		return 1;
+	}
+	float host[N], *dev = rl_ops_fenced.alloc(N * sizeof *dev);
+	for (int i = 0; i < N; i++)
+		host[i] = (float)(me + 1) * (float)i;
+	rl_ops_fenced.from_host(dev, host, sizeof host, NULL);
+	if (strcmp(mode, "device-host") == 0)
+		rl_comm_all_reduce(rl_comm_device(w), host, N, RL_COMM_F32, RL_COMM_SUM,
+		                   "a device sum of host memory");
+	else if (strcmp(mode, "host-fenced") == 0)
+		rl_comm_all_reduce(w, dev, N, RL_COMM_F32, RL_COMM_SUM,
+		                   "a host sum of device memory");
+	rl_comm_all_reduce(rl_comm_device(w), dev, N, RL_COMM_F32, RL_COMM_SUM, "a device sum");
+	rl_ops_fenced.to_host(host, dev, sizeof host, NULL);
+	/* sum over ranks of (r + 1) i: exact in fp32 for these sizes */
+	float ranks = (float)(d->size * (d->size + 1) / 2);
+	for (int i = 0; i < N; i++)
+		CHECK(host[i] == ranks * (float)i, "fenced device sum at %d: %g", i, host[i]);
+	CHECK(strcmp(mode, "ok") == 0, "mode %s did not end the run", mode);
+	rl_ops_fenced.release(dev);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rl_layout l;
@@ -266,7 +329,7 @@ int main(int argc, char **argv)
 		double timeout = atof(argv[3]);
 
 		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
-		    rl_dist_init(&d, &l, NULL, -1, RL_COMM_MPI, timeout, err, sizeof err)) {
+		    rl_dist_init(&d, &l, NULL, -1, timeout, err, sizeof err)) {
 			fprintf(stderr, "test_comm: %s\n", err);
 			return 1;
 		}
@@ -281,21 +344,43 @@ int main(int argc, char **argv)
 		        me, victim);
 		return 1;
 	}
-	if (argc != 4) {
-		fprintf(stderr, "usage: test_comm TP PP CP | test_comm --die RANK TIMEOUT\n");
+	if (argc == 3 && strcmp(argv[1], "--fenced") == 0) {
+		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
+		    rl_dist_init(&d, &l, NULL, -1, 60, err, sizeof err)) {
+			fprintf(stderr, "test_comm: %s\n", err);
+			return 1;
+		}
+		me = d.rank;
+		if (fenced(&d, argv[2]))
+			return 1;
+		rl_dist_finalize(&d);
+		if (me == 0 || failures)
+			printf("test_comm: rank %d: %d checks, %d failed\n", me, checks, failures);
+		return failures ? 1 : 0;
+	}
+	bool staged = argc == 5 && strcmp(argv[1], "--staged") == 0;
+	if (argc != 4 && !staged) {
+		fprintf(stderr, "usage: test_comm [--staged] TP PP CP | test_comm --fenced MODE | "
+		                "test_comm --die RANK TIMEOUT\n");
 		return 2;
 	}
-	if (rl_layout_init(&l, world, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 1, 1, err,
+	char **size = argv + 1 + staged;
+	if (rl_layout_init(&l, world, atoi(size[0]), atoi(size[1]), atoi(size[2]), 1, 1, err,
 	                   sizeof err) ||
-	    rl_dist_init(&d, &l, NULL, -1, RL_COMM_MPI, 60, err, sizeof err)) {
+	    rl_dist_init(&d, &l, NULL, -1, 60, err, sizeof err) ||
+	    (staged &&
+	     rl_dist_connect_devices(&d, RL_COMM_STAGED, &memcpy_stage, err, sizeof err))) {
 		fprintf(stderr, "test_comm: %s\n", err);
 		return 1;
 	}
 	me = d.rank;
 	check_membership(&d);
 	for (int g = 0; g < RL_N_GROUPS; g++)
-		if (d.g[g])
-			check_group(d.g[g]);
+		if (d.g[g]) {
+			CHECK(!staged || rl_comm_device(d.g[g]) != d.g[g],
+			      "group %s has no staged face", rl_group_name((enum rl_group)g));
+			check_group(staged ? rl_comm_device(d.g[g]) : d.g[g]);
+		}
 	rl_dist_finalize(&d);
 	if (me == 0 || failures)
 		printf("test_comm: rank %d: %d checks, %d failed\n", me, checks, failures);

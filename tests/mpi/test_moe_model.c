@@ -171,7 +171,7 @@ static struct rl_comm *group_of(struct rl_comm *world, const struct rl_layout *l
 			key = i % size;
 		}
 	must(color < 0, mask, "rank in no group");
-	must(rl_comm_split(world, color, key, RL_COMM_MPI, mask, &c, err, sizeof err), mask, err);
+	must(rl_comm_split(world, color, key, mask, &c, err, sizeof err), mask, err);
 	return c;
 }
 

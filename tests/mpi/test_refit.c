@@ -84,7 +84,7 @@ static struct rl_comm *split(struct rl_comm *world, int color, int key, const ch
 	struct rl_comm *c;
 	char err[256];
 
-	must(rl_comm_split(world, color, key, RL_COMM_MPI, name, &c, err, sizeof err), name, err);
+	must(rl_comm_split(world, color, key, name, &c, err, sizeof err), name, err);
 	return c;
 }
 

@@ -224,7 +224,7 @@ static void compare_pipeline(struct rl_comm *world, int layers, int first_layers
 	char err[512];
 	uint32_t s = 23;
 
-	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage, RL_COMM_MPI,
+	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage,
 	                   "embedding", &embedding, err, sizeof err),
 	     "embedding group", err);
 	config_of(v, &c);
