@@ -332,7 +332,19 @@ static void engine_free(struct engine *e)
  * blocks, or what p's share of the GPU leaves, the slots then cut so that
  * each can reach its longest length (no sequence is ever stopped for want
  * of blocks); otherwise enough for every slot. */
-static int size_cache(struct engine *e, int block, int max_len, int *blocks, char *err,
+/* The most new tokens one step takes: STEP_TOKENS, but never more than
+ * every slot's longest prompt at once (what the slots can feed in one
+ * step: a small run's scratch is sized by the run, not by the bound, which
+ * with a wide MLP is gigabytes), and never less than one whole prompt. */
+static int step_budget(const struct engine *e, int longest)
+{
+	int64_t all = (int64_t)e->n_slots * longest;
+	int budget = all < STEP_TOKENS ? (int)all : STEP_TOKENS;
+
+	return budget > longest ? budget : longest;
+}
+
+static int size_cache(struct engine *e, int block, int max_len, int budget, int *blocks, char *err,
                       size_t errlen)
 {
 	const struct rl_gen_params *p = e->p;
@@ -353,7 +365,7 @@ static int size_cache(struct engine *e, int block, int max_len, int *blocks, cha
 			         e->m->ops->name);
 			return -1;
 		}
-		size_t scratch = rl_kv_scratch_bytes(e->m, e->n_slots, STEP_TOKENS);
+		size_t scratch = rl_kv_scratch_bytes(e->m, e->n_slots, budget);
 		left = left > scratch ? left - scratch : 0;
 		can = (int64_t)(left / per_block);
 		if (can < per_seq) {
@@ -389,11 +401,11 @@ static int engine_init(struct engine *e, int longest, char *err, size_t errlen)
 	const struct rl_gen_params *p = e->p;
 	int V = m->cfg.vocab_size, S, blocks;
 	int max_len = longest + (int)p->stop.max_new_tokens;
-	int budget = longest > STEP_TOKENS ? longest : STEP_TOKENS;
+	int budget = step_budget(e, longest);
 	int block = p->kv_block ? p->kv_block : KV_BLOCK;
 	bool greedy = p->sampling.temperature < RL_SAMPLING_GREEDY_EPS;
 
-	if (size_cache(e, block, max_len, &blocks, err, errlen))
+	if (size_cache(e, block, max_len, budget, &blocks, err, errlen))
 		return -1;
 	S = e->n_slots;
 	if (budget < S)

@@ -64,4 +64,63 @@ for layout in "tp2 2 $tp=2" "pp2 2 $pp=2" "dp2 2" "cp2 2 policy.parallel.context
 		metrics "$WORK/$name/metrics.jsonl" "$WORK/$ref/metrics.jsonl" $metrics
 done
 expect_grep "$WORK/out" "^rlrun train: node [^:]*: rank 0 fenced" "the run names each rank's device"
+
+# ---- a model larger than a rank's memory limit ----
+# Non-colocated: 2 training ranks (tp2) and 4 generation ranks, one
+# tensor-parallel replica of 4, each of which holds a quarter of the model
+# (its weights, and the gradient buffer every model has). The model: 4
+# layers with a wide MLP, 201 MB of fp32 weights. Each generation rank runs
+# under a limit (RLIMIT_DATA: what it allocates, not the files it maps) of
+# what such a rank takes for itself (threads, MPI, OpenBLAS: the largest
+# VmData a generation rank of the tiny model's run in the same layout was
+# seen at) plus 0.85 of the model: it can hold its quarter, and it could
+# not have read the whole model first, as every rank did before it read by
+# shard; the control, one replica of one rank, cannot start.
+wide=$WORK/wide
+expect_status 0 "a wide model, written" -- "$top_builddir/tests/tools/rl_wide_model" \
+	"$top_srcdir/tests/fixtures/models/llama" "$wide" 4 65536
+model_kb=$(($(wc -c <"$wide/model.safetensors") / 1024))
+nc="grpo.max_num_steps=2 grpo.num_prompts_per_step=2 grpo.num_generations_per_prompt=2
+policy.train_global_batch_size=4 policy.train_micro_batch_size=1 policy.logprob_batch_size=1
+policy.max_total_sequence_length=32 policy.parallel.tensor=2
+policy.parallel.activation_checkpointing=true policy.generation.colocated.enabled=false
+policy.generation.colocated.resources.gpus_per_node=4 policy.generation.tensor_parallel_size=4"
+# shellcheck disable=SC2086
+RL_OPS_FENCED=1 timeout -k 5 300 mpiexec -n 6 "$RLRUN" train $nc grpo.max_num_steps=20 \
+	logger.log_dir="$WORK/probe" >"$WORK/probe.out" 2>&1 &
+probe=$!
+own_kb=0
+while kill -0 "$probe" 2>/dev/null; do
+	for p in $(pgrep -f "$RLRUN train"); do
+		rank=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^PMI_RANK=//p')
+		[ "${rank:-0}" -ge 2 ] || continue
+		kb=$(awk '/^VmData:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+		[ "${kb:-0}" -gt "$own_kb" ] && own_kb=$kb
+	done
+	sleep 0.1
+done
+wait "$probe" && [ "$own_kb" -gt 0 ] && ok "a generation rank's own memory: ${own_kb} kB" ||
+	not_ok "the probe run failed or its generation ranks were never seen"
+limit=$(((own_kb + model_kb * 85 / 100) * 1024))
+echo "# model ${model_kb} kB; limit per generation rank ${own_kb} + $((model_kb * 85 / 100)) kB"
+limited() { # NAME [KEY=VALUE...]: the 4 generation ranks limited
+	name=$1
+	shift
+	# shellcheck disable=SC2086
+	RL_OPS_FENCED=1 timeout --foreground -k 5 300 mpiexec -n 2 "$RLRUN" train $nc \
+		policy.model_name="$wide" logger.log_dir="$WORK/$name" "$@" : \
+		-n 4 prlimit --data="$limit" "$RLRUN" train $nc policy.model_name="$wide" \
+		logger.log_dir="$WORK/$name" "$@" >"$WORK/out" 2>"$WORK/err"
+}
+limited limited && grep -q '"step":2,' "$WORK/limited/metrics.jsonl" &&
+	ok "generation ranks limited below the model generate both steps" || {
+	not_ok "the limited run failed:"
+	sed 's/^/  | /' "$WORK/err" | grep -v '^  | \[' | head -5
+}
+limited whole policy.generation.tensor_parallel_size=1
+grep -q "cannot allocate" "$WORK/err" &&
+	ok "  the control: a generation rank holding the whole model cannot start" || {
+	not_ok "  the control did not fail for want of memory:"
+	sed 's/^/  | /' "$WORK/err" | grep -v '^  | \[' | head -5
+}
 finish

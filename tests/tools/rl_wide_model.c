@@ -1,8 +1,9 @@
 /* rl_wide_model SRC OUT LAYERS INTERMEDIATE: a Hugging Face model directory
  * OUT shaped like SRC's (its config.json, tokenizer) but with LAYERS layers
- * and an MLP INTERMEDIATE wide, its weights drawn at random and written as
- * safetensors. The memory tests' model: as large as they need, made at
- * test time instead of committed. */
+ * and an MLP INTERMEDIATE wide, as many key/value heads as attention heads
+ * (so that tensor parallelism can split it as far as the heads go), its
+ * weights drawn at random and written as safetensors. The memory tests' model: as large as they
+ * need, made at test time instead of committed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
 		return die(from, jerr.text);
 	json_object_set_new(cfg, "num_hidden_layers", json_integer(layers));
 	json_object_set_new(cfg, "intermediate_size", json_integer(inter));
+	json_object_set(cfg, "num_key_value_heads", json_object_get(cfg, "num_attention_heads"));
 	if (json_dump_file(cfg, to, JSON_INDENT(2)))
 		return die(to, "cannot write");
 	json_decref(cfg);
