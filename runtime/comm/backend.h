@@ -39,6 +39,9 @@ struct rl_comm_op {
 	/* RL_OP_ALL_TO_ALL_V: elements to and from each rank, one entry per
 	 * member (count is unused); the caller's arrays, alive for the call */
 	const size_t *send_counts, *recv_counts;
+	/* started to overlap compute (rl_comm_start_reduce_scatter...): NCCL
+	 * runs it on the group's communication stream */
+	bool overlap;
 };
 
 struct rl_comm_backend {

@@ -250,6 +250,35 @@ struct rl_comm_request *rl_comm_start_send(struct rl_comm *c, const void *buf, s
 	return start_request(c, &o, what);
 }
 
+struct rl_comm_request *rl_comm_start_reduce_scatter(struct rl_comm *c, const void *send,
+                                                     void *recv, size_t count, enum rl_comm_dtype t,
+                                                     enum rl_comm_reduce op, const char *what)
+{
+	struct rl_comm_op o = {.kind = RL_OP_REDUCE_SCATTER,
+	                       .send = send,
+	                       .recv = recv,
+	                       .count = count,
+	                       .dtype = t,
+	                       .reduce = op,
+	                       .overlap = true};
+
+	return start_request(c, &o, what);
+}
+
+struct rl_comm_request *rl_comm_start_all_gather(struct rl_comm *c, const void *send, void *recv,
+                                                 size_t count, enum rl_comm_dtype t,
+                                                 const char *what)
+{
+	struct rl_comm_op o = {.kind = RL_OP_ALL_GATHER,
+	                       .send = send,
+	                       .recv = recv,
+	                       .count = count,
+	                       .dtype = t,
+	                       .overlap = true};
+
+	return start_request(c, &o, what);
+}
+
 bool rl_comm_test(struct rl_comm_request *r)
 {
 	char err[512];

@@ -14,7 +14,8 @@
  * rl_comm_split, rl_comm_free, rl_comm_set_patient, rl_comm_all_reduce, rl_comm_reduce_scatter,
  * rl_comm_all_gather, rl_comm_broadcast, rl_comm_send, rl_comm_recv, rl_comm_sendrecv,
  * rl_comm_all_to_all, rl_comm_all_to_all_v, rl_comm_barrier, struct rl_comm_request,
- * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_test, rl_comm_wait, rl_comm_abort_run,
+ * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_start_reduce_scatter,
+ * rl_comm_start_all_gather, rl_comm_test, rl_comm_wait, rl_comm_abort_run,
  * enum rl_comm_transport, struct rl_comm_stage, rl_comm_connect_device, rl_comm_device,
  * rl_comm_transport_name */
 #ifndef RL_COMM_COMM_H
@@ -153,6 +154,16 @@ struct rl_comm_request *rl_comm_start_broadcast(struct rl_comm *c, void *buf, si
                                                 enum rl_comm_dtype t, int root, const char *what);
 struct rl_comm_request *rl_comm_start_send(struct rl_comm *c, const void *buf, size_t count,
                                            enum rl_comm_dtype t, int peer, const char *what);
+/* The data-parallel buckets' collectives, started while compute goes on
+ * (Megatron's overlap): on NCCL they run on the group's communication
+ * stream, after the compute already queued, and rl_comm_wait orders what
+ * is queued after it behind them. */
+struct rl_comm_request *rl_comm_start_reduce_scatter(struct rl_comm *c, const void *send,
+                                                     void *recv, size_t count, enum rl_comm_dtype t,
+                                                     enum rl_comm_reduce op, const char *what);
+struct rl_comm_request *rl_comm_start_all_gather(struct rl_comm *c, const void *send, void *recv,
+                                                 size_t count, enum rl_comm_dtype t,
+                                                 const char *what);
 /* Never waits: true once r completed, and r is then freed. */
 bool rl_comm_test(struct rl_comm_request *r);
 /* Waits for r, watched as every collective is, and frees it. */

@@ -2,7 +2,12 @@
  * the legacy default stream, where the compute kernels run too, so it is
  * ordered after the kernels that wrote its input and before the ones that
  * read its output without any stream juggling; an event recorded behind it
- * is what comm.c polls. The NCCL world is bootstrapped over MPI. */
+ * is what comm.c polls. The exception is an operation started to overlap
+ * compute (the data-parallel buckets): it goes on the group's own
+ * non-blocking stream, behind an event recorded on the legacy stream (the
+ * kernels that wrote its input), so that the kernels queued after it run
+ * beside it; whoever reads its output waits for it first (rl_comm_wait).
+ * The NCCL world is bootstrapped over MPI. */
 #ifdef RL_HAVE_NCCL
 
 #include <cuda_runtime.h>
@@ -16,7 +21,8 @@
 
 struct nccl_group {
 	ncclComm_t comm;
-	int32_t *scratch; /* one int32 on the device: the barrier's payload */
+	int32_t *scratch;     /* one int32 on the device: the barrier's payload */
+	cudaStream_t overlap; /* the overlapped operations' stream, made at first use */
 };
 
 struct nccl_req {
@@ -139,6 +145,40 @@ static ncclResult_t send_recv(const struct rl_comm_op *op, ncclComm_t comm)
 	return rc != ncclSuccess ? rc : end;
 }
 
+/* The stream an operation runs on: the group's overlap stream, made to
+ * wait for the compute queued so far, for an overlapped one. */
+static int stream_for(struct nccl_group *g, const struct rl_comm_op *op, cudaStream_t *s, char *err,
+                      size_t errlen)
+{
+	cudaEvent_t ready;
+	cudaError_t crc;
+
+	*s = RL_NCCL_STREAM;
+	if (!op->overlap)
+		return 0;
+	if (!g->overlap &&
+	    (crc = cudaStreamCreateWithFlags(&g->overlap, cudaStreamNonBlocking)) != cudaSuccess) {
+		g->overlap = NULL;
+		cuda_message(crc, "cudaStreamCreateWithFlags", err, errlen);
+		return -1;
+	}
+	if ((crc = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess) {
+		cuda_message(crc, "cudaEventCreateWithFlags", err, errlen);
+		return -1;
+	}
+	crc = cudaEventRecord(ready, RL_NCCL_STREAM);
+	if (crc == cudaSuccess)
+		crc = cudaStreamWaitEvent(g->overlap, ready, 0);
+	/* a recorded event may be destroyed at once: the wait keeps it */
+	cudaEventDestroy(ready);
+	if (crc != cudaSuccess) {
+		cuda_message(crc, "cudaStreamWaitEvent (overlap)", err, errlen);
+		return -1;
+	}
+	*s = g->overlap;
+	return 0;
+}
+
 static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req, char *err,
                       size_t errlen)
 {
@@ -147,6 +187,7 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 	ncclResult_t rc = ncclSuccess;
 	struct nccl_req *r;
 	cudaError_t crc;
+	cudaStream_t s;
 
 	if (!g) {
 		snprintf(err, errlen, "comm_nccl: group %s has no communicator (aborted?)",
@@ -168,6 +209,11 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 		free(r);
 		return -1;
 	}
+	if (stream_for(g, op, &s, err, errlen)) {
+		cudaEventDestroy(r->done);
+		free(r);
+		return -1;
+	}
 	switch (op->kind) {
 	case RL_OP_ALL_REDUCE:
 		rc = ncclAllReduce(op->send, op->recv, op->count, t, nccl_op[op->reduce], g->comm,
@@ -175,10 +221,10 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 		break;
 	case RL_OP_REDUCE_SCATTER:
 		rc = ncclReduceScatter(op->send, op->recv, op->count, t, nccl_op[op->reduce],
-		                       g->comm, RL_NCCL_STREAM);
+		                       g->comm, s);
 		break;
 	case RL_OP_ALL_GATHER:
-		rc = ncclAllGather(op->send, op->recv, op->count, t, g->comm, RL_NCCL_STREAM);
+		rc = ncclAllGather(op->send, op->recv, op->count, t, g->comm, s);
 		break;
 	case RL_OP_BROADCAST:
 		rc = ncclBroadcast(op->recv, op->recv, op->count, t, op->peer, g->comm,
@@ -208,7 +254,7 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 		nccl_message(rc, nccl_call[op->kind], err, errlen);
 		goto fail;
 	}
-	crc = cudaEventRecord(r->done, RL_NCCL_STREAM);
+	crc = cudaEventRecord(r->done, s);
 	if (crc != cudaSuccess) {
 		cuda_message(crc, "cudaEventRecord", err, errlen);
 		goto fail;
@@ -376,6 +422,8 @@ static void nccl_free(struct rl_comm *c)
 	 * still queued completes before the resources go */
 	ncclCommDestroy(g->comm);
 	cudaFree(g->scratch);
+	if (g->overlap)
+		cudaStreamDestroy(g->overlap);
 	free(g);
 	c->impl = NULL;
 }

@@ -102,6 +102,9 @@ struct rl_cfg_parallel {
 	struct rl_opt_int num_layers_in_last_pipeline_stage;
 	bool activation_checkpointing;
 	bool distributed_optimizer;
+	bool overlap_grad_reduce;
+	bool overlap_param_gather;
+	int64_t bucket_size;
 };
 
 struct rl_cfg_policy {

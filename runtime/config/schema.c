@@ -197,6 +197,17 @@ const struct rl_key rl_schema[] = {
      .doc = "recompute activations in the backward pass"},
     {"policy.parallel.distributed_optimizer", RL_T_BOOL, OFF(policy.parallel.distributed_optimizer),
      "true", .doc = "shard fp32 master weights and Adam state over data parallel (ZeRO-1)"},
+    {"policy.parallel.overlap_grad_reduce", RL_T_BOOL, OFF(policy.parallel.overlap_grad_reduce),
+     "true",
+     .doc = "reduce-scatter each gradient bucket as soon as the last micro-batch's backward "
+            "pass has finished it (Megatron's overlap_grad_reduce)"},
+    {"policy.parallel.overlap_param_gather", RL_T_BOOL, OFF(policy.parallel.overlap_param_gather),
+     "true",
+     .doc = "all-gather the updated weights bucket by bucket while the next pass runs, each "
+            "waited for where it is first read (Megatron's overlap_param_gather)"},
+    {"policy.parallel.bucket_size", RL_T_INT, OFF(policy.parallel.bucket_size), "40000000",
+     AT_LEAST(1),
+     .doc = "parameters per data-parallel gradient and weight bucket (Megatron's bucket_size)"},
     {"policy.moe.freeze_router", RL_T_BOOL, OFF(policy.moe.freeze_router), "false",
      .doc = "a mixture of experts: the routers are not trained (NeMo-RL's freeze_moe_router)"},
     {"policy.moe.aux_loss_coef", RL_T_OPT_FLOAT, OFF(policy.moe.aux_loss_coef), "null", AT_LEAST(0),

@@ -168,11 +168,21 @@ static int stage_backward(struct rl_model *m, struct rl_acts *a, int first, int 
 			return -1;
 		if (mlp_backward(m, a, l, err, errlen) || attention_backward(m, a, l, err, errlen))
 			return -1;
+		/* the update's last micro-batch: this layer's gradients, and
+		 * everything after it in the flat buffer, are final */
+		if (m->overlap.grads_ready && m->overlap.last_microbatch) {
+			int64_t lo, hi;
+
+			rl_model_layer_span(m, l, &lo, &hi);
+			m->overlap.grads_ready(m->overlap.ctx, lo);
+		}
 	}
 	if (rl_model_first_stage(m))
 		RL_TRY(m->ops->embedding_backward(m->embed->grad, whole_dres(m, a), a->ids,
 		                                  a->n_tokens, m->cfg.hidden_size, NULL),
 		       "embedding backward");
+	if (m->overlap.grads_ready && m->overlap.last_microbatch)
+		m->overlap.grads_ready(m->overlap.ctx, 0);
 	return 0;
 }
 

@@ -250,6 +250,12 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	if (upload_batch(m, a, b, err, errlen) || rl_model_round_weights(m, err, errlen))
 		return -1;
 	int first = m->shard.first_layer, end = first + m->shard.n_layers;
+	int64_t lo, hi;
+	/* the weights a collective still brings in are waited for where they
+	 * are first read: what lies before the first layer (the embedding,
+	 * or the last stage's tied copy), each layer, then the rest */
+	rl_model_layer_span(m, first, &lo, &hi);
+	rl_model_settle(m, 0, lo);
 	if (rl_model_first_stage(m)) {
 		float *x0 = a->layers[first].x_in, *sum = rl_tp_sum_target(m, r, x0, a->tp_full);
 
@@ -261,9 +267,12 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	for (int l = first; l < end; l++) {
 		float *x_out = l + 1 < end ? a->layers[l + 1].x_in : a->x_final;
 
+		rl_model_layer_span(m, l, &lo, &hi);
+		rl_model_settle(m, lo, hi);
 		if (rl_layer_forward(m, a, l, x_out, err, errlen))
 			return -1;
 	}
+	rl_model_settle(m, hi, -1);
 	if (!rl_model_last_stage(m))
 		return 0;
 	RL_TRY(m->ops->rmsnorm_forward(a->hf + (size_t)r->first * (size_t)d, a->rstd_f, a->x_final,

@@ -505,6 +505,7 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 	if (check_groups(m, kv, n_groups, slots, n_new, ids, err, errlen))
 		return -1;
 	if (!kv->weights_rounded) {
+		rl_model_settle(m, 0, -1);
 		if (rl_model_round_weights(m, err, errlen))
 			return -1;
 		kv->weights_rounded = true;

@@ -232,6 +232,21 @@ struct rl_model {
 	 * them into the layers below */
 	bool freeze_router;
 
+	/* Collectives in flight over the model's buffers, handed in by the
+	 * caller (runtime/parallel/zero.c's overlap; ctx NULL: none). While
+	 * last_microbatch is set, the backward pass tells grads_ready, layer
+	 * by layer, that every gradient from flat offset lo on is final for
+	 * this update; settle waits for the weights in [lo, hi) (hi < 0: to
+	 * the end) to have arrived: the forward pass asks for each layer's
+	 * before it reads them, and every other reader of the weights
+	 * (rl_model_settle) for all of them. */
+	struct {
+		void *ctx;
+		void (*grads_ready)(void *ctx, int64_t lo);
+		void (*settle)(void *ctx, int64_t lo, int64_t hi);
+		bool last_microbatch;
+	} overlap;
+
 	/* policy.precision. RL_BF16: every pass reads the weights rounded to
 	 * bf16 (view, refreshed from flat by rl_model_round_weights before
 	 * each pass), while flat keeps the fp32 master weights the optimizer
@@ -314,6 +329,13 @@ bool rl_model_set_invariant(struct rl_model *m, bool on);
  * place of the model's own (NULL: its own again). The master weights are
  * left alone. 0, or -1 with err. */
 size_t rl_model_weights_bytes(const struct rl_model *m);
+/* Waits for the weights in flat [lo, hi) (hi < 0: all) that collectives in
+ * flight still write (rl_model.overlap); a no-op without any. Every reader
+ * of the weights outside the forward pass calls it first. */
+void rl_model_settle(const struct rl_model *m, int64_t lo, int64_t hi);
+/* The flat offsets of layer l's tensors, the experts under expert
+ * parallelism aside: [*lo, *hi). */
+void rl_model_layer_span(const struct rl_model *m, int l, int64_t *lo, int64_t *hi);
 int rl_model_copy_weights(const struct rl_model *m, void *dst, char *err, size_t errlen);
 int rl_model_use_weights(struct rl_model *m, const void *w, char *err, size_t errlen);
 /* All m->n_elems weights in host memory: m->flat itself on the CPU backend,

@@ -540,9 +540,35 @@ size_t rl_model_weights_bytes(const struct rl_model *m)
 	return (size_t)m->n_elems * (m->precision == RL_BF16 ? sizeof(uint16_t) : sizeof(float));
 }
 
+void rl_model_settle(const struct rl_model *m, int64_t lo, int64_t hi)
+{
+	if (m->overlap.settle)
+		m->overlap.settle(m->overlap.ctx, lo, hi);
+}
+
+void rl_model_layer_span(const struct rl_model *m, int l, int64_t *lo, int64_t *hi)
+{
+	*lo = m->n_elems;
+	*hi = 0;
+	for (int p = 0; p < RL_P_PER_LAYER; p++) {
+		const struct rl_param *x = m->layer[(size_t)l * RL_P_PER_LAYER + (size_t)p];
+
+		if (!x || x->offset >= m->expert_start)
+			continue;
+		if (x->offset < *lo)
+			*lo = x->offset;
+		if (x->offset + x->numel > *hi)
+			*hi = x->offset + x->numel;
+	}
+	if (*hi < *lo)
+		*hi = *lo;
+}
+
 int rl_model_copy_weights(const struct rl_model *m, void *dst, char *err, size_t errlen)
 {
 	const struct rl_ops *ops = m->ops;
+
+	rl_model_settle(m, 0, -1);
 	int rc = m->precision == RL_BF16
 	             ? ops->to_bf16(dst, m->flat, m->n_elems, NULL)
 	             : ops->copy(dst, m->flat, (size_t)m->n_elems * sizeof(float), NULL);
@@ -604,6 +630,7 @@ int rl_model_round_weights(struct rl_model *m, char *err, size_t errlen)
 {
 	if (m->precision != RL_BF16)
 		return 0;
+	rl_model_settle(m, 0, -1); /* the view is made of all of them */
 	if (m->other ? m->ops->from_bf16(m->view, m->other, m->n_elems, NULL)
 	             : m->ops->round_bf16(m->view, m->flat, m->n_elems, NULL)) {
 		set_errf(err, errlen, "%s: rounding the weights to bf16 on the %s backend failed",
@@ -634,6 +661,7 @@ const float *rl_model_host_weights(const struct rl_model *m)
 	size_t bytes = (size_t)m->n_elems * sizeof(float);
 	float *host;
 
+	rl_model_settle(m, 0, -1);
 	if (m->base_ops == &rl_ops_cpu)
 		return m->flat;
 	host = malloc(bytes ? bytes : 1);

@@ -116,6 +116,10 @@ copy_failed:
 
 void rl_zero_free(struct rl_zero *z)
 {
+	/* an all-gather still in flight reads the master and writes the
+	 * model: it ends before either goes */
+	if (z->pending)
+		rl_zero_settle(z, 0, -1);
 	if (z->ops) {
 		z->ops->release(z->master);
 		z->ops->release(z->grad);
@@ -124,6 +128,9 @@ void rl_zero_free(struct rl_zero *z)
 		z->ops->release(z->scratch);
 	}
 	free(z->pieces);
+	free(z->pending);
+	free(z->started);
+	free(z->late);
 	memset(z, 0, sizeof *z);
 }
 
@@ -140,42 +147,168 @@ static const float *bucket_source(struct rl_zero *z, const float *buf, int b)
 	return z->scratch;
 }
 
-int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_t errlen)
+/* Bucket b's reduce-scatter, started or run to its end. */
+static struct rl_comm_request *reduce_bucket(struct rl_zero *z, const struct rl_model *m, int b,
+                                             bool start)
 {
 	int64_t p = rl_comm_size(z->group);
+	const float *src = bucket_source(z, m->flat_grad + z->base, b);
+	float *dst = z->grad + shard_offset(z, b);
+	size_t count = (size_t)(bucket_len(z, b) / p);
+	struct rl_comm *dev = rl_comm_device(z->group);
 
+	if (start)
+		return rl_comm_start_reduce_scatter(dev, src, dst, count, RL_COMM_F32, RL_COMM_SUM,
+		                                    "gradient reduce-scatter (overlapped)");
+	rl_comm_reduce_scatter(dev, src, dst, count, RL_COMM_F32, RL_COMM_SUM,
+	                       "gradient reduce-scatter");
+	return NULL;
+}
+
+int rl_zero_reduce_grads(struct rl_zero *z, struct rl_model *m, char *err, size_t errlen)
+{
 	(void)err;
 	(void)errlen;
+	rl_zero_settle(z, 0, -1); /* a gather still in flight is no reduction */
+	/* the buckets the backward pass did not start, in order, then the
+	 * started ones, in any order: every rank started the same ones */
 	for (int b = 0; b < z->n_buckets; b++)
-		rl_comm_reduce_scatter(rl_comm_device(z->group),
-		                       bucket_source(z, m->flat_grad + z->base, b),
-		                       z->grad + shard_offset(z, b), (size_t)(bucket_len(z, b) / p),
-		                       RL_COMM_F32, RL_COMM_SUM, "gradient reduce-scatter");
+		if (!z->started || !z->started[b])
+			reduce_bucket(z, m, b, false);
+	for (int b = 0; z->started && b < z->n_buckets; b++) {
+		rl_comm_wait(z->pending[b]);
+		z->pending[b] = NULL;
+		z->started[b] = false;
+	}
+	z->early_total += z->early;
+	z->buckets_total += z->n_buckets;
+	z->early = 0;
 	return 0;
 }
 
+/* The model's hook: every gradient from flat offset lo on is final. The
+ * buckets that lie there, the late ones aside, start, the last first (the
+ * order the backward pass finishes them in, the same on every rank). */
+static void grads_ready(void *ctx, int64_t lo)
+{
+	struct rl_zero *z = ctx;
+
+	for (int b = z->n_buckets - 1; b >= 0; b--) {
+		if (z->started[b] || z->late[b])
+			continue;
+		if (z->base + bucket_start(z, b) < lo)
+			break;
+		z->pending[b] = reduce_bucket(z, z->model, b, true);
+		z->started[b] = true;
+		/* lo 0 is the end of the pass: no layer is left to overlap */
+		z->early += lo > 0;
+	}
+}
+
+/* Bucket b, if it is the last one and runs past n, was gathered into the
+ * scratch: its first floats go into place. */
+static int gathered(struct rl_zero *z, float *full, int b)
+{
+	int64_t s = bucket_start(z, b);
+
+	if (s + bucket_len(z, b) <= z->n)
+		return 0;
+	return z->ops->copy(full + s, z->scratch, (size_t)(z->n - s) * sizeof(float), NULL);
+}
+
 /* The slices of buffer shard (master or grad) gathered into full (n
- * floats): bucket by bucket, straight into place except for the last. */
-static int gather(struct rl_zero *z, const float *shard, float *full, const char *what)
+ * floats): bucket by bucket, straight into place except for the last.
+ * start: left in flight, for rl_zero_settle. */
+static int gather(struct rl_zero *z, const float *shard, float *full, bool start, const char *what)
 {
 	int64_t p = rl_comm_size(z->group);
+	struct rl_comm *dev = rl_comm_device(z->group);
 
 	for (int b = 0; b < z->n_buckets; b++) {
 		int64_t s = bucket_start(z, b), len = bucket_len(z, b);
 		float *dst = s + len <= z->n ? full + s : z->scratch;
+		const float *src = shard + shard_offset(z, b);
 
-		rl_comm_all_gather(rl_comm_device(z->group), shard + shard_offset(z, b), dst,
-		                   (size_t)(len / p), RL_COMM_F32, what);
-		if (dst == z->scratch &&
-		    z->ops->copy(full + s, z->scratch, (size_t)(z->n - s) * sizeof(float), NULL))
+		if (start) {
+			z->pending[b] = rl_comm_start_all_gather(dev, src, dst, (size_t)(len / p),
+			                                         RL_COMM_F32, what);
+			z->started[b] = true;
+			z->gather_into = full;
+			continue;
+		}
+		rl_comm_all_gather(dev, src, dst, (size_t)(len / p), RL_COMM_F32, what);
+		if (gathered(z, full, b))
 			return -1;
 	}
 	return 0;
 }
 
+void rl_zero_settle(struct rl_zero *z, int64_t lo, int64_t hi)
+{
+	bool left = false;
+
+	if (!z->gather_into)
+		return;
+	for (int b = 0; b < z->n_buckets; b++) {
+		int64_t s = z->base + bucket_start(z, b), e = s + bucket_len(z, b);
+
+		if (!z->started[b])
+			continue;
+		if (e <= lo || (hi >= 0 && s >= hi)) {
+			left = true;
+			continue;
+		}
+		rl_comm_wait(z->pending[b]);
+		z->pending[b] = NULL;
+		z->started[b] = false;
+		/* queued before any reader of the weights */
+		if (gathered(z, z->gather_into, b))
+			fprintf(stderr, "rlrun: the %s backend cannot copy the gathered weights\n",
+			        z->ops->name);
+	}
+	if (!left)
+		z->gather_into = NULL;
+}
+
+static void settle(void *ctx, int64_t lo, int64_t hi)
+{
+	rl_zero_settle(ctx, lo, hi);
+}
+
+int rl_zero_overlap(struct rl_zero *z, struct rl_model *m, bool grads, bool gather_params,
+                    char *err, size_t errlen)
+{
+	z->pending = calloc((size_t)z->n_buckets, sizeof *z->pending);
+	z->started = calloc((size_t)z->n_buckets, sizeof *z->started);
+	z->late = calloc((size_t)z->n_buckets, sizeof *z->late);
+	if (!z->pending || !z->started || !z->late) {
+		snprintf(err, errlen, "out of memory for the overlap's buckets");
+		return -1;
+	}
+	/* what rl_model_reduce_grads sums before the data-parallel reduction:
+	 * its buckets wait for it, so that the sums are the same ones */
+	bool tied = m->shard.pp.size > 1 && m->cfg.tie_word_embeddings;
+	for (int i = 0; i < m->n_params; i++) {
+		const struct rl_param *x = &m->params[i];
+		int64_t lo = x->offset - z->base, hi = lo + x->numel;
+
+		if (!x->partial_grad && !(tied && (x == m->embed || x == m->lm_head)))
+			continue;
+		for (int b = 0; b < z->n_buckets; b++)
+			if (lo < bucket_start(z, b) + bucket_len(z, b) && hi > bucket_start(z, b))
+				z->late[b] = true;
+	}
+	z->model = m;
+	z->overlap_gather = gather_params;
+	m->overlap.ctx = z;
+	m->overlap.grads_ready = grads ? grads_ready : NULL;
+	m->overlap.settle = gather_params ? settle : NULL;
+	return 0;
+}
+
 int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errlen)
 {
-	if (gather(z, z->grad, full, "gradient all-gather")) {
+	if (gather(z, z->grad, full, false, "gradient all-gather")) {
 		snprintf(err, errlen, "the %s backend cannot copy the gathered gradient",
 		         z->ops->name);
 		return -1;
@@ -216,7 +349,9 @@ static int step(struct rl_zero *z, struct rl_model *m, float coef)
 		return -1;
 	z->step++;
 	return ops->adamw_step(z->master, z->grad, z->m, z->v, z->shard, &z->hp, z->step, NULL) ||
-	       gather(z, z->master, m->flat + z->base, "parameter all-gather");
+	       gather(z, z->master, m->flat + z->base, z->overlap_gather,
+	              z->overlap_gather ? "parameter all-gather (overlapped)"
+	                                : "parameter all-gather");
 }
 
 int rl_zero_update(struct rl_zero *z, struct rl_zero *experts, struct rl_model *m, double max_norm,

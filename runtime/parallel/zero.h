@@ -6,11 +6,19 @@
  * parallelism the model has two regions, as Megatron's two buffers: the
  * dense tensors over the data-parallel ranks, the experts over the
  * expert-data-parallel ones (the ranks that hold the same experts).
+ * Megatron's overlap: a bucket's reduce-scatter starts during the backward
+ * pass of an update's last micro-batch, as soon as every gradient in it is
+ * final (rl_zero_overlap binds the model's hooks), and the new weights'
+ * all-gather is started at the end of the update and waited for bucket by
+ * bucket where a pass first reads them. Either way the same collectives
+ * add the same numbers: only when they run changes.
  * defines: struct rl_zero, rl_zero_init, rl_zero_free, rl_zero_reduce_grads,
- * rl_zero_gather_grads, rl_zero_update, rl_zero_slice, rl_zero_restore */
+ * rl_zero_gather_grads, rl_zero_update, rl_zero_slice, rl_zero_restore,
+ * rl_zero_overlap, rl_zero_settle */
 #ifndef RL_PARALLEL_ZERO_H
 #define RL_PARALLEL_ZERO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/adamw.h"
@@ -40,6 +48,21 @@ struct rl_zero {
 	 * (rl_param.replica): each gradient counts once in the norm */
 	struct rl_zero_piece *pieces;
 	int n_pieces;
+	/* the overlap (rl_zero_overlap): each bucket's collective in flight
+	 * (NULL: none), whether a bucket holds a gradient that
+	 * rl_model_reduce_grads sums first (tensor-parallel partial sums, the
+	 * tied embedding's copies: it starts after them), whether the
+	 * weights' all-gather is left in flight, and the buckets whose
+	 * reduce-scatter started while layers were left to run backward,
+	 * this update and in all (of buckets_total reduced) */
+	struct rl_comm_request **pending;
+	bool *started; /* pending[b] is in flight (a NULL request completed early) */
+	bool *late;
+	bool overlap_gather;
+	struct rl_model *model;
+	float *gather_into; /* the weights' all-gather in flight: into here */
+	int early;
+	int64_t early_total, buckets_total;
 };
 
 /* The region [base, base + n) of m's flat buffers, which must be laid out
@@ -66,6 +89,17 @@ int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errle
  * hp.lr as set now, and the new weights in m on every rank. */
 int rl_zero_update(struct rl_zero *z, struct rl_zero *experts, struct rl_model *m, double max_norm,
                    double *norm, char *err, size_t errlen);
+
+/* Turns the overlap on (each as asked) and binds m's hooks to z: m's
+ * backward pass then starts the buckets it finishes, while
+ * m->overlap.last_microbatch is set (the caller sets it for the update's
+ * last micro-batch, on every rank of the group alike), and m's readers of
+ * the weights wait for the all-gathers they need. 0, or -1 with err. */
+int rl_zero_overlap(struct rl_zero *z, struct rl_model *m, bool grads, bool gather, char *err,
+                    size_t errlen);
+/* Waits for the weights' all-gathers over the model's flat [lo, hi)
+ * (hi < 0: to the end); what m's settle hook calls. */
+void rl_zero_settle(struct rl_zero *z, int64_t lo, int64_t hi);
 
 /* This rank's slice of bucket b: the model's flat floats [*from, *from +
  * *len) (len 0: the slice is all padding), at shard index *at. */

@@ -419,6 +419,7 @@ int rl_trainer_save(struct rl_trainer *t, int64_t step, const struct rl_step_met
 
 	if (rl_trainer_save_poll(t, true, err, errlen))
 		return -1;
+	rl_model_settle(t->model, 0, -1); /* the weights it copies */
 	s->started = rl_now();
 	s->step = step;
 	s->rc = 0;

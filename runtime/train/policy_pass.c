@@ -78,6 +78,7 @@ struct pass {
 	/* training: the global batch's denominators, the statistics summed */
 	const struct rl_loss_norm *norm;
 	struct rl_loss_stats *stats;
+	bool overlap; /* the last micro-batch's backward starts the gradient buckets */
 };
 
 static int pass_tokens(void *ctx, int b)
@@ -155,8 +156,11 @@ static int train_backward(void *ctx, int b, struct rl_acts *a, char *err, size_t
 	struct pass *p = ctx;
 	struct rl_model *m = p->t->model;
 
-	(void)b;
-	return rl_model_backward(m, a, rl_model_last_stage(m) ? p->t->row_grad : NULL, err, errlen);
+	m->overlap.last_microbatch = p->overlap && b == p->mb.n - 1;
+	int rc =
+	    rl_model_backward(m, a, rl_model_last_stage(m) ? p->t->row_grad : NULL, err, errlen);
+	m->overlap.last_microbatch = false;
+	return rc;
 }
 
 /* The passes this rank has no micro-batch for (ep_idle.c), in the
@@ -242,6 +246,22 @@ out:
 	return rc;
 }
 
+/* The buckets start in the last micro-batch's backward pass, on every rank
+ * of the data-parallel group alike: a rank without any micro-batch would
+ * start none, and run the group's reduce-scatters in another order, so
+ * then none does. */
+static bool overlap_agreed(const struct rl_trainer *t, int n)
+{
+	struct rl_comm *group = t->zero.group;
+
+	if (!t->model->overlap.grads_ready)
+		return false;
+	if (group && rl_comm_size(group) > 1)
+		rl_comm_all_reduce(group, &n, 1, RL_COMM_I32, RL_COMM_MIN,
+		                   "overlap: micro-batches of every data-parallel rank");
+	return n > 0;
+}
+
 int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                         struct rl_loss_stats *stats, char *err, size_t errlen)
 {
@@ -277,6 +297,7 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	for (int i = 0; i < t->n_acts; i++)
 		rl_acts_set_aux_loss_coef(t->acts[i], aux);
 	int most = ep_most(t, p.mb.n);
+	p.overlap = overlap_agreed(t, p.mb.n);
 	struct rl_pipeline pl = pipeline_of(t, &p, most);
 	pl.forward = train_forward;
 	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);

@@ -266,16 +266,25 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	if (t->dist) {
 		/* Megatron's default bucket is 40M parameters; small models get
 		 * one bucket */
-		const struct rl_model *m = t->model;
+		struct rl_model *m = t->model;
+		const struct rl_cfg_parallel *par = &p->parallel;
 
 		if (rl_zero_init(&t->zero, t->dist->g[RL_G_DP_CP], t->dist->g[RL_G_MP], m, 0,
-		                 m->expert_start, &hp, 40 << 20, err, errlen))
+		                 m->expert_start, &hp, par->bucket_size, err, errlen))
 			return -1;
 		/* the experts, held by other ranks than the dense tensors */
 		if (m->expert_start < m->n_elems &&
 		    rl_zero_init(&t->zero_experts, t->dist->g[RL_G_EDP], t->dist->g[RL_G_EXPERT_MP],
-		                 m, m->expert_start, m->n_elems - m->expert_start, &hp, 40 << 20,
-		                 err, errlen))
+		                 m, m->expert_start, m->n_elems - m->expert_start, &hp,
+		                 par->bucket_size, err, errlen))
+			return -1;
+		/* the dense region's buckets overlap the passes; under expert
+		 * parallelism the idle passes after a rank's last micro-batch
+		 * make "last" a per-rank notion, so nothing does yet */
+		if (m->expert_start == m->n_elems &&
+		    (par->overlap_grad_reduce || par->overlap_param_gather) &&
+		    rl_zero_overlap(&t->zero, m, par->overlap_grad_reduce,
+		                    par->overlap_param_gather, err, errlen))
 			return -1;
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;

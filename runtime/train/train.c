@@ -236,6 +236,12 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		/* a failed rank ends the whole run instead (cmd_train) */
 		if (rc != -1)
 			rl_rollout_end(&t.rollouts);
+		if (rc != -1 && t.progress && t.zero.buckets_total > 0)
+			fprintf(
+			    t.progress,
+			    "rlrun train: %lld of %lld gradient buckets reduce-scattered during "
+			    "the backward pass\n",
+			    (long long)t.zero.early_total, (long long)t.zero.buckets_total);
 	}
 	rl_trainer_free(&t);
 	return rc;

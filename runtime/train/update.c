@@ -41,6 +41,7 @@ static int frozen_routers(struct rl_trainer *t, bool keep)
 	const struct rl_ops *ops = m->ops;
 	int64_t at = 0;
 
+	rl_model_settle(m, 0, -1); /* the update's all-gather writes them */
 	if (!t->frozen) {
 		for (int l = 0; l < m->cfg.n_layers; l++) {
 			const struct rl_param *r = m->layer[l * RL_P_PER_LAYER + RL_P_ROUTER];

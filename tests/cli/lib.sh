@@ -31,6 +31,18 @@ expect_grep() { # FILE PATTERN DESCRIPTION
 	fi
 }
 
+# rl_compare KIND FILE REFERENCE TOLERANCE (tests/tools), reported as WHAT
+same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
+	what=$1
+	shift
+	if "$top_builddir/tests/tools/rl_compare" "$@" >"$WORK/cmp" 2>&1; then
+		ok "$what ($(tail -1 "$WORK/cmp"))"
+	else
+		not_ok "$what: no, they differ:"
+		sed 's/^/  | /' "$WORK/cmp" | head -20
+	fi
+}
+
 finish() {
 	echo "$((checks - failures)) passed, $failures failed"
 	[ "$failures" = 0 ]

@@ -16,7 +16,11 @@
 # stage, so a run cut short by its time limit still brings back what it
 # did; OUTDIR/logs/summary.txt has a line per check. Stages: the parity
 # tests (four at a time, T_TEST seconds each), the GRPO runs (GRPO_STEPS
-# steps, T_GRPO seconds each), then bench_gemm, bench_attention and
+# steps, T_GRPO seconds each), the several-rank checks on the one GPU
+# (RL_PACK_RANKS=0 skips them: NCCL at world size 1, NCCL with a
+# NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
+# against the single GPU rank, the tiny GRPO in dp2 and tp2; MPICH's
+# mpiexec travels with the pack), then bench_gemm, bench_attention and
 # bench_model_gpu (RL_BENCH_PRECISION=bfloat16). RL_PACK_BENCH=0 skips the
 # benches.
 #
@@ -34,7 +38,9 @@ programs=
 for p in "$build"/tests/unit/test_cuda_* "$build"/tests/unit/test_rmsnorm \
 	"$build"/tests/bench/bench_gemm "$build"/tests/bench/bench_attention \
 	"$build"/tests/bench/bench_rmsnorm "$build"/tests/bench/bench_model_gpu \
-	"$build"/tests/bench/bench_decode_gpu "$build"/rlrun; do
+	"$build"/tests/bench/bench_decode_gpu "$build"/rlrun "$build"/tests/mpi/comm_nccl_check \
+	"$build"/tests/mpi/test_comm "$build"/tests/tools/rl_compare \
+	"$(command -v mpiexec.hydra || true)" "$(command -v hydra_pmi_proxy || true)"; do
 	[ -x "$p" ] && [ -f "$p" ] || continue
 	case $p in *.o | *.log | *.trs) continue ;; esac
 	cp "$p" "$dir/bin/"
@@ -73,6 +79,9 @@ for lib in $libs; do
 	esac
 done
 cp "$src/tests/bench/"*_torch.py "$dir/bin/" 2>/dev/null || true
+# what the several-rank checks read: the digit reward, a mixture of experts
+cp "$src/tests/slurm/digit_reward.awk" "$dir/bin/"
+mkdir -p "$dir/models" && cp -r "$src/tests/fixtures/models/qwen3-moe" "$dir/models/"
 
 cat >"$out/run.sh" <<'RUN'
 #!/bin/sh
@@ -102,7 +111,7 @@ cd "$here/bin" || exit 1
 say "parity tests"
 failed=0
 # shellcheck disable=SC2016
-ls test_* | xargs -P 4 -I{} sh -c 'timeout '"${T_TEST:-150}"' ./{} -j1 >"$1/{}.log" 2>&1;
+ls test_* | grep -v '^test_comm$' | xargs -P 4 -I{} sh -c 'timeout '"${T_TEST:-150}"' ./{} -j1 >"$1/{}.log" 2>&1;
 	echo "{}: exit $?: $(grep -a Synthesis "$1/{}.log" | tail -1)"' sh "$logs" |
 	tee "$logs/tests.txt" | tee -a "$logs/summary.txt"
 failed=$(grep -vc ': exit 0:' "$logs/tests.txt")
@@ -149,6 +158,89 @@ if [ -x "$here/bin/rlrun" ]; then
 	done
 fi
 
+# ---- several ranks on the one GPU ----
+# mpiexec from the pack (MPICH's hydra and its proxy, in bin/); every rank
+# opens GPU 0. The layouts of tests/mpi/fenced_layouts_test.sh, their
+# ranks sharing the GPU (the staged transport, chosen by bus id), against
+# the single GPU rank: the first update's gradient (RL_GRAD_DUMP, 1e-5)
+# and three steps' metrics (1e-4), as the CPU layouts are held.
+ranks() { # NAME N KEY=VALUE...: rlrun on N ranks of the GPU, its log kept
+	name=$1 n=$2
+	shift 2
+	rm -rf "/tmp/rl-ranks/$name"
+	mkdir -p /tmp/rl-ranks
+	(cd /tmp/rl-ranks && RL_GRAD_DUMP=/tmp/rl-ranks/$name.grads timeout "${T_RANKS:-120}" \
+		"$here/bin/mpiexec.hydra" -n "$n" "$here/bin/rlrun" train policy.backend=cuda \
+		policy.precision=float32 logger.log_dir="/tmp/rl-ranks/$name" "$@" \
+		>"$logs/ranks_$name.log" 2>&1)
+	rc=$?
+	cp "/tmp/rl-ranks/$name/metrics.jsonl" "$logs/ranks_${name}_metrics.jsonl" 2>/dev/null
+	say "ranks $name ($n): exit $rc; $(grep -m1 'device collectives over' \
+		"$logs/ranks_$name.log" | sed 's/^rlrun train: //')"
+	save
+	return $rc
+}
+compare() { # NAME REFERENCE
+	g=$(./rl_compare grads "/tmp/rl-ranks/$1.grads" "/tmp/rl-ranks/$2.grads" 1e-5 2>&1 | tail -1)
+	m=$(./rl_compare metrics "/tmp/rl-ranks/$1/metrics.jsonl" "/tmp/rl-ranks/$2/metrics.jsonl" \
+		1e-4 2>&1 | tail -1)
+	say "  $1 vs $2: grads: $g; metrics: $m"
+}
+if [ "${RL_PACK_RANKS:-1}" = 1 ] && [ -x mpiexec.hydra ] && [ -x rlrun ]; then
+	export PATH="$here/bin:$PATH" HYDRA_LAUNCHER=fork
+	say "several ranks"
+	timeout 60 ./mpiexec.hydra -n 1 ./comm_nccl_check >"$logs/comm_nccl_check.log" 2>&1
+	say "NCCL at world size 1 (comm_nccl_check): exit $? (0 ran, 77 skipped)"
+	timeout 60 ./mpiexec.hydra -n 2 ./test_comm --staged 2 1 1 >"$logs/test_comm_staged.log" 2>&1
+	say "test_comm --staged on 2 ranks: exit $?"
+	save
+	d="grpo.max_num_steps=3 grpo.num_prompts_per_step=16 grpo.num_generations_per_prompt=8
+policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16
+data.env_name=digits"
+	r="env.digits.command=awk -f $here/bin/digit_reward.awk"
+	moe="policy.model_name=$here/models/qwen3-moe"
+	tp=policy.parallel.tensor pp=policy.parallel.pipeline sp=policy.parallel.sequence_parallel=true
+	apart="policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=2"
+	# shellcheck disable=SC2086
+	{
+		ranks single 1 $d "$r"
+		# NCCL itself on one GPU: each rank its own NCCL_HOSTID (set by rlrun
+		# when RL_COMM_TRANSPORT=nccl and the ranks share a GPU)
+		export RL_COMM_TRANSPORT=nccl NCCL_DEBUG=INFO
+		ranks nccl-hostid-tp2 2 $d "$r" $tp=2 && compare nccl-hostid-tp2 single
+		unset RL_COMM_TRANSPORT NCCL_DEBUG
+		grep -E "NCCL (WARN|INFO) (Init|comm|Channel|Using|NET)" "$logs/ranks_nccl-hostid-tp2.log" |
+			head -20 >>"$logs/summary.txt"
+		for l in "tp2 2 $tp=2" "pp2 2 $pp=2" "dp2 2" "cp2 2 policy.parallel.context=2" \
+			"tp2-sp 2 $tp=2 $sp" "tp2-pp2-dp2 8 $tp=2 $pp=2" \
+			"nc-dp2-gtp2 4 $apart policy.generation.tensor_parallel_size=2"; do
+			set -- $l
+			name=$1 n=$2
+			shift 2
+			ranks "$name" "$n" $d "$r" "$@" && compare "$name" single
+		done
+		# a mixture of experts: ep2 against the dense-expert dp2, one step
+		# of one update on the built-in data (tests/cli/train_cli.sh's
+		# comparison: with the digit reward the first gradient is the KL
+		# term's rounding alone in some experts)
+		one="grpo.max_num_steps=1 policy.train_global_batch_size=1024"
+		ranks moe-ep2 2 $one $moe policy.parallel.expert=2
+		ranks moe-dp2 2 $one $moe
+		compare moe-ep2 moe-dp2
+		# the tiny GRPO on the GPU in dp2 and tp2, as the single rank learns
+		for l in "dp2 2" "tp2 2 $tp=2"; do
+			set -- $l
+			name=grpo-$1 n=$2
+			shift 2
+			ranks "$name" "$n" grpo.max_num_steps="${GRPO_STEPS:-100}" "$@"
+			say "  $name rewards: $(awk -F'"reward_mean":' 'NF > 1 { split($2, a, ","); r = a[1] + 0;
+				n++; l[n] = r } END { s = 0; k = 0; for (i = n; i > n - 10 && i > 0; i--) {
+				s += l[i]; k++ } if (n) printf "%d steps, last 10 %.4f", n, s / k }' \
+				"/tmp/rl-ranks/$name/metrics.jsonl" 2>/dev/null) (one rank: grpo gpu-fp32 above)"
+		done
+	}
+fi
+
 if [ "${RL_PACK_BENCH:-1}" = 1 ]; then
 	for b in bench_gemm bench_attention bench_rmsnorm bench_model_gpu bench_decode_gpu; do
 		[ -x "$b" ] || continue
@@ -169,5 +261,5 @@ save
 [ "$failed" = 0 ]
 RUN
 chmod +x "$out/run.sh"
-tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib
+tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib models
 du -sh "$out"

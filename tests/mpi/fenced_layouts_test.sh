@@ -27,17 +27,6 @@ train() { # FENCED NAME NTASKS [KEY=VALUE...]
 		logger.log_dir="$WORK/$name" "$@"
 }
 
-same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
-	what=$1
-	shift
-	if "$top_builddir/tests/tools/rl_compare" "$@" >"$WORK/cmp" 2>&1; then
-		ok "$what ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$what: no, they differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
-}
-
 train 0 single 1
 # a mixture of experts: against the CPU's ep2 run, bit for bit (ep2 = ep1
 # is tests/cli/train_cli.sh's, over one update: here an expert whose
@@ -64,6 +53,39 @@ for layout in "tp2 2 $tp=2" "pp2 2 $pp=2" "dp2 2" "cp2 2 policy.parallel.context
 		metrics "$WORK/$name/metrics.jsonl" "$WORK/$ref/metrics.jsonl" $metrics
 done
 expect_grep "$WORK/out" "^rlrun train: node [^:]*: rank 0 fenced" "the run names each rank's device"
+
+# ---- the overlap ----
+# Megatron's overlap_grad_reduce and overlap_param_gather, with buckets
+# of 3000 parameters: the buckets' reduce-scatters start in the last
+# micro-batch's backward pass and the weights' all-gathers are waited for
+# where the next pass reads them; the same collectives add the same
+# numbers, so a run is the run without the overlap, bit for bit, on the
+# CPU's MPI and on the staged transport.
+for layout in "dp2 2" "tp2-dp2-sp 4 $tp=2 $sp" "pp2-dp2 4 $pp=2"; do
+	# shellcheck disable=SC2086
+	set -- $layout
+	base=$1 n=$2
+	shift 2
+	for fence in 0 1; do
+		for ov in true false; do
+			name=overlap-$base-$fence-$ov
+			train $fence "$name" "$n" policy.parallel.bucket_size=3000 \
+				policy.parallel.overlap_grad_reduce=$ov \
+				policy.parallel.overlap_param_gather=$ov "$@"
+			cp "$WORK/out" "$WORK/$name.out"
+		done
+		name=overlap-$base-$fence
+		same_as "  $name: the overlapped run's gradient = the run without overlap's" \
+			grads "$WORK/$name-true.grads" "$WORK/$name-false.grads" 0
+		same_as "  $name: and its metrics" \
+			metrics "$WORK/$name-true/metrics.jsonl" "$WORK/$name-false/metrics.jsonl" 0
+		early=$(sed -n 's/^rlrun train: \([0-9]*\) of [0-9]* gradient buckets.*/\1/p' \
+			"$WORK/$name-true.out")
+		[ "${early:-0}" -gt 0 ] &&
+			ok "  $name: $early buckets reduce-scattered while layers ran backward" ||
+			not_ok "  $name: no bucket was reduced during the backward pass"
+	done
+done
 
 # ---- a model larger than a rank's memory limit ----
 # Non-colocated: 2 training ranks (tp2) and 4 generation ranks, one
@@ -92,7 +114,7 @@ probe=$!
 own_kb=0
 while kill -0 "$probe" 2>/dev/null; do
 	for p in $(pgrep -f "$RLRUN train"); do
-		rank=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^PMI_RANK=//p')
+		rank=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | sed -n 's/^PMI_RANK=//p')
 		[ "${rank:-0}" -ge 2 ] || continue
 		kb=$(awk '/^VmData:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
 		[ "${kb:-0}" -gt "$own_kb" ] && own_kb=$kb

@@ -5,7 +5,6 @@
 #   slurm_start    skip (exit 77) where no cluster can run, else start one
 #                  and export SLURM_CONF
 #   slurm_stop     stop it now (also done on exit)
-#   same_as        a check that two runs' gradients or metrics agree
 . "$(dirname "$0")/../cli/lib.sh"
 PATH=$PATH:/usr/sbin:/sbin
 CLUSTER_SH=$top_srcdir/tests/slurm/cluster.sh
@@ -72,17 +71,6 @@ slurm_start() {
 	eval "$exports"
 }
 
-# rl_compare KIND FILE REFERENCE TOLERANCE (tests/tools), reported as WHAT
-same_as() { # WHAT KIND FILE REFERENCE TOLERANCE
-	what=$1
-	shift
-	if "$top_builddir/tests/tools/rl_compare" "$@" >"$WORK/cmp" 2>&1; then
-		ok "$what ($(tail -1 "$WORK/cmp"))"
-	else
-		not_ok "$what: no, they differ:"
-		sed 's/^/  | /' "$WORK/cmp" | head -20
-	fi
-}
 
 # A job that hangs fails its check instead of hanging make check (exit
 # status 124). --foreground: Ctrl-C still reaches srun at once.
