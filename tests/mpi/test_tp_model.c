@@ -10,7 +10,10 @@
  * world as pipeline stages of a deeper model, split unevenly: the 1F1B
  * schedule over several micro-batches (logprobs on the last stage,
  * every stage's gradients, the tied embedding's two copies) and decode
- * through the stages. Prints "N passed, M failed" on rank 0. */
+ * through the stages. And each rank's cut read from a model's files part
+ * by part (rl_model_load_cut) is the whole model loaded then cut, to the
+ * bit, over the world as tensor-parallel and as pipeline ranks, for the
+ * fixtures under $RL_FIXTURES. Prints "N passed, M failed" on rank 0. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -224,8 +227,8 @@ static void compare_pipeline(struct rl_comm *world, int layers, int first_layers
 	char err[512];
 	uint32_t s = 23;
 
-	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage,
-	                   "embedding", &embedding, err, sizeof err),
+	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage, "embedding",
+	                   &embedding, err, sizeof err),
 	     "embedding group", err);
 	config_of(v, &c);
 	c.n_layers = layers;
@@ -296,6 +299,64 @@ static void compare_pipeline(struct rl_comm *world, int layers, int first_layers
 	rl_comm_free(embedding);
 }
 
+/* The cut read from dir's files part by part against the whole model
+ * loaded and cut: the same tensors at the same offsets, bit for bit. */
+static void compare_load_cut(const char *dir, const struct rl_model_cut *cut, const char *what)
+{
+	struct rl_model *split, *read;
+	char err[512];
+
+	must(rl_model_load(&split, dir, &rl_ops_cpu, err, sizeof err), what, err);
+	must(rl_model_split(&split, cut, err, sizeof err), what, err);
+	must(rl_model_load_cut(&read, dir, &rl_ops_cpu, cut, err, sizeof err), what, err);
+	check(split->n_params == read->n_params && split->n_elems == read->n_elems,
+	      "%s: %d tensors of %lld floats read, %d of %lld cut", what, read->n_params,
+	      (long long)read->n_elems, split->n_params, (long long)split->n_elems);
+	for (int i = 0; i < split->n_params && i < read->n_params; i++) {
+		const struct rl_param *a = &split->params[i], *b = &read->params[i];
+
+		check(strcmp(a->name, b->name) == 0 && a->offset == b->offset &&
+		          a->numel == b->numel &&
+		          memcmp(a->master, b->master, (size_t)a->numel * sizeof(float)) == 0,
+		      "%s: %s read part by part differs from the whole model's cut", what, a->name);
+	}
+	rl_model_free(split);
+	rl_model_free(read);
+}
+
+static void compare_load_cuts(struct rl_comm *world, const struct rl_tp_group *tp)
+{
+	const char *fixtures = getenv("RL_FIXTURES");
+	static const char *const models[] = {"llama", "llama-tied-rope3", "qwen2", "qwen3"};
+	struct rl_model_cut cut = {0};
+	struct rl_pp_group pp;
+	struct rl_comm *embedding = NULL;
+	char dir[4096], err[512];
+	int stage = rl_comm_rank(world), stages = rl_comm_size(world);
+
+	if (!fixtures)
+		return;
+	must(rl_comm_split(world, stage == 0 || stage == stages - 1 ? 0 : -1, stage, "embedding",
+	                   &embedding, err, sizeof err),
+	     "embedding group", err);
+	rl_pp_group_bind(&pp, world, embedding);
+	for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+		snprintf(dir, sizeof dir, "%s/%s", fixtures, models[i]);
+		/* every fixture has 4 heads and 1 or 2 key/value heads, 2 layers */
+		if (tp->size <= 2 && i != 1) {
+			cut = (struct rl_model_cut){.tp = *tp, .pp.size = 1};
+			compare_load_cut(dir, &cut, models[i]);
+			cut.sequence_parallel = true;
+			compare_load_cut(dir, &cut, models[i]);
+		}
+		if (stages <= 2) {
+			cut = (struct rl_model_cut){.tp.size = 1, .pp = pp};
+			compare_load_cut(dir, &cut, models[i]);
+		}
+	}
+	rl_comm_free(embedding);
+}
+
 int main(void)
 {
 	static const struct variant variants[] = {
@@ -352,5 +413,6 @@ int main(void)
 		compare_pipeline(world, tp.size == 2 ? 3 : 6, tp.size == 2 ? 2 : 3, &tied);
 	}
 
+	compare_load_cuts(world, &tp);
 	return finish_ranks(w, world, "test_tp_model");
 }
