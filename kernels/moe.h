@@ -5,13 +5,16 @@
  * gives decide the shapes of everything else, so they are needed there
  * anyway. Permuting rows into expert order is the embedding gather.
  * defines: rl_grouped_linear_forward_fn, rl_grouped_linear_backward_fn,
- * rl_grouped_linear_bad_groups,
+ * rl_grouped_linear_bad_groups, rl_grouped_linear_per_group,
  * rl_moe_combine_forward_fn, rl_moe_combine_backward_fn and their cpu and
  * cuda ops */
 #ifndef RL_KERNELS_MOE_H
 #define RL_KERNELS_MOE_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/linear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +42,26 @@ static inline int rl_grouped_linear_bad_groups(const int32_t *offsets, int group
 	for (int g = 0; g < groups; g++)
 		if (offsets[g + 1] < offsets[g])
 			return 1;
+	return 0;
+}
+/* The grouped GEMM as one GEMM per group, each group's rows through linear
+ * in turn (the batch-invariant twin on every backend: a row's result is
+ * its group's GEMM alone, whatever the other groups hold). */
+static inline int rl_grouped_linear_per_group(rl_linear_forward_fn linear, float *y, const float *x,
+                                              const float *w, const int32_t *offsets, int groups,
+                                              int in_dim, int out_dim, void *stream)
+{
+	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+		return -1;
+	for (int g = 0; g < groups; g++) {
+		int rows = offsets[g + 1] - offsets[g];
+		size_t r0 = (size_t)offsets[g];
+
+		if (rows > 0 &&
+		    linear(y + r0 * (size_t)out_dim, x + r0 * (size_t)in_dim,
+		           w + (size_t)g * out_dim * in_dim, NULL, rows, in_dim, out_dim, stream))
+			return -1;
+	}
 	return 0;
 }
 /* out[t, :] = sum over j < k, in order, of weight[t k + j] y[slot[t k + j], :]

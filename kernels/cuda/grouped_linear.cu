@@ -292,19 +292,8 @@ extern "C" int rl_grouped_linear_forward_invariant_cuda(float *y, const float *x
                                                         const int32_t *offsets, int groups,
                                                         int in_dim, int out_dim, void *stream)
 {
-	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
-		return -1;
-	for (int g = 0; g < groups; g++) {
-		int rows = offsets[g + 1] - offsets[g];
-		size_t r0 = (size_t)offsets[g];
-
-		if (rows > 0 &&
-		    rl_linear_forward_invariant_cuda(
-		        y + r0 * (size_t)out_dim, x + r0 * (size_t)in_dim,
-		        w + (size_t)g * out_dim * in_dim, NULL, rows, in_dim, out_dim, stream))
-			return -1;
-	}
-	return 0;
+	return rl_grouped_linear_per_group(rl_linear_forward_invariant_cuda, y, x, w, offsets,
+	                                   groups, in_dim, out_dim, stream);
 }
 
 extern "C" int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float *dy,
