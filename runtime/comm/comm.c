@@ -234,6 +234,24 @@ static struct rl_comm_op send_op(const void *buf, size_t count, enum rl_comm_dty
 	    .kind = RL_OP_SEND, .send = buf, .count = count, .dtype = t, .peer = peer};
 }
 
+static struct rl_comm_op reduce_scatter_op(const void *send, void *recv, size_t count,
+                                           enum rl_comm_dtype t, enum rl_comm_reduce op)
+{
+	return (struct rl_comm_op){.kind = RL_OP_REDUCE_SCATTER,
+	                           .send = send,
+	                           .recv = recv,
+	                           .count = count,
+	                           .dtype = t,
+	                           .reduce = op};
+}
+
+static struct rl_comm_op all_gather_op(const void *send, void *recv, size_t count,
+                                       enum rl_comm_dtype t)
+{
+	return (struct rl_comm_op){
+	    .kind = RL_OP_ALL_GATHER, .send = send, .recv = recv, .count = count, .dtype = t};
+}
+
 struct rl_comm_request *rl_comm_start_broadcast(struct rl_comm *c, void *buf, size_t count,
                                                 enum rl_comm_dtype t, int root, const char *what)
 {
@@ -254,14 +272,9 @@ struct rl_comm_request *rl_comm_start_reduce_scatter(struct rl_comm *c, const vo
                                                      void *recv, size_t count, enum rl_comm_dtype t,
                                                      enum rl_comm_reduce op, const char *what)
 {
-	struct rl_comm_op o = {.kind = RL_OP_REDUCE_SCATTER,
-	                       .send = send,
-	                       .recv = recv,
-	                       .count = count,
-	                       .dtype = t,
-	                       .reduce = op,
-	                       .overlap = true};
+	struct rl_comm_op o = reduce_scatter_op(send, recv, count, t, op);
 
+	o.overlap = true;
 	return start_request(c, &o, what);
 }
 
@@ -269,13 +282,9 @@ struct rl_comm_request *rl_comm_start_all_gather(struct rl_comm *c, const void *
                                                  size_t count, enum rl_comm_dtype t,
                                                  const char *what)
 {
-	struct rl_comm_op o = {.kind = RL_OP_ALL_GATHER,
-	                       .send = send,
-	                       .recv = recv,
-	                       .count = count,
-	                       .dtype = t,
-	                       .overlap = true};
+	struct rl_comm_op o = all_gather_op(send, recv, count, t);
 
+	o.overlap = true;
 	return start_request(c, &o, what);
 }
 
@@ -321,20 +330,16 @@ void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm
 void rl_comm_reduce_scatter(struct rl_comm *c, const void *send, void *recv, size_t count,
                             enum rl_comm_dtype t, enum rl_comm_reduce op, const char *what)
 {
-	struct rl_comm_op o = {.kind = RL_OP_REDUCE_SCATTER,
-	                       .send = send,
-	                       .recv = recv,
-	                       .count = count,
-	                       .dtype = t,
-	                       .reduce = op};
+	struct rl_comm_op o = reduce_scatter_op(send, recv, count, t, op);
+
 	run(c, &o, what);
 }
 
 void rl_comm_all_gather(struct rl_comm *c, const void *send, void *recv, size_t count,
                         enum rl_comm_dtype t, const char *what)
 {
-	struct rl_comm_op o = {
-	    .kind = RL_OP_ALL_GATHER, .send = send, .recv = recv, .count = count, .dtype = t};
+	struct rl_comm_op o = all_gather_op(send, recv, count, t);
+
 	run(c, &o, what);
 }
 

@@ -89,6 +89,14 @@ static size_t sum(const size_t *counts, int n)
 	return s;
 }
 
+/* An all-gather in place sends from its own block of recv. */
+static bool gather_in_place(const struct rl_comm *c, const struct rl_comm_op *op)
+{
+	return op->kind == RL_OP_ALL_GATHER &&
+	       op->send == (const char *)op->recv +
+	                       (size_t)c->rank * op->count * rl_comm_dtype_size(op->dtype);
+}
+
 /* Elements of the operation's send and recv buffers; in place counts as
  * recv only. */
 static void extents(const struct rl_comm *c, const struct rl_comm_op *op, size_t *send,
@@ -107,7 +115,7 @@ static void extents(const struct rl_comm *c, const struct rl_comm_op *op, size_t
 		*recv = op->count;
 		break;
 	case RL_OP_ALL_GATHER:
-		*send = op->count;
+		*send = gather_in_place(c, op) ? 0 : op->count;
 		*recv = p * op->count;
 		break;
 	case RL_OP_SEND:
@@ -155,10 +163,7 @@ static int staged_start(struct rl_comm *c, const struct rl_comm_op *op, void **r
 		return -1;
 	}
 	extents(c, op, &n_send, &n_recv);
-	/* an all-gather in place sends from its own block of recv */
-	bool gather_in_place =
-	    op->kind == RL_OP_ALL_GATHER &&
-	    op->send == (const char *)op->recv + (size_t)c->rank * op->count * esz;
+	bool in_place = gather_in_place(c, op);
 	bool root_only_in = op->kind == RL_OP_BROADCAST && c->rank != op->peer;
 	if ((n_send && !(q->send = take(c, f, n_send * esz))) ||
 	    (n_recv && !(q->recv = take(c, f, n_recv * esz)))) {
@@ -178,7 +183,7 @@ static int staged_start(struct rl_comm *c, const struct rl_comm_op *op, void **r
 		copy_what = "the buffer";
 		if (op->kind == RL_OP_ALL_REDUCE || (op->kind == RL_OP_BROADCAST && !root_only_in))
 			rc = c->stage->to_host(q->recv->p, op->recv, n_recv * esz, NULL);
-		else if (gather_in_place)
+		else if (in_place)
 			rc = c->stage->to_host((char *)q->recv->p +
 			                           (size_t)c->rank * op->count * esz,
 			                       op->send, op->count * esz, NULL);
@@ -194,7 +199,7 @@ static int staged_start(struct rl_comm *c, const struct rl_comm_op *op, void **r
 	}
 	h.send = q->send ? q->send->p : NULL;
 	h.recv = q->recv ? q->recv->p : NULL;
-	if (gather_in_place)
+	if (in_place)
 		h.send = (char *)q->recv->p + (size_t)c->rank * op->count * esz;
 	if (op->kind == RL_OP_ALL_REDUCE || op->kind == RL_OP_BROADCAST)
 		h.send = h.recv;

@@ -143,7 +143,6 @@ int rl_dist_connect_devices(struct rl_dist *d, enum rl_comm_transport t,
 {
 	struct rl_comm *root = d->g[RL_G_WORLD];
 
-	d->transport = t;
 	if (rl_comm_connect_device(NULL, root, 0, d->rank, t, stage, err, errlen))
 		return -1;
 	for (int g = RL_G_WORLD + 1; g < RL_N_GROUPS; g++)

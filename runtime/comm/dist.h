@@ -57,10 +57,7 @@ struct rl_dist {
 	 * (generation rank r is its rank 1 + r); NULL on the other training
 	 * ranks, and without generation ranks */
 	struct rl_comm *bridge;
-	/* how the role's groups move device buffers (rl_dist_connect_devices;
-	 * RL_COMM_MPI until then), and each group's split, which connecting
-	 * repeats */
-	enum rl_comm_transport transport;
+	/* each group's split, which rl_dist_connect_devices repeats */
 	int color[RL_N_GROUPS], key[RL_N_GROUPS];
 };
 

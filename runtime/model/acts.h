@@ -76,6 +76,7 @@ struct rl_acts {
 	struct rl_attention_chunks chunks;
 	int32_t *chunk_q, *chunk_k, *chunk_off, *chunk_len;
 	int32_t *chunk_host; /* the four, [4][2 x max_tokens], filled on the host */
+	struct rl_attention_chunks chunks_host; /* the table over chunk_host */
 	int32_t *cp_full_row, *cp_origin;
 	/* the all-gather's maps as row gathers on the backend: gathered row
 	 * of each padded whole-batch row, and cp_full_row itself */

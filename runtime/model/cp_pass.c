@@ -100,6 +100,7 @@ int rl_cp_layout(const struct rl_model *m, struct rl_acts *a, const struct rl_ba
 	free(inv);
 	a->chunks = (struct rl_attention_chunks){2 * b->n_seqs, a->chunk_q, a->chunk_k,
 	                                         a->chunk_off, a->chunk_len};
+	a->chunks_host = (struct rl_attention_chunks){2 * b->n_seqs, cq, ck, coff, clen};
 	return local;
 }
 

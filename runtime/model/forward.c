@@ -100,14 +100,11 @@ static int upload_key_off(struct rl_model *m, struct rl_acts *a, const int32_t *
 	if (!m->invariant)
 		return 0;
 	if (m->shard.cp.size > 1) {
-		/* the chunk table's host twin (cp_pass.c): query starts,
-		 * key starts, offsets, lengths */
-		size_t T2 = 2 * (size_t)a->max_tokens;
-		const int32_t *q = a->chunk_host, *k = q + T2, *len = q + 3 * T2;
+		const struct rl_attention_chunks *c = &a->chunks_host;
 
-		for (int n = 0; n < a->chunks.n; n++)
-			for (int i = 0; i < len[n]; i++)
-				scratch[q[n] + i] = k[n];
+		for (int n = 0; n < c->n; n++)
+			for (int i = 0; i < c->len[n]; i++)
+				scratch[c->q_start[n] + i] = c->k_start[n];
 	} else {
 		for (int t = 0; t < rows; t++)
 			scratch[t] = t - pos[t];

@@ -130,7 +130,6 @@ struct rl_pp_group {
 	int rank, size; /* this stage, the stages */
 	void (*send)(void *ctx, const float *buf, size_t n, int stage, const char *what);
 	void (*recv)(void *ctx, float *buf, size_t n, int stage, const char *what);
-	void (*broadcast)(void *ctx, float *buf, size_t n, int root, const char *what);
 	void (*broadcast_host)(void *ctx, float *buf, size_t n, int root, const char *what);
 	/* sums over the first and the last stage (Megatron's embedding
 	 * group), called with embedding_ctx; NULL on the stages between */

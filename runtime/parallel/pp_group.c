@@ -12,11 +12,6 @@ static void stage_recv(void *ctx, float *buf, size_t n, int stage, const char *w
 	rl_comm_recv(rl_comm_device(ctx), buf, n, RL_COMM_F32, stage, what);
 }
 
-static void broadcast(void *ctx, float *buf, size_t n, int root, const char *what)
-{
-	rl_comm_broadcast(rl_comm_device(ctx), buf, n, RL_COMM_F32, root, what);
-}
-
 static void broadcast_host(void *ctx, float *buf, size_t n, int root, const char *what)
 {
 	rl_comm_broadcast(ctx, buf, n, RL_COMM_F32, root, what);
@@ -38,7 +33,6 @@ void rl_pp_group_bind(struct rl_pp_group *g, struct rl_comm *pp, struct rl_comm 
 	g->size = rl_comm_size(pp);
 	g->send = stage_send;
 	g->recv = stage_recv;
-	g->broadcast = broadcast;
 	g->broadcast_host = broadcast_host;
 	if (embedding) {
 		g->embedding_ctx = embedding;
