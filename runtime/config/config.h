@@ -189,7 +189,7 @@ struct rl_cfg_env {
 	char *name;
 	char *command;
 	double timeout;
-	int64_t num_workers;
+	struct rl_opt_int num_workers; /* null: the rank's CPUs */
 };
 
 struct rl_cfg_logger {

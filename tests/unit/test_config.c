@@ -274,7 +274,7 @@ Test(config, env_entries_get_defaults)
 	cr_assert_not_null(e);
 	cr_expect_str_eq(e->command, "./judge.py");
 	cr_expect_float_eq(e->timeout, 5.0, 0);
-	cr_expect_eq(e->num_workers, 1);
+	cr_expect(!e->num_workers.set, "num_workers defaults to null (the rank's CPUs)");
 	cr_expect_null(rl_config_env(&c, "math")->command);
 	rl_config_free(&c);
 	rl_diags_free(&d);
