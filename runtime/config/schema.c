@@ -334,8 +334,13 @@ const struct rl_key rl_schema[] = {
      .doc = "external reward program: one JSON sample per line in, one reward per line out"},
     {"env.*.timeout", RL_T_FLOAT, EOFF(timeout), "60", AT_LEAST(0),
      .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
-     .doc = "seconds a reward may take, and a step's scoring on a rank in all: the program is "
-            "then killed and the samples it has not scored score 0 (counted as timed out)"},
+     .doc = "seconds a step's scoring may take on a rank, and each reward: the program is then "
+            "killed and the samples it has not scored score 0 (counted as timed out)"},
+    {"env.*.sample_timeout", RL_T_OPT_FLOAT, EOFF(sample_timeout), "null", AT_LEAST(0),
+     .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
+     .doc = "seconds one reward may take, when shorter than timeout: the copy that hangs on a "
+            "sample is killed and a fresh one scores the rest of its share (with timeout alone "
+            "that share is lost with it); null: timeout"},
     {"env.*.num_workers", RL_T_OPT_INT, EOFF(num_workers), "null", AT_LEAST(1),
      .flags = RL_K_IN_ENV,
      .doc = "copies of the reward program run at a time, each scoring a share of the rank's "

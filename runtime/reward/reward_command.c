@@ -226,11 +226,20 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* How long one reward may take: sample_timeout_s where it is shorter than
+ * the call's bound, else that bound (<= 0: none). */
+static double sample_timeout(const struct rl_reward_program *p)
+{
+	double s = p->sample_timeout_s;
+
+	return s > 0 && (p->timeout_s <= 0 || s < p->timeout_s) ? s : p->timeout_s;
+}
+
 /* The deadline of a running copy: the timeout while it owes rewards, a grace
  * period to finish once it owes none. */
 static void arm(const struct job *j, struct worker *w)
 {
-	double timeout = j->program->timeout_s;
+	double timeout = sample_timeout(j->program);
 	double grace = timeout > 0 && timeout < EXIT_GRACE_S ? timeout : EXIT_GRACE_S;
 
 	if (w->next_read < w->end && w->out_fd >= 0)
@@ -516,7 +525,7 @@ static void on_deadline(struct job *j, struct worker *w)
 	}
 	w->pid = 0;
 	log_failure(j, NULL, "sample %zu: no reward within %g s", w->next_read,
-	            j->program->timeout_s);
+	            sample_timeout(j->program));
 	show_err(j, w, w->next_read);
 	j->fail->timed_out++;
 	w->next_read++;

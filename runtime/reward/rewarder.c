@@ -62,8 +62,9 @@ static void score_command(const struct rl_reward *r, const struct rl_reward_item
 {
 	/* null: as many at a time as this rank has CPUs */
 	int workers = r->env->num_workers.set ? (int)r->env->num_workers.value : 0;
-	struct rl_reward_program program = {r->env->command, r->env->timeout, workers,
-	                                    &r->stop_signals};
+	struct rl_reward_program program = {
+	    r->env->command, r->env->timeout, workers, &r->stop_signals,
+	    r->env->sample_timeout.set ? r->env->sample_timeout.value : 0};
 	char msg[512];
 
 	/* a program that cannot even start fails every sample: they score 0,

@@ -103,7 +103,7 @@ static char *run_program(const struct rl_reward_program *p, const struct rl_rewa
 static char *run(const char *cmd, double timeout, int workers, const struct rl_reward_item *items,
                  size_t n, double *rewards, struct rl_reward_failures *fail)
 {
-	struct rl_reward_program p = {cmd, timeout, workers, NULL};
+	struct rl_reward_program p = {cmd, timeout, workers, NULL, 0};
 
 	return run_program(&p, items, n, rewards, fail);
 }
@@ -240,7 +240,7 @@ Test(reward_command, stop_signal_scores_again)
 	make_items();
 	mark(0, "boom");
 	mark(17, "boom");
-	struct rl_reward_program p = {cmd, 5, 2, &term};
+	struct rl_reward_program p = {cmd, 5, 2, &term, 0};
 	char *log = run_program(&p, items, N, rewards, &fail);
 
 	for (size_t i = 0; i < N; i++)
@@ -283,7 +283,7 @@ Test(reward_command, stop_signal_scores_again_once)
 	sigaddset(&term, SIGTERM);
 	make_items();
 	mark(17, "boom");
-	struct rl_reward_program p = {cmd, 5, 1, &term};
+	struct rl_reward_program p = {cmd, 5, 1, &term, 0};
 	char *log = run_program(&p, items, N, rewards, &fail);
 
 	for (size_t i = 0; i < N; i++)
@@ -374,6 +374,32 @@ Test(reward_command, timeout_kills_group)
 	                "reward command: samples 5-19: not scored within the call's 1 s, killed");
 	free(log);
 	free(cmd);
+}
+
+/* With sample_timeout shorter than the call's timeout, the copy that hangs
+ * is killed after it and a fresh one scores the rest of its share: one
+ * sample lost, not the share. */
+Test(reward_command, sample_timeout_loses_one_sample)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *script = prog("sh", "hang_on_sleepy.sh");
+	struct rl_reward_program p = {script, 30, 2, NULL, 0.5};
+
+	make_items();
+	mark(5, "sleepy");
+	double t0 = now_s();
+	char *log = run_program(&p, items, N, rewards, &fail);
+	double dt = now_s() - t0;
+
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i == 5 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.timed_out, 1);
+	cr_expect_eq(fail.crashed + fail.bad_output, 0);
+	cr_expect_lt(dt, 10, "took %.2f s: the call's timeout, not the sample's", dt);
+	expect_contains(log, "reward command: sample 5: no reward within 0.5 s");
+	free(log);
+	free(script);
 }
 
 Test(reward_command, bad_output)
@@ -500,7 +526,7 @@ Test(reward_command, cannot_start)
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
 	while (nfd < 256 && (fds[nfd] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
 		nfd++;
-	struct rl_reward_program echo = {"echo 1", 5, 2, NULL};
+	struct rl_reward_program echo = {"echo 1", 5, 2, NULL, 0};
 	rc = rl_reward_command(&echo, items, 3, rewards, &fail, NULL, err, sizeof(err));
 	while (nfd > 0)
 		close(fds[--nfd]);
