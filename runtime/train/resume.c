@@ -385,11 +385,15 @@ static int none_loaded(struct rl_trainer *t, int n, const char *refused, char *e
 		         c->checkpoint_dir, refused[0] ? " that loads: " : "", refused);
 		return -1;
 	}
-	/* this start's rejected ones are in refused already */
-	if (rejected > 0)
+	/* this start's rejected ones are in refused already (and may be the
+	 * newest of them all) */
+	if (rejected > 0 && n > 0)
+		snprintf(earlier, sizeof earlier, "; %d more set aside by an earlier start",
+		         rejected);
+	else if (rejected > 0)
 		snprintf(earlier, sizeof earlier,
-		         "%s%d set aside by an earlier start (rejected_step_%" PRId64 "%s)",
-		         n > 0 ? "; " : "", rejected, newest, rejected > 1 ? " the newest" : "");
+		         "%d set aside by an earlier start (rejected_step_%" PRId64 "%s)", rejected,
+		         newest, rejected > 1 ? " the newest" : "");
 	if (n == 0 && rejected <= 0)
 		return 0;
 	if (strcmp(c->resume, "auto_or_fresh") == 0) {

@@ -43,4 +43,20 @@ expect_status 0 "resume: auto with a loadable checkpoint resumes" -- \
 	train grpo.max_num_steps=3 logger.log_dir=fresh
 expect_grep "$WORK/out" "resuming from run.ck/step_2 " "  from it"
 
+# two ranks: they agree, one message and a plain exit
+mpi_asan=${ASAN_OPTIONS:-}:detect_leaks=0
+# shellcheck disable=SC2086
+train2() {
+	timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" mpiexec -n 2 \
+		"$RLRUN" train $small policy.parallel.tensor=2 checkpointing.checkpoint_dir=two.ck "$@"
+}
+expect_status 0 "two ranks, two steps, checkpointed" -- train2 grpo.max_num_steps=2 logger.log_dir=two
+printf 'X' | dd of=two.ck/step_2/rank-00001.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect_status 1 "two ranks, resume: auto over a damaged checkpoint stops" -- \
+	train2 grpo.max_num_steps=4 logger.log_dir=two-auto
+[ "$(grep -c "checkpointing.resume is auto, but no checkpoint in two.ck loads" "$WORK/err")" = 1 ] &&
+	ok "  with one message" || not_ok "  messages: $(grep -c "resume is auto" "$WORK/err")"
+expect_grep "$WORK/err" "two.ck/step_2/rank-00001.safetensors: xxh3 " "  naming the damaged file"
+! grep -q "abort" "$WORK/err" && ok "  and no abort" || not_ok "  aborted: $(grep abort "$WORK/err" | head -3)"
+
 finish
