@@ -58,22 +58,26 @@ int rl_reward_workers(int num_workers);
  * each): a program that crashes on every item shows its traceback once.
  *
  * Failures score 0, are counted in *fail and logged to log (may be NULL), one
- * line each for the first ten, then one line for the rest (below, the
- * timeout for one reward is sample_timeout_s where it is set and shorter): when the program exits
- * or dies before answering its whole share, the first unanswered item is "crashed" and a fresh copy
- * continues with the next one; when no line comes within timeout_s seconds of the previous line (or
- * of the start, or of the caller running again after being held still past its wait: a job
- * suspended and resumed), the program's process group is killed, the item is "timed_out" and a
- * fresh copy continues; timeout_s also bounds the whole call (plus the time the caller was held
- * still): when it is up, every copy still owing rewards is killed with its process group and what
- * it owes is "timed_out", so that a program that hangs costs at most timeout_s per call, not per
- * item; a line that is not a finite number is "bad_output" and the program continues. Exit status
- * 127 (the shell did not find the command) scores the rest of that share as crashed without
- * restarting. A copy killed by one of p->stop_signals was stopped with the job, not by its item: a
- * fresh copy scores that item again (once per item), so that the step a job is stopped in scores as
- * it would have otherwise. timeout_s <= 0 waits forever for rewards; a copy still running 5 s (or
- * timeout_s if shorter) after its last reward or after closing its stdout is killed. Rewards are
- * parsed with strtod (C locale expected).
+ * line each for the first ten, then one line for the rest. When the program
+ * exits or dies before answering its whole share, the first unanswered item
+ * is "crashed" and a fresh copy continues with the next one. When no line
+ * comes within the timeout for one reward (sample_timeout_s where it is set
+ * and shorter, else timeout_s) of the previous line (or of the start, or of
+ * the caller running again after being held still past its wait: a job
+ * suspended and resumed), the copy's process group is killed, the item is
+ * "timed_out" and a fresh copy continues. timeout_s also bounds the whole
+ * call (counted again from the caller's return after being held still): when
+ * it is up, every copy still owing rewards is killed with its process group
+ * and what it owes is "timed_out", so that a program that hangs costs at most
+ * timeout_s per call, not per item. A line that is not a finite number is
+ * "bad_output" and the program continues. Exit status 127 (the shell did not
+ * find the command) scores the rest of that share as crashed without
+ * restarting. A copy killed by one of p->stop_signals was stopped with the
+ * job, not by its item: a fresh copy scores that item again (once per item),
+ * so that the step a job is stopped in scores as it would have otherwise.
+ * timeout_s <= 0 waits forever for rewards; a copy still running 5 s (or
+ * timeout_s if shorter) after its last reward or after closing its stdout is
+ * killed. Rewards are parsed with strtod (C locale expected).
  *
  * Returns 0 (also with failures), or -1 with a message in err when the program
  * could not be started even once (fork or pipe failure); all rewards are 0
