@@ -188,8 +188,9 @@ struct rl_cfg_data {
 struct rl_cfg_env {
 	char *name;
 	char *command;
-	double timeout;
-	int64_t num_workers;
+	double timeout;                     /* a step's scoring on a rank, and each sample */
+	struct rl_opt_float sample_timeout; /* each sample, when shorter; null: timeout */
+	struct rl_opt_int num_workers;      /* null: the rank's CPUs */
 };
 
 struct rl_cfg_logger {

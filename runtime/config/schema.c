@@ -130,8 +130,11 @@ const struct rl_key rl_schema[] = {
     {"checkpointing.model_save_format", RL_T_ENUM, OFF(checkpointing.model_save_format),
      "safetensors", .choices = "safetensors", .doc = "tensor file format of shards"},
     {"checkpointing.resume", RL_T_ENUM, OFF(checkpointing.resume), "auto",
-     .choices = "auto|never|must",
-     .doc = "resume from the newest complete checkpoint: if any, never, or fail without one"},
+     .choices = "auto|auto_or_fresh|never|must",
+     .doc = "auto: resume from the newest loadable checkpoint, start at step 1 when there is "
+            "none, and stop with an error when checkpoints are there but none loads; "
+            "auto_or_fresh: the same, but start at step 1 then too; never: refuse a directory "
+            "with checkpoints; must: stop without a loadable checkpoint"},
     {"checkpointing.signal", RL_T_ENUM, OFF(checkpointing.signal), "SIGUSR1",
      .choices = "SIGUSR1|SIGUSR2|SIGHUP|SIGALRM|SIGURG|SIGXCPU",
      .doc = "signal that, like SIGTERM, makes the run save a checkpoint and requeue its "
@@ -331,9 +334,17 @@ const struct rl_key rl_schema[] = {
      .doc = "external reward program: one JSON sample per line in, one reward per line out"},
     {"env.*.timeout", RL_T_FLOAT, EOFF(timeout), "60", AT_LEAST(0),
      .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
-     .doc = "seconds before the reward program is killed (its samples score 0)"},
-    {"env.*.num_workers", RL_T_INT, EOFF(num_workers), "1", AT_LEAST(1), .flags = RL_K_IN_ENV,
-     .doc = "reward programs run in parallel"},
+     .doc = "seconds a step's scoring may take on a rank, and each reward: the program is then "
+            "killed and the samples it has not scored score 0 (counted as timed out)"},
+    {"env.*.sample_timeout", RL_T_OPT_FLOAT, EOFF(sample_timeout), "null", AT_LEAST(0),
+     .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
+     .doc = "seconds one reward may take, when shorter than timeout: the copy that hangs on a "
+            "sample is killed and a fresh one scores the rest of its share (with timeout alone "
+            "that share is lost with it); null: timeout"},
+    {"env.*.num_workers", RL_T_OPT_INT, EOFF(num_workers), "null", AT_LEAST(1),
+     .flags = RL_K_IN_ENV,
+     .doc = "copies of the reward program run at a time, each scoring a share of the rank's "
+            "samples; null: as many as the rank has CPUs (its CPU affinity)"},
     NOT_YET_UNLESS("env.*.math_verify_impl", NULL, "slurm-rl's math reward is built in"),
 
     /* logger */

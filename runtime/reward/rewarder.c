@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/reward/math_answer.h"
+#include "runtime/reward/program_check.h"
 #include "runtime/reward/rewarder.h"
 
 int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
@@ -32,7 +33,14 @@ int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
 	r->name = name;
 	r->env = rl_config_env(cfg, name);
 	if (r->env && r->env->command) {
+		char why[4400];
+
 		r->kind = RL_REWARD_COMMAND;
+		if (rl_reward_program_check(r->env->command, why, sizeof why)) {
+			snprintf(err, errlen, "env.%s.command '%s' cannot run: %s", name,
+			         r->env->command, why);
+			return -1;
+		}
 		return 0;
 	}
 	if (strcmp(name, "math") == 0) {
@@ -50,29 +58,36 @@ int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
 }
 
 static void score_command(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
-                          double *rewards, int64_t *failures)
+                          double *rewards, int64_t *failures, struct rl_reward_failures *f)
 {
-	struct rl_reward_failures f = {0};
-	struct rl_reward_program program = {r->env->command, r->env->timeout,
-	                                    (int)r->env->num_workers, &r->stop_signals};
+	/* null: as many at a time as this rank has CPUs */
+	int workers = r->env->num_workers.set ? (int)r->env->num_workers.value : 0;
+	struct rl_reward_program program = {
+	    r->env->command, r->env->timeout, workers, &r->stop_signals,
+	    r->env->sample_timeout.set ? r->env->sample_timeout.value : 0};
 	char msg[512];
 
-	/* a program that cannot even start is a failure of every sample, not
-	 * of the run: the message goes to the log and they all score 0 */
-	if (rl_reward_command(&program, items, n, rewards, &f, stderr, msg, sizeof msg)) {
-		fprintf(stderr, "reward env.%s: %s; every sample of the step scores 0\n", r->name,
-		        msg);
-		f.crashed = n;
+	/* a program that cannot even start fails every sample: they score 0,
+	 * and the caller decides (a step whose samples all failed stops) */
+	if (rl_reward_command(&program, items, n, rewards, f, stderr, msg, sizeof msg)) {
+		fprintf(stderr, "reward env.%s: %s; every sample scores 0\n", r->name, msg);
+		f->crashed = n;
+		snprintf(f->first, sizeof f->first, "%.300s", msg);
 	}
-	*failures += (int64_t)(f.crashed + f.timed_out + f.bad_output);
+	*failures += (int64_t)(f->crashed + f->timed_out + f->bad_output);
 }
 
 int rl_rewards_score(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
-                     double *rewards, int64_t *failures, char *err, size_t errlen)
+                     double *rewards, int64_t *failures, struct rl_reward_failures *program,
+                     char *err, size_t errlen)
 {
+	struct rl_reward_failures local;
+
 	(void)err, (void)errlen;
+	program = program ? program : &local;
+	*program = (struct rl_reward_failures){0};
 	if (r->kind == RL_REWARD_COMMAND) {
-		score_command(r, items, n, rewards, failures);
+		score_command(r, items, n, rewards, failures, program);
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++) {

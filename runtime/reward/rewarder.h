@@ -1,6 +1,6 @@
 /* Which reward a run uses (data.env_name and env.<name>.*) and scoring
- * samples with it. No reward failure stops a run: the sample scores 0 and
- * is counted.
+ * samples with it. A reward that fails scores its sample 0 and is counted;
+ * a reward program that cannot run at all is refused at setup.
  * defines: enum rl_reward_kind, struct rl_reward, rl_rewarder_setup, rl_rewards_score */
 #ifndef RL_REWARD_REWARDER_H
 #define RL_REWARD_REWARDER_H
@@ -27,7 +27,9 @@ struct rl_reward {
 
 /* data.env_name null: the synthetic task's checker, or math for jsonl. A
  * name with an env.<name>.command runs that program (env.math.command
- * replaces the built-in math reward); math and exact are built in.
+ * replaces the built-in math reward), which must be there and executable
+ * (program_check.h: refused here, before the model loads, with the key,
+ * the command and why); math and exact are built in.
  * stop_signals: the signals that stop the job (NULL: none). */
 int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
                       const sigset_t *stop_signals, char *err, size_t errlen);
@@ -35,9 +37,12 @@ int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
 /* Sets rewards[0..n) of items[0..n) (every response text, "" for an empty
  * one); *failures counts items scored 0 because the reward could not be
  * computed (no expected answer for a built-in reward, no answer found,
- * program crash or timeout), each also reported on stderr. -1 only for
- * out of memory. */
+ * program crash or timeout), each also reported on stderr. program (may
+ * be NULL) is set to a reward program's failures, which for
+ * RL_REWARD_COMMAND are all of them (zeros for a built-in reward). -1 only
+ * for out of memory. */
 int rl_rewards_score(const struct rl_reward *r, const struct rl_reward_item *items, size_t n,
-                     double *rewards, int64_t *failures, char *err, size_t errlen);
+                     double *rewards, int64_t *failures, struct rl_reward_failures *program,
+                     char *err, size_t errlen);
 
 #endif

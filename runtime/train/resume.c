@@ -7,8 +7,10 @@
  * on every rank whatever happened locally, so a rank's failure is agreed
  * on, not waited for. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,25 +292,128 @@ static void say_resumed(struct rl_trainer *t, const char *dir, const struct rl_c
 
 /* A checkpoint that failed verification is renamed rejected_step_N, for
  * the user to look at: left as step_N it would count as the newest for
- * keep_top_k and be tried again at every start. */
-static void set_aside(struct rl_trainer *t, const char *root, int64_t step)
+ * keep_top_k and be tried again at every start. Whether it was renamed
+ * (on the first rank; false elsewhere). */
+static bool set_aside(struct rl_trainer *t, const char *root, int64_t step, bool older)
 {
 	char from[4200], to[4300], why[256];
+	const char *next = older ? "; trying an older checkpoint" : "";
 
 	if (rl_trainer_rank(t) != 0 ||
 	    rl_ckpt_path(from, sizeof from, root, step, false, why, sizeof why))
-		return;
+		return false;
 	snprintf(to, sizeof to, "%s/rejected_step_%" PRId64, root, step);
-	if (rename(from, to) == 0)
+	if (rename(from, to) == 0) {
 		fprintf(t->progress ? t->progress : stderr,
-		        "rlrun train: warning: %s failed verification and is kept as %s; "
-		        "trying an older checkpoint\n",
-		        from, to);
-	else
-		fprintf(t->progress ? t->progress : stderr,
-		        "rlrun train: warning: %s failed verification (and cannot be renamed: "
-		        "%s); trying an older checkpoint\n",
-		        from, strerror(errno));
+		        "rlrun train: warning: %s failed verification and is kept as %s%s\n", from,
+		        to, next);
+		return true;
+	}
+	fprintf(t->progress ? t->progress : stderr,
+	        "rlrun train: warning: %s failed verification (and cannot be renamed: %s)%s\n",
+	        from, strerror(errno), next);
+	return false;
+}
+
+/* The checkpoints an earlier start set aside (rejected_step_N), as the
+ * first rank counts them: *newest is the highest N. Collective. */
+static int count_rejected(struct rl_trainer *t, const char *root, int64_t *newest)
+{
+	int64_t v[2] = {0, -1};
+
+	if (rl_trainer_rank(t) == 0) {
+		DIR *d = opendir(root);
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			char *end;
+			const char *num = e->d_name + strlen("rejected_step_");
+
+			if (strncmp(e->d_name, "rejected_step_", strlen("rejected_step_")) != 0 ||
+			    !*num)
+				continue;
+			long long step = strtoll(num, &end, 10);
+			if (*end || step < 0)
+				continue;
+			v[0]++;
+			v[1] = step > v[1] ? step : v[1];
+		}
+		if (d)
+			closedir(d);
+	}
+	if (t->dist)
+		rl_comm_broadcast(t->dist->g[RL_G_WORLD], v, 2, RL_COMM_I64, 0,
+		                  "rejected checkpoints");
+	*newest = v[1];
+	return (int)v[0];
+}
+
+/* Appends to list (of len bytes) "; ITEM", or the first ITEM. */
+static void list_add(char *list, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void list_add(char *list, size_t len, const char *fmt, ...)
+{
+	size_t at = strlen(list);
+	va_list ap;
+
+	if (at + 3 >= len)
+		return;
+	if (at) {
+		memcpy(list + at, "; ", 3);
+		at += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(list + at, len - at, fmt, ap);
+	va_end(ap);
+}
+
+/* No checkpoint was loaded. With checkpoints there (this start's, or some
+ * an earlier start set aside), starting at step 1 would throw their steps
+ * away, under a requeue unseen: auto stops, auto_or_fresh starts afresh
+ * and says so. Collective (every rank alike). */
+static int none_loaded(struct rl_trainer *t, int n, const char *refused, char *err, size_t errlen)
+{
+	const struct rl_cfg_checkpointing *c = &t->cfg->checkpointing;
+	int64_t newest;
+	int rejected = count_rejected(t, c->checkpoint_dir, &newest) - n;
+	char earlier[200] = "";
+
+	if (strcmp(c->resume, "must") == 0) {
+		snprintf(err, errlen,
+		         "checkpointing.resume is must, but %s holds no complete checkpoint%s%s",
+		         c->checkpoint_dir, refused[0] ? " that loads: " : "", refused);
+		return -1;
+	}
+	/* this start's rejected ones are in refused already (and may be the
+	 * newest of them all) */
+	if (rejected > 0 && n > 0)
+		snprintf(earlier, sizeof earlier, "; %d more set aside by an earlier start",
+		         rejected);
+	else if (rejected > 0)
+		snprintf(earlier, sizeof earlier,
+		         "%d set aside by an earlier start (rejected_step_%" PRId64 "%s)", rejected,
+		         newest, rejected > 1 ? " the newest" : "");
+	if (n == 0 && rejected <= 0)
+		return 0;
+	if (strcmp(c->resume, "auto_or_fresh") == 0) {
+		if (t->progress)
+			fprintf(
+			    t->progress,
+			    "rlrun train: note: no checkpoint in %s loads (%s%s); "
+			    "checkpointing.resume is auto_or_fresh: starting afresh at step 1\n",
+			    c->checkpoint_dir, refused, earlier);
+		return 0;
+	}
+	err[0] = '\0';
+	if (rl_trainer_rank(t) == 0)
+		snprintf(err, errlen,
+		         "checkpointing.resume is auto, but no checkpoint in %s loads (%s%s): "
+		         "starting at step 1 would throw their steps away. Repair or remove them "
+		         "(rlrun ckpt verify says what is wrong with each), or set "
+		         "checkpointing.resume: auto_or_fresh to start afresh",
+		         c->checkpoint_dir, refused, earlier);
+	return -1;
 }
 
 /* Reads DIR into st while this rank's share of its files is checked
@@ -340,6 +445,7 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 	int n;
 	int64_t *steps = list_steps(t, &n, err, errlen);
 	bool loaded = false, failed = false;
+	char refused[1400] = ""; /* each candidate refused, and why */
 
 	*done_steps = 0;
 	if (n < 0) {
@@ -371,7 +477,13 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 			if (!mine)
 				fprintf(stderr, "rlrun train: rank %d: %s is not loadable: %s\n",
 				        rl_trainer_rank(t), dir, why);
-			set_aside(t, c->checkpoint_dir, steps[i]);
+			bool renamed = set_aside(t, c->checkpoint_dir, steps[i], i > 0);
+			char kept[64] = "";
+			if (renamed)
+				snprintf(kept, sizeof kept, ", now rejected_step_%" PRId64,
+				         steps[i]);
+			list_add(refused, sizeof refused, "step_%" PRId64 ": %.200s%s", steps[i],
+			         mine ? "not whole on another rank" : why, kept);
 		} else if (all_ok(t, read && apply_staged(t, &st, &s, err, errlen) == 0,
 		                  "checkpoint load") &&
 		           /* on every rank, or on none: it broadcasts */
@@ -404,19 +516,8 @@ int rl_trainer_resume(struct rl_trainer *t, int64_t *done_steps, char *err, size
 		rl_ckpt_manifest_free(&man);
 	}
 	free(steps);
-	if (failed)
+	if (failed || (!loaded && none_loaded(t, n, refused, err, errlen)))
 		return -1;
-	if (!loaded && strcmp(mode, "must") == 0) {
-		snprintf(err, errlen,
-		         "checkpointing.resume is must, but %s holds no complete checkpoint",
-		         c->checkpoint_dir);
-		return -1;
-	}
-	if (!loaded && n > 0 && t->progress)
-		fprintf(t->progress,
-		        "rlrun train: warning: none of the %d checkpoints in %s is loadable; "
-		        "starting afresh\n",
-		        n, c->checkpoint_dir);
 	/* what a crash left behind goes before anything new is written */
 	int cleaned = 0;
 	if (rl_trainer_rank(t) == 0)

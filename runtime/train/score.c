@@ -4,6 +4,7 @@
 
 #include "runtime/rollout/share.h"
 #include "runtime/train/score.h"
+#include "runtime/train/train.h"
 
 /* The samples [*lo, *hi) this rank scores: its part of its data-parallel
  * share, split over the ranks of its model replica. */
@@ -25,9 +26,10 @@ static void scoring_range(const struct rl_trainer *t, int n, int *lo, int *hi)
 	rl_share_split(share_lo, share_hi, me, replica, lo, hi);
 }
 
-/* Samples [lo, hi) of r scored. */
+/* Samples [lo, hi) of r scored; *program: the reward program's failures. */
 static int score_range(struct rl_trainer *t, struct rl_rollout *r, int lo, int hi,
-                       int64_t *failures, char *err, size_t errlen)
+                       int64_t *failures, struct rl_reward_failures *program, char *err,
+                       size_t errlen)
 {
 	size_t n = (size_t)(hi - lo);
 	struct rl_reward_item *items = calloc(n + 1, sizeof *items);
@@ -44,7 +46,7 @@ static int score_range(struct rl_trainer *t, struct rl_rollout *r, int lo, int h
 		                                        r->s[i].response ? r->s[i].response : "",
 		                                        r->answers[g]};
 	}
-	if (rl_rewards_score(&t->reward, items, n, rewards, failures, err, errlen))
+	if (rl_rewards_score(&t->reward, items, n, rewards, failures, program, err, errlen))
 		goto out;
 	for (int i = lo; i < hi; i++)
 		r->s[i].reward = rewards[i - lo];
@@ -55,20 +57,46 @@ out:
 	return rc;
 }
 
+/* A reward program that failed on every sample of the rollout (all ranks'
+ * counts, summed: the same on every rank) would have the run train on
+ * reward 0: the run stops instead, every rank alike, the first one saying
+ * why. */
+static int every_sample_failed(struct rl_trainer *t, const struct rl_rollout *r,
+                               const double sums[4], const struct rl_reward_failures *mine,
+                               char *err, size_t errlen)
+{
+	double program = sums[1] + sums[2] + sums[3];
+
+	if (t->reward.kind != RL_REWARD_COMMAND || r->n == 0 || program < r->n)
+		return 0;
+	err[0] = '\0';
+	if (rl_trainer_rank(t) == 0)
+		snprintf(err, errlen,
+		         "env.%s.command '%s' failed on every one of the %d samples (%.0f "
+		         "crashed, %.0f timed out, %.0f not a number): stopping rather than "
+		         "training on reward 0%s%s%s",
+		         t->reward.name, t->reward.env->command, r->n, sums[1], sums[2], sums[3],
+		         mine->first[0] ? "; the first: " : "", mine->first,
+		         mine->first[0] ? " (its stderr is above)" : "");
+	return RL_TRAIN_AGREED_FAILURE;
+}
+
 int rl_trainer_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
                      char *err, size_t errlen)
 {
 	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
+	struct rl_reward_failures program = {0};
 	int64_t failures = 0;
 	int lo, hi;
 
 	scoring_range(t, r->n, &lo, &hi);
-	if (hi > lo && score_range(t, r, lo, hi, &failures, err, errlen))
+	if (hi > lo && score_range(t, r, lo, hi, &failures, &program, err, errlen))
 		return -1;
 	if (rl_share_rewards(world, r, lo, hi, err, errlen))
 		return -1;
-	double sum = (double)failures;
-	rl_share_sum(world, &sum, 1, "reward failures");
-	*reward_failures += (int64_t)sum;
-	return 0;
+	double sums[4] = {(double)failures, (double)program.crashed, (double)program.timed_out,
+	                  (double)program.bad_output};
+	rl_share_sum(world, sums, 4, "reward failures");
+	*reward_failures += (int64_t)sums[0];
+	return every_sample_failed(t, r, sums, &program, err, errlen);
 }

@@ -16,7 +16,10 @@
 
 /* Every sample of r its reward, on every training rank (r holds every
  * sample, and this rank's scoring share its response text).
- * *reward_failures is added the whole rollout's failures. Collective. */
+ * *reward_failures is added the whole rollout's failures. Returns 0, -1
+ * with err, or RL_TRAIN_AGREED_FAILURE (train.h; err on the first rank)
+ * when a reward program failed on every sample: every rank returns it.
+ * Collective. */
 int rl_trainer_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward_failures,
                      char *err, size_t errlen);
 

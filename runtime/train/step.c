@@ -72,8 +72,11 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	t1 = rl_now();
 
 	int64_t failures = 0;
-	if (rl_trainer_score(t, &r, &failures, err, errlen))
+	int scored = rl_trainer_score(t, &r, &failures, err, errlen);
+	if (scored) {
+		rc = scored;
 		goto out;
+	}
 	m->reward_failures = failures;
 	if (rl_grpo_rollout_advantages(&r, &t->cfg->grpo)) {
 		snprintf(err, errlen, "out of memory");

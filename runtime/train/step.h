@@ -11,7 +11,7 @@
 
 /* Step `step`: its rollout, rewards, advantages, logprobs and updates, and
  * the refit; fills *m. Returns 0, 1 when the data ran out (nothing done),
- * or -1 with err. Collective. */
+ * -1 with err, or RL_TRAIN_AGREED_FAILURE (score.h). Collective. */
 int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
                     size_t errlen);
 

@@ -123,9 +123,11 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
 		struct rl_step_metrics m = {
 		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
-		if (rl_trainer_validate(t, 0, &m, err, errlen) ||
-		    (m.has_val && rl_trainer_is_main(t) &&
-		     rl_metrics_write(&t->log, &m, err, errlen)))
+		if ((rc = rl_trainer_validate(t, 0, &m, err, errlen)))
+			goto out;
+		rc = -1;
+		if (m.has_val && rl_trainer_is_main(t) &&
+		    rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		if (m.has_val && progress)
 			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
@@ -149,8 +151,10 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		double step_started = rl_now();
 		int got = rl_trainer_step(t, step, &m, err, errlen);
 
-		if (got < 0)
+		if (got < 0) {
+			rc = got; /* RL_TRAIN_AGREED_FAILURE stays one */
 			goto out;
+		}
 		if (got > 0) {
 			if (progress)
 				fprintf(progress,
@@ -160,8 +164,9 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			break;
 		}
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
-		    rl_trainer_validate(t, step, &m, err, errlen))
+		    (rc = rl_trainer_validate(t, step, &m, err, errlen)))
 			goto out;
+		rc = -1;
 		done = step;
 		if (t->ckpt) {
 			double t0 = rl_now();
@@ -236,7 +241,7 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		/* a failed rank ends the whole run instead (cmd_train) */
 		if (rc != -1)
 			rl_rollout_end(&t.rollouts);
-		if (rc != -1 && t.progress && t.zero.buckets_total > 0)
+		if (rc >= 0 && t.progress && t.zero.buckets_total > 0)
 			fprintf(
 			    t.progress,
 			    "rlrun train: %lld of %lld gradient buckets reduce-scattered during "

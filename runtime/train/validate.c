@@ -30,7 +30,7 @@ int rl_trainer_validate(struct rl_trainer *t, int64_t step, struct rl_step_metri
 		               ? n - start
 		               : (size_t)c->grpo.val_batch_size;
 		struct rl_rollout r;
-		int rc = -1;
+		int rc = -1, scored = 0;
 
 		if (rl_rollout_alloc(&r, (int)k, 1)) {
 			snprintf(err, errlen, "out of memory");
@@ -43,7 +43,7 @@ int rl_trainer_validate(struct rl_trainer *t, int64_t step, struct rl_step_metri
 		if (rl_rollout_generate(&t->rollouts, &r,
 		                        rl_step_seed((uint64_t)c->grpo.seed, -1 - step), &unused,
 		                        err, errlen) ||
-		    rl_trainer_score(t, &r, &unused, err, errlen))
+		    (scored = rl_trainer_score(t, &r, &unused, err, errlen)))
 			goto done;
 		for (size_t i = 0; i < k; i++) {
 			sum += r.s[i].reward;
@@ -57,7 +57,7 @@ int rl_trainer_validate(struct rl_trainer *t, int64_t step, struct rl_step_metri
 	done:
 		rl_rollout_free(&r);
 		if (rc)
-			return -1;
+			return scored < 0 ? scored : -1;
 	}
 	m->has_val = true;
 	m->val_reward = sum / (double)n;

@@ -267,14 +267,18 @@ Test(config, env_entries_get_defaults)
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text =
-	    MINIMAL "env:\n  math: {}\n  judge:\n    command: ./judge.py\n    timeout: 5\n";
+	    MINIMAL "env:\n  math: {}\n  judge:\n    command: ./judge.py\n    timeout: 5\n"
+	            "    sample_timeout: 0.5\n";
 	cr_assert_eq(load_text(text, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
 	cr_assert_eq(c.n_env, 2);
 	const struct rl_cfg_env *e = rl_config_env(&c, "judge");
 	cr_assert_not_null(e);
 	cr_expect_str_eq(e->command, "./judge.py");
 	cr_expect_float_eq(e->timeout, 5.0, 0);
-	cr_expect_eq(e->num_workers, 1);
+	cr_expect(e->sample_timeout.set && e->sample_timeout.value == 0.5);
+	cr_expect(!rl_config_env(&c, "math")->sample_timeout.set,
+	          "sample_timeout defaults to null");
+	cr_expect(!e->num_workers.set, "num_workers defaults to null (the rank's CPUs)");
 	cr_expect_null(rl_config_env(&c, "math")->command);
 	rl_config_free(&c);
 	rl_diags_free(&d);

@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "runtime/reward/program_check.h"
 #include "runtime/reward/reward_command.h"
 
 static const char *srcdir(void)
@@ -101,7 +103,7 @@ static char *run_program(const struct rl_reward_program *p, const struct rl_rewa
 static char *run(const char *cmd, double timeout, int workers, const struct rl_reward_item *items,
                  size_t n, double *rewards, struct rl_reward_failures *fail)
 {
-	struct rl_reward_program p = {cmd, timeout, workers, NULL};
+	struct rl_reward_program p = {cmd, timeout, workers, NULL, 0};
 
 	return run_program(&p, items, n, rewards, fail);
 }
@@ -238,7 +240,7 @@ Test(reward_command, stop_signal_scores_again)
 	make_items();
 	mark(0, "boom");
 	mark(17, "boom");
-	struct rl_reward_program p = {cmd, 5, 2, &term};
+	struct rl_reward_program p = {cmd, 5, 2, &term, 0};
 	char *log = run_program(&p, items, N, rewards, &fail);
 
 	for (size_t i = 0; i < N; i++)
@@ -281,7 +283,7 @@ Test(reward_command, stop_signal_scores_again_once)
 	sigaddset(&term, SIGTERM);
 	make_items();
 	mark(17, "boom");
-	struct rl_reward_program p = {cmd, 5, 1, &term};
+	struct rl_reward_program p = {cmd, 5, 1, &term, 0};
 	char *log = run_program(&p, items, N, rewards, &fail);
 
 	for (size_t i = 0; i < N; i++)
@@ -349,7 +351,7 @@ Test(reward_command, timeout_kills_group)
 	make_items();
 	mark(5, "sleepy");
 	double t0 = now_s();
-	char *log = run(cmd, 0.5, 2, items, N, rewards, &fail);
+	char *log = run(cmd, 1, 2, items, N, rewards, &fail);
 	double dt = now_s() - t0;
 	FILE *f = fopen(pidfile, "r");
 
@@ -361,14 +363,43 @@ Test(reward_command, timeout_kills_group)
 	          sleep_pid);
 	free(script);
 
+	/* the call's time is up when item 5's is: the rest of the first
+	 * copy's share (items 0-19) is not scored either; the other's is */
+	for (size_t i = 0; i < N; i++)
+		cr_expect_eq(rewards[i], i >= 5 && i < N / 2 ? 0.0 : 1.0, "item %zu", i);
+	cr_expect_eq(fail.timed_out, N / 2 - 5);
+	cr_expect_eq(fail.crashed + fail.bad_output, 0);
+	cr_expect_lt(dt, 3, "took %.2f s", dt);
+	expect_contains(log,
+	                "reward command: samples 5-19: not scored within the call's 1 s, killed");
+	free(log);
+	free(cmd);
+}
+
+/* With sample_timeout shorter than the call's timeout, the copy that hangs
+ * is killed after it and a fresh one scores the rest of its share: one
+ * sample lost, not the share. */
+Test(reward_command, sample_timeout_loses_one_sample)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *script = prog("sh", "hang_on_sleepy.sh");
+	struct rl_reward_program p = {script, 30, 2, NULL, 0.5};
+
+	make_items();
+	mark(5, "sleepy");
+	double t0 = now_s();
+	char *log = run_program(&p, items, N, rewards, &fail);
+	double dt = now_s() - t0;
+
 	for (size_t i = 0; i < N; i++)
 		cr_expect_eq(rewards[i], i == 5 ? 0.0 : 1.0, "item %zu", i);
 	cr_expect_eq(fail.timed_out, 1);
 	cr_expect_eq(fail.crashed + fail.bad_output, 0);
-	cr_expect_lt(dt, 2.5, "took %.2f s", dt);
+	cr_expect_lt(dt, 10, "took %.2f s: the call's timeout, not the sample's", dt);
 	expect_contains(log, "reward command: sample 5: no reward within 0.5 s");
 	free(log);
-	free(cmd);
+	free(script);
 }
 
 Test(reward_command, bad_output)
@@ -495,7 +526,7 @@ Test(reward_command, cannot_start)
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
 	while (nfd < 256 && (fds[nfd] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
 		nfd++;
-	struct rl_reward_program echo = {"echo 1", 5, 2, NULL};
+	struct rl_reward_program echo = {"echo 1", 5, 2, NULL, 0};
 	rc = rl_reward_command(&echo, items, 3, rewards, &fail, NULL, err, sizeof(err));
 	while (nfd > 0)
 		close(fds[--nfd]);
@@ -505,4 +536,167 @@ Test(reward_command, cannot_start)
 	for (size_t i = 0; i < 3; i++)
 		cr_expect_eq(rewards[i], 0.0);
 	cr_expect_eq(fail.crashed, 3);
+}
+
+/* Copies run at once: 8 items of 0.2 s each take about ceil(8/W) * 0.2 s
+ * with W copies, 1.6 s with one. Compared with the serial run of the same
+ * test, not with absolute times: 4 copies must take under half its time,
+ * and at least the two items each copy sleeps through in turn. */
+Test(reward_command, workers_run_at_once)
+{
+	const double sleep_s = 0.2;
+	double rewards[8], t0, serial, parallel;
+	struct rl_reward_failures fail;
+	char *cmd, *script = prog("sh", "sleep_each.sh");
+
+	cr_assert_geq(asprintf(&cmd, "SLEEP_S=%g %s", sleep_s, script), 0);
+	make_items();
+	t0 = now_s();
+	free(run(cmd, 30, 1, items, 8, rewards, &fail));
+	serial = now_s() - t0;
+	cr_expect_eq(fail.crashed + fail.timed_out + fail.bad_output, 0);
+	t0 = now_s();
+	free(run(cmd, 30, 4, items, 8, rewards, &fail));
+	parallel = now_s() - t0;
+	cr_expect_eq(fail.crashed + fail.timed_out + fail.bad_output, 0);
+	for (size_t i = 0; i < 8; i++)
+		cr_expect_eq(rewards[i], 1.0, "item %zu", i);
+	cr_expect_geq(serial, 8 * sleep_s, "serial %.2f s", serial);
+	cr_expect_geq(parallel, 2 * sleep_s, "parallel %.2f s", parallel);
+	cr_expect_lt(parallel, 0.5 * serial, "4 copies took %.2f s, one %.2f s", parallel, serial);
+	free(cmd);
+	free(script);
+}
+
+/* num_workers < 1: the CPUs this process may run on, as nproc(1) counts
+ * them. */
+Test(reward_command, default_workers_are_the_cpus)
+{
+	/* nproc would follow OMP_NUM_THREADS, which has nothing to say here */
+	FILE *p = popen("env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc", "r");
+	int cpus = 0;
+
+	cr_assert_not_null(p);
+	cr_assert_eq(fscanf(p, "%d", &cpus), 1);
+	pclose(p);
+	cr_expect_eq(rl_reward_workers(0), cpus);
+	cr_expect_eq(rl_reward_workers(-1), cpus);
+	cr_expect_eq(rl_reward_workers(3), 3);
+}
+
+/* A program that hangs on every item costs the call's timeout, not one
+ * timeout per item (20 per copy here): every item is timed out. */
+Test(reward_command, hanging_program_costs_one_timeout)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	const double timeout = 0.5;
+
+	make_items();
+	double t0 = now_s();
+	char *log = run("exec sleep 1000", timeout, 2, items, N, rewards, &fail);
+	double dt = now_s() - t0;
+
+	cr_expect_eq(fail.timed_out, N);
+	cr_expect_eq(fail.crashed + fail.bad_output, 0);
+	cr_expect_geq(dt, timeout);
+	/* one timeout and the killing; a timeout per item would be 10 s */
+	cr_expect_lt(dt, 4 * timeout, "took %.2f s", dt);
+	expect_contains(log, "samples 0-19: not scored within the call's 0.5 s, killed");
+	expect_contains(log, "samples 20-39: not scored within the call's 0.5 s, killed");
+	free(log);
+}
+
+static size_t count_of(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* A program that crashes on every item: its traceback is shown once, the
+ * failures are listed ten at a time and counted, and the first failure
+ * keeps the traceback's last line for the caller. */
+Test(reward_command, crash_traceback_shown_once)
+{
+	double rewards[N];
+	struct rl_reward_failures fail;
+	char *cmd = prog("sh", "traceback.sh");
+
+	make_items();
+	char *log = run(cmd, 30, 2, items, N, rewards, &fail);
+
+	cr_expect_eq(fail.crashed, N);
+	cr_expect_eq(count_of(log, "Traceback (most recent call last):"), 1, "%s", log);
+	cr_expect_eq(count_of(log, "  | ZeroDivisionError: division by zero"), 1, "%s", log);
+	cr_expect_eq(count_of(log, ": exited with status 1"), 10, "%s", log);
+	expect_contains(log, "30 more failures not listed (in all: 40 crashed, 0 timed out");
+	expect_contains(log, "39 more copies wrote the same stderr as one shown above");
+	cr_expect(strstr(fail.first, "exited with status 1: ZeroDivisionError: division by zero"),
+	          "first: %s", fail.first);
+	free(log);
+	free(cmd);
+}
+
+/* ---- rl_reward_program_check ---- */
+
+static char *check(const char *command)
+{
+	static char why[8192];
+
+	why[0] = '\0';
+	return rl_reward_program_check(command, why, sizeof why) ? why : NULL;
+}
+
+#define expect_refused(command, needle)                                                            \
+	do {                                                                                       \
+		const char *w_ = check(command);                                                   \
+		cr_expect(w_ &&strstr(w_, needle), "%s: %s", command, w_ ? w_ : "accepted");       \
+	} while (0)
+
+Test(program_check, runnable_commands_pass)
+{
+	char *script = prog("sh", "len_mod3.awk");
+
+	cr_expect_null(check(script), "%s", script); /* exec sh '<path>' */
+	cr_expect_null(check("echo 1"));
+	cr_expect_null(check("FOO=1 BAR='a b' exec awk -f /dev/null"));
+	cr_expect_null(check("sh -e -c 'echo 1'"));
+	cr_expect_null(check("python3 -m judge"));
+	cr_expect_null(check("$HOME/judge.py"), "expansions are the shell's");
+	cr_expect_null(check("cat | awk '{print 1}'"));
+	free(script);
+}
+
+Test(program_check, missing_and_not_executable_refused)
+{
+	char dir[] = "/tmp/rl-check-XXXXXX", path[256], cmd[600];
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/judge.py", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("print(1)\n", f);
+	fclose(f);
+	chmod(path, 0644);
+
+	expect_refused("/nonexistent/judge.py --fast", "/nonexistent/judge.py: no such file");
+	expect_refused(path, "is not executable (chmod +x it");
+	snprintf(cmd, sizeof cmd, "'%s' x", dir);
+	expect_refused(cmd, "is a directory");
+	expect_refused("no-such-reward-program-xyz",
+	               "no-such-reward-program-xyz: not found in PATH");
+	expect_refused("exec python3 -u /nonexistent/judge.py",
+	               "/nonexistent/judge.py: no such file");
+	expect_refused("sh \"/nonexistent/a b.sh\"", "/nonexistent/a b.sh: no such file");
+	expect_refused("   ", "the command is empty");
+	/* through its interpreter the same file is fine */
+	snprintf(cmd, sizeof cmd, "sh %s", path);
+	cr_expect_null(check(cmd), "%s", cmd);
+	chmod(path, 0755);
+	cr_expect_null(check(path), "%s", path);
+	unlink(path);
+	rmdir(dir);
 }
