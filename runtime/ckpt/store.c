@@ -123,7 +123,8 @@ int rl_ckpt_scan(const char *root, struct rl_ckpt_listing *l, char *err, size_t 
 		}
 	}
 	closedir(d);
-	qsort(l->steps, (size_t)l->n, sizeof *l->steps, cmp_i64);
+	if (l->n > 0) /* qsort(NULL, 0, ...) is undefined behaviour */
+		qsort(l->steps, (size_t)l->n, sizeof *l->steps, cmp_i64);
 	return 0;
 }
 
