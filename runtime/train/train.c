@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/plural.h"
 #include "runtime/job/slurm_job.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
@@ -101,7 +102,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	 * a checkpoint's included */
 	if (rl_rollout_begin(&t->rollouts, t->resumed_step, err, errlen))
 		goto out;
-	if (rl_trainer_open_metrics(t, err, errlen))
+	if (rl_trainer_open_metrics(t, err, errlen) || rl_trainer_gpu_watch_open(t, err, errlen))
 		goto out;
 	if (progress)
 		describe(t, progress);
@@ -134,6 +135,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	started = rl_now();
 	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
+	struct rl_run_summary summary = {0};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
 		int reason = t->ckpt
@@ -155,8 +157,9 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			if (progress)
 				fprintf(progress,
 				        "rlrun train: the data ran out after %lld "
-				        "epoch(s), at step %lld\n",
-				        (long long)cfg->grpo.max_num_epochs, (long long)step);
+				        "epoch%s, at step %lld\n",
+				        (long long)cfg->grpo.max_num_epochs,
+				        rl_plural(cfg->grpo.max_num_epochs), (long long)step);
 			break;
 		}
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
@@ -174,9 +177,11 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			saved = due ? step : saved;
 			m.t.checkpointing = rl_now() - t0;
 		}
+		rl_trainer_gpu_stats(t, &m);
 		if (rl_trainer_is_main(t) && rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		last = m;
+		rl_run_summary_add(&summary, &m);
 		double step_seconds = rl_now() - step_started;
 		if (t->ckpt && step_seconds > watch.longest_step)
 			watch.longest_step = step_seconds;
@@ -204,6 +209,12 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	}
 	if (rl_trainer_save_poll(t, true, err, errlen))
 		goto out;
+	if (progress) {
+		char *tb = cfg->logger.tensorboard_enabled ? rl_trainer_tensorboard_dir(cfg) : NULL;
+		rl_run_summary_print(progress, &summary, cfg->logger.log_dir, tb,
+		                     t->ckpt ? cfg->checkpointing.checkpoint_dir : NULL);
+		free(tb);
+	}
 	rc = 0;
 out:
 	return rc;
