@@ -29,15 +29,17 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	for (int i = 0; i < t->model->n_params; i++)
 		params += t->model->params[i].numel;
 	fprintf(out,
-	        "rlrun train: %s (%s, %d layers, hidden %d, %.2fM parameters) on %s, data %s, "
+	        "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s, "
 	        "reward %s\n"
-	        "rlrun train: %lld steps of %lld prompts x %lld samples, %lld optimizer "
+	        "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
 	        "update%s per step; metrics in %s\n",
-	        c->policy.model_name, mc->architecture, mc->n_layers, mc->hidden_size,
-	        (double)params / 1e6, t->model->ops->name, c->data.dataset_name, t->reward.name,
-	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
-	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
-	        t->updates_per_step == 1 ? "" : "s", t->log.path);
+	        c->policy.model_name, mc->architecture, mc->n_layers, rl_plural(mc->n_layers),
+	        mc->hidden_size, (double)params / 1e6, t->model->ops->name, c->data.dataset_name,
+	        t->reward.name, (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
+	        (long long)c->grpo.num_prompts_per_step, rl_plural(c->grpo.num_prompts_per_step),
+	        (long long)c->grpo.num_generations_per_prompt,
+	        rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
+	        rl_plural(t->updates_per_step), t->log.path);
 	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
@@ -48,9 +50,10 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	            : "");
 	if (t->remote_generation)
 		fprintf(out,
-		        "rlrun train: %d training ranks; generation on %d ranks of their own "
+		        "rlrun train: %d training rank%s; generation on %d rank%s of their own "
 		        "(tensor parallel %lld), refit after each step\n",
-		        t->dist->size, t->dist->all_size - t->dist->size,
+		        t->dist->size, rl_plural(t->dist->size), t->dist->all_size - t->dist->size,
+		        rl_plural(t->dist->all_size - t->dist->size),
 		        (long long)c->policy.generation.tensor_parallel_size);
 	fflush(out);
 }
@@ -250,9 +253,10 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		if (rc != -1 && t.progress && t.zero.buckets_total > 0)
 			fprintf(
 			    t.progress,
-			    "rlrun train: %lld of %lld gradient buckets reduce-scattered during "
+			    "rlrun train: %lld of %lld gradient bucket%s reduce-scattered during "
 			    "the backward pass\n",
-			    (long long)t.zero.early_total, (long long)t.zero.buckets_total);
+			    (long long)t.zero.early_total, (long long)t.zero.buckets_total,
+			    rl_plural(t.zero.buckets_total));
 	}
 	rl_trainer_free(&t);
 	return rc;

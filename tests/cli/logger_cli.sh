@@ -126,6 +126,8 @@ set -- rs-tb/events.out.tfevents.*
 	ok "  which starts by telling TensorBoard to drop steps from 3 on" ||
 	not_ok "  the resumed file starts with: $(head -1 dump2)"
 expect_grep "$WORK/out" "^rlrun train: 1 step \(3 to 3\)" "  one step: \"1 step\", not \"1 steps\""
+expect_status 0 "rlrun ckpt list" -- "$RLRUN" ckpt list ck
+expect_grep "$WORK/out" "^step_3 .* 1 rank: tp1 pp1 cp1 dp1 " "  a one-rank checkpoint: \"1 rank\", not \"1 ranks\""
 "$DUMP" "$@" | grep -v purge | sort >got
 expected rs/metrics.jsonl >want
 same_scalars want got "  the two files hold every number of the resumed metrics.jsonl"
@@ -135,6 +137,8 @@ same_scalars want got "  the two files hold every number of the resumed metrics.
 expect_status 0 "logger.monitor_gpus on the CPU backend: the run goes on" -- \
 	"$RLRUN" train grpo.max_num_steps=1 logger.log_dir=gpu checkpointing.enabled=false \
 	logger.monitor_gpus=true logger.gpu_monitoring.collection_interval=0.5 $tiny
+expect_grep "$WORK/out" "^rlrun train: 1 step of 8 prompts x 4 samples, 1 optimizer update per step;" \
+	"  a one-step run says \"1 step\""
 expect_grep "$WORK/out" "^rlrun train: note: logger.monitor_gpus: nothing to monitor: the run computes on the cpu backend, not on a GPU; the run goes on without GPU readings$" \
 	"  with one note saying why there is nothing to do"
 [ "$(grep -c 'monitor_gpus' "$WORK/out")" = 1 ] && ok "  only one" ||
