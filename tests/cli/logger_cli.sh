@@ -145,4 +145,19 @@ expect_grep "$WORK/out" "^rlrun train: note: logger.monitor_gpus: nothing to mon
 	not_ok "  $(grep -c monitor_gpus "$WORK/out") notes"
 ! grep -q '"node\.' gpu/metrics.jsonl && ok "  and no GPU keys in metrics.jsonl" ||
 	not_ok "  GPU keys in metrics.jsonl on the CPU"
+# the readings are gathered from every training rank each step: with
+# none to give, two ranks still meet in it, and the first speaks once
+if command -v mpiexec >/dev/null 2>&1; then
+	expect_status 0 "logger.monitor_gpus on two CPU ranks" -- \
+		timeout --foreground -k 5 300 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+		mpiexec -n 2 "$RLRUN" train grpo.max_num_steps=2 grpo.num_prompts_per_step=8 \
+		policy.train_global_batch_size=64 policy.train_micro_batch_size=16 \
+		logger.log_dir=gpu2 checkpointing.enabled=false logger.monitor_gpus=true \
+		logger.tensorboard_enabled=true
+	[ "$(grep -c 'monitor_gpus' "$WORK/out")" = 1 ] && [ "$(wc -l <gpu2/metrics.jsonl)" = 2 ] &&
+		ok "  both steps logged, one note" ||
+		not_ok "  $(grep -c monitor_gpus "$WORK/out") notes, $(wc -l <gpu2/metrics.jsonl) steps"
+	set -- gpu2/tensorboard/events.out.tfevents.*
+	[ $# = 1 ] && ok "  one event file, the first rank's" || not_ok "  event files: $*"
+fi
 finish
