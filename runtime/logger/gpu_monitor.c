@@ -2,7 +2,10 @@
 /* NVML's C API as nvml.h declares it (the functions and structs used
  * here, whose layout NVML keeps stable across versions): nvmlInit_v2,
  * nvmlDeviceGetHandleByPciBusId_v2, nvmlDeviceGetIndex,
- * nvmlDeviceGetMemoryInfo (nvmlMemory_t: total, free, used in bytes),
+ * nvmlDeviceGetMemoryInfo_v2 (nvmlMemory_v2_t: its version, then total,
+ * reserved, free, used in bytes; "used" as nvidia-smi shows it, without
+ * the driver's reserve) or, on drivers before it, nvmlDeviceGetMemoryInfo
+ * (nvmlMemory_t: total, free, used, the reserve counted as used),
  * nvmlDeviceGetUtilizationRates (nvmlUtilization_t: gpu, memory in percent
  * of the last sample period), nvmlErrorString, nvmlShutdown. */
 #include <dlfcn.h>
@@ -22,6 +25,12 @@ typedef struct nvml_device *nvml_device;
 struct nvml_memory {
 	unsigned long long total, free, used;
 };
+struct nvml_memory_v2 {
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+/* nvml.h's nvmlMemory_v2: the struct's size and its version, 2 */
+#define NVML_MEMORY_V2 ((unsigned)sizeof(struct nvml_memory_v2) | 2u << 24)
 struct nvml_utilization {
 	unsigned int gpu, memory;
 };
@@ -33,6 +42,7 @@ struct nvml {
 	nvml_return (*by_bus_id)(const char *, nvml_device *);
 	nvml_return (*index)(nvml_device, unsigned *);
 	nvml_return (*memory)(nvml_device, struct nvml_memory *);
+	nvml_return (*memory_v2)(nvml_device, struct nvml_memory_v2 *); /* NULL: older driver */
 	nvml_return (*utilization)(nvml_device, struct nvml_utilization *);
 	const char *(*error_string)(nvml_return);
 };
@@ -89,6 +99,7 @@ static int load(struct nvml *api, char *why, size_t whylen)
 	*(void **)&api->memory = f[4];
 	*(void **)&api->utilization = f[5];
 	*(void **)&api->error_string = f[6];
+	*(void **)&api->memory_v2 = dlsym(api->lib, "nvmlDeviceGetMemoryInfo_v2");
 	return 0;
 }
 
@@ -96,9 +107,14 @@ static int load(struct nvml *api, char *why, size_t whylen)
 static void read_gpu(struct rl_gpu_monitor *m)
 {
 	struct nvml_memory mem;
+	struct nvml_memory_v2 mem2 = {.version = NVML_MEMORY_V2};
 	struct nvml_utilization u;
-	nvml_return rc = m->api.memory(m->dev, &mem);
+	nvml_return rc = -1;
 
+	if (m->api.memory_v2 && (rc = m->api.memory_v2(m->dev, &mem2)) == 0)
+		mem = (struct nvml_memory){mem2.total, mem2.free, mem2.used};
+	else
+		rc = m->api.memory(m->dev, &mem);
 	if (rc == 0)
 		rc = m->api.utilization(m->dev, &u);
 	if (rc != 0) {
