@@ -6,6 +6,7 @@ pkgs="build-essential autoconf automake pkg-config binutils groff-base
 libyaml-dev libhwloc-dev hwloc libslurm-dev libpmi2-0-dev libmpich-dev mpich
 slurmctld slurmd slurm-client munge
 libopenblas-openmp-dev libjansson-dev libpcre2-dev libunistring-dev libxxhash-dev libcriterion-dev
+libprotobuf-c-dev protobuf-c-compiler
 gnuplot-nox valgrind"
 missing=
 for p in $pkgs; do

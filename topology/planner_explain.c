@@ -163,12 +163,13 @@ static void put_generation(struct text *t, const struct rl_plan_hw *hw,
 
 	put_part(t, "generation", e->t_generation);
 	put(t,
-	    "%.0f replicas of tp*pp = %d GPUs, %.0f sequences each, %.0f round%s of %.0f at "
+	    "%.0f replica%s of tp*pp = %d GPU%s, %.0f sequence%s each, %.0f round%s of %.0f at "
 	    "once; every answer %.0f tokens (its limit) after a %.0f-token prompt; a decode "
 	    "step %.2f ms: each TP rank reads %.2f GB of weights + %.2f GB of KV cache, stage "
 	    "after stage, at %.0f GB/s (%s), then TP and pipeline sends; prefill %.2f s at "
 	    "%.0f%% MFU\n",
-	    b->replicas, e->tp * e->pp, b->seqs, b->rounds, b->rounds == 1 ? "" : "s", b->batch,
+	    b->replicas, b->replicas == 1 ? "" : "s", e->tp * e->pp, e->tp * e->pp == 1 ? "" : "s",
+	    b->seqs, b->seqs == 1 ? "" : "s", b->rounds, b->rounds == 1 ? "" : "s", b->batch,
 	    b->new_tokens, b->prompt, b->decode_step * 1e3, b->decode_weights / 1e9,
 	    b->decode_kv / 1e9, hw->hbm_bytes_per_s / 1e9,
 	    b->decode_compute_bound ? "compute-bound: the flops at that MFU take longer"
@@ -185,9 +186,10 @@ static void put_compute(struct text *t, const struct rl_plan_hw *hw,
 	put(t,
 	    "%.3g tokens x %.0f forwards (train %.0f, policy and reference logprobs 1 each) x "
 	    "%.1f GFLOP/token (2 per active parameter + causal attention) at %.0f%% MFU of "
-	    "%.0f TFLOPS on %d GPUs\n",
+	    "%.0f TFLOPS on %d GPU%s\n",
 	    b->tokens, b->forwards, b->forwards - 2, b->flops_per_token / 1e9, hw->mfu * 100,
-	    hw->peak_flops / 1e12, hw->n_nodes * hw->gpus_per_node);
+	    hw->peak_flops / 1e12, hw->n_nodes * hw->gpus_per_node,
+	    hw->n_nodes * hw->gpus_per_node == 1 ? "" : "s");
 }
 
 static void put_comm(struct text *t, const struct rl_plan_hw *hw, const struct rl_plan_job *job,

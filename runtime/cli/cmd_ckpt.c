@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/plural.h"
 #include "runtime/ckpt/manifest.h"
 #include "runtime/ckpt/reshard.h"
 #include "runtime/ckpt/run_state.h"
@@ -143,9 +144,10 @@ static int cmd_verify(const char *dir)
 		opened_close(&o);
 		return RL_EXIT_FAIL;
 	}
-	printf("%s: step %" PRId64 ", %d files, %.1f MB: every checksum matches; %d tensors "
+	printf("%s: step %" PRId64 ", %d file%s, %.1f MB: every checksum matches; %d tensor%s "
 	       "with their Adam moments, each complete\n",
-	       dir, o.man.step, o.man.n_files, (double)o.bytes / 1e6, n_tensors);
+	       dir, o.man.step, o.man.n_files, rl_plural(o.man.n_files), (double)o.bytes / 1e6,
+	       n_tensors, rl_plural(n_tensors));
 	opened_close(&o);
 	return RL_EXIT_OK;
 }
@@ -196,8 +198,9 @@ static int cmd_list(const char *root)
 			rl_ckpt_manifest_free(&man);
 		}
 		if (rl_ckpt_run_state_read(&s, dir, err, sizeof err) == 0) {
-			snprintf(layout, sizeof layout, "%d ranks: tp%d pp%d cp%d dp%d",
-			         s.world_size, s.tensor, s.pipeline, s.context, s.data);
+			snprintf(layout, sizeof layout, "%d rank%s: tp%d pp%d cp%d dp%d",
+			         s.world_size, rl_plural(s.world_size), s.tensor, s.pipeline,
+			         s.context, s.data);
 			metric_text(s.metrics, "reward_mean", reward, sizeof reward);
 			metric_text(s.metrics, "val_reward", val, sizeof val);
 			json_decref(s.metrics);

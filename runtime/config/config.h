@@ -196,6 +196,14 @@ struct rl_cfg_env {
 struct rl_cfg_logger {
 	char *log_dir;
 	int64_t num_val_samples_to_print;
+	bool tensorboard_enabled;
+	struct {
+		char *log_dir; /* NULL: <log_dir>/tensorboard */
+	} tensorboard;
+	bool monitor_gpus;
+	struct {
+		double collection_interval, flush_interval; /* seconds */
+	} gpu_monitoring;
 };
 
 struct rl_cfg_cluster {

@@ -351,16 +351,30 @@ const struct rl_key rl_schema[] = {
     {"logger.log_dir", RL_T_STRING, OFF(logger.log_dir), "logs",
      .doc = "metrics.jsonl and logs go here"},
     {"logger.num_val_samples_to_print", RL_T_INT, OFF(logger.num_val_samples_to_print), "0",
-     AT_LEAST(0), .doc = "validation samples printed on the terminal"},
+     AT_LEAST(0),
+     .doc = "validation samples printed on the terminal, one line each: control "
+            "characters are shown escaped as in C (newline, tab, the others in hex)"},
+    {"logger.tensorboard_enabled", RL_T_BOOL, OFF(logger.tensorboard_enabled), "false",
+     .doc = "also write every metric of metrics.jsonl to TensorBoard event files, under "
+            "NeMo-RL's tag names (rlrun(1), TENSORBOARD)"},
+    {"logger.tensorboard.log_dir", RL_T_STRING, OFF(logger.tensorboard.log_dir), "null",
+     .flags = RL_K_NULLABLE,
+     .doc = "where the event files go; null: <logger.log_dir>/tensorboard, as NeMo-RL"},
+    {"logger.monitor_gpus", RL_T_BOOL, OFF(logger.monitor_gpus), "false",
+     .doc = "log each training rank's GPU memory and utilisation (NVML) with every step; "
+            "on the CPU backend a note says there is nothing to monitor"},
+    {"logger.gpu_monitoring.collection_interval", RL_T_FLOAT,
+     OFF(logger.gpu_monitoring.collection_interval), "10", AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+     .doc = "seconds between two readings of a GPU; each step also reads it at its end"},
+    {"logger.gpu_monitoring.flush_interval", RL_T_FLOAT, OFF(logger.gpu_monitoring.flush_interval),
+     "10", AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+     .doc = "accepted for NeMo-RL's configs; the readings are written with each step's "
+            "metrics, whatever its value"},
     NOT_YET_UNLESS("logger.wandb_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
-    NOT_YET_UNLESS("logger.tensorboard_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
     NOT_YET_UNLESS("logger.mlflow_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
     NOT_YET_UNLESS("logger.swanlab_enabled", "false", "use metrics.jsonl and `rlrun plot`"),
-    NOT_YET_UNLESS("logger.monitor_gpus", "false", "GPU monitoring is not implemented yet"),
     NOT_YET("logger.wandb", "use metrics.jsonl and `rlrun plot`"),
-    NOT_YET("logger.tensorboard", "use metrics.jsonl and `rlrun plot`"),
     NOT_YET("logger.mlflow", "use metrics.jsonl and `rlrun plot`"),
-    NOT_YET("logger.gpu_monitoring", "GPU monitoring is not implemented yet"),
 
     /* cluster: used without Slurm; under Slurm the allocation decides */
     {"cluster.gpus_per_node", RL_T_INT, OFF(cluster.gpus_per_node), "1", AT_LEAST(0),

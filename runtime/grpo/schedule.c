@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/grpo/schedule.h"
+#include "runtime/base/plural.h"
 
 int rl_lr_schedule_init(struct rl_lr_schedule *s, const char *type, double peak, double min,
                         int64_t warmup, int64_t decay_steps, int64_t total_steps, char *err,
@@ -27,9 +28,10 @@ int rl_lr_schedule_init(struct rl_lr_schedule *s, const char *type, double peak,
 	if (s->kind == RL_LR_COSINE && s->decay_steps <= s->warmup) {
 		snprintf(
 		    err, errlen,
-		    "policy.lr_schedule: cosine decay over %lld optimizer steps leaves nothing "
-		    "after %lld warmup steps",
-		    (long long)s->decay_steps, (long long)s->warmup);
+		    "policy.lr_schedule: cosine decay over %lld optimizer step%s leaves nothing "
+		    "after %lld warmup step%s",
+		    (long long)s->decay_steps, rl_plural(s->decay_steps), (long long)s->warmup,
+		    rl_plural(s->warmup));
 		return -1;
 	}
 	return 0;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/plural.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
 
@@ -163,8 +164,8 @@ int rl_job_requeue(struct rl_job_watch *w, int64_t newest, int64_t done, char *e
 
 	resume_point(newest, from, sizeof from);
 	if (out && newest < done)
-		fprintf(out, "rlrun train: %" PRId64 " step(s) will be redone, from %s\n",
-		        done - newest, from);
+		fprintf(out, "rlrun train: %" PRId64 " step%s will be redone, from %s\n",
+		        done - newest, rl_plural(done - newest), from);
 	if (!w->job.id) {
 		if (out)
 			fprintf(out,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/train/metrics.h"
@@ -171,7 +172,93 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 		put_num(o, "idle/buffer_starvation", m->t.buffer_starvation);
 		json_object_set_new(o, "avg_trajectory_age", json_integer(m->trajectory_age));
 	}
+	for (int i = 0; i < m->n_gpus; i++) {
+		const struct rl_gpu_stat *g = &m->gpus[i];
+		char key[96];
+
+		snprintf(key, sizeof key, "node.%d.gpu.%u.mem_gb", g->node, g->index);
+		put_num(o, key, g->mem_gb);
+		snprintf(key, sizeof key, "node.%d.gpu.%u.mem_total_gb", g->node, g->index);
+		put_num(o, key, g->mem_total_gb);
+		snprintf(key, sizeof key, "node.%d.gpu.%u.util", g->node, g->index);
+		put_num(o, key, g->util);
+	}
 	return o;
+}
+
+/* metrics.jsonl's names that NeMo-RL logs under a name of its own; the
+ * timers are its timing/train/ names already, the GPUs' its GPU
+ * monitor's; every other key is train/KEY */
+static const struct {
+	const char *key, *tag;
+} renamed[] = {
+    {"reward_mean", "train/reward"},
+    {"val_reward", "validation/accuracy"},
+    {"response_tokens_mean", "train/mean_gen_tokens_per_sample"},
+    {"truncated_fraction", "train/truncation_rate"},
+    {"tokens", "train/total_num_tokens"},
+    {"tokens_per_sec", "performance/tokens_per_sec"},
+    {"validation", "timing/validation/total_validation_time"},
+};
+static const char *const timers[] = {"total_step_time",    "generation",
+                                     "reward_calculation", "policy_and_reference_logprobs",
+                                     "policy_training",    "refit",
+                                     "checkpointing",      "exposed_generation",
+                                     "weight_sync",        "idle/buffer_starvation"};
+
+const char *rl_metrics_tag(const char *key, char *buf, size_t len)
+{
+	for (size_t i = 0; i < sizeof renamed / sizeof *renamed; i++)
+		if (strcmp(key, renamed[i].key) == 0)
+			return renamed[i].tag;
+	for (size_t i = 0; i < sizeof timers / sizeof *timers; i++)
+		if (strcmp(key, timers[i]) == 0) {
+			snprintf(buf, len, "timing/train/%s", key);
+			return buf;
+		}
+	snprintf(buf, len, "%s/%s", strncmp(key, "node.", 5) == 0 ? "ray" : "train", key);
+	return buf;
+}
+
+int rl_metrics_open_tensorboard(struct rl_metrics_log *log, const char *dir, int64_t through,
+                                char *err, size_t errlen)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	double wall = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+	if (rl_tb_open(&log->tb, dir, wall, err, errlen))
+		return -1;
+	if (through > 0 && (rl_tb_purge_from(&log->tb, through + 1, wall, err, errlen) ||
+	                    rl_tb_flush(&log->tb, err, errlen))) {
+		rl_tb_close(&log->tb);
+		return -1;
+	}
+	return 0;
+}
+
+/* Every number of the step's line, one scalar each; nulls (a diverged
+ * value, a step without training reward) are left out. */
+static int write_tensorboard(struct rl_metrics_log *log, json_t *o, char *err, size_t errlen)
+{
+	struct timespec now;
+	const char *key;
+	json_t *v;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	double wall = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+	int64_t step = json_integer_value(json_object_get(o, "step"));
+	json_object_foreach(o, key, v)
+	{
+		char buf[160];
+
+		if (strcmp(key, "step") == 0 || !json_is_number(v))
+			continue;
+		if (rl_tb_scalar(&log->tb, rl_metrics_tag(key, buf, sizeof buf),
+		                 json_number_value(v), step, wall, err, errlen))
+			return -1;
+	}
+	return rl_tb_flush(&log->tb, err, errlen);
 }
 
 int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m, char *err,
@@ -186,7 +273,7 @@ int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m
 		snprintf(err, errlen, "%s: out of memory", log->path);
 	else if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f))
 		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
-	else
+	else if (!log->tb.f || write_tensorboard(log, o, err, errlen) == 0)
 		rc = 0;
 	free(line);
 	json_decref(o);
@@ -197,6 +284,7 @@ void rl_metrics_close(struct rl_metrics_log *log)
 {
 	if (log->f)
 		fclose(log->f);
+	rl_tb_close(&log->tb);
 	free(log->path);
 	memset(log, 0, sizeof *log);
 }
@@ -206,16 +294,88 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	const struct rl_step_timers *t = &m->t;
 	long eta = isfinite(eta_s) && eta_s > 0 ? lround(eta_s) : 0;
 
+	/* what NeMo-RL's users watch, then where the step's time went */
 	fprintf(out,
-	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  | gen %.2fs  reward "
-	        "%.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs | %.2f s/step, "
-	        "%.0f tok/s, ETA %ld:%02ld\n",
+	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  grad norm %.3g  lr %.2e"
+	        "  response %.0f tok, %.0f%% cut  reward failures %lld\n",
 	        (long long)m->step, (long long)m->total_steps, m->reward_mean, m->reward_std,
-	        m->loss, m->kl, t->generation, t->reward_calculation,
-	        t->policy_and_reference_logprobs, t->policy_training, t->refit, t->checkpointing,
-	        t->total_step_time, m->tokens_per_sec, eta / 60, eta % 60);
+	        m->loss, m->kl, m->grad_norm, m->lr, m->response_tokens_mean,
+	        100 * m->truncated_fraction, (long long)m->reward_failures);
+	fprintf(out,
+	        "    gen %.2fs  reward %.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs"
+	        " | %.2f s/step, %.0f tok/s, ETA %ld:%02ld",
+	        t->generation, t->reward_calculation, t->policy_and_reference_logprobs,
+	        t->policy_training, t->refit, t->checkpointing, t->total_step_time,
+	        m->tokens_per_sec, eta / 60, eta % 60);
+	if (m->n_gpus > 0) {
+		/* the fullest GPU and the mean utilisation */
+		double used = 0, total = 0, util = 0;
+		for (int i = 0; i < m->n_gpus; i++) {
+			if (m->gpus[i].mem_gb >= used)
+				used = m->gpus[i].mem_gb, total = m->gpus[i].mem_total_gb;
+			util += m->gpus[i].util / m->n_gpus;
+		}
+		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
+	}
+	fputc('\n', out);
 	if (m->has_val)
 		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
 		        (long long)m->total_steps, m->val_reward, t->validation);
+	fflush(out);
+}
+
+void rl_run_summary_add(struct rl_run_summary *s, const struct rl_step_metrics *m)
+{
+	if (s->steps++ == 0) {
+		s->first_step = m->step;
+		s->first_reward = m->reward_mean;
+		s->best_reward = NAN;
+		s->best_val = s->final_val = NAN;
+	}
+	s->last_step = m->step;
+	s->final_reward = m->reward_mean;
+	s->seconds += m->t.total_step_time;
+	s->tokens += m->tokens;
+	if (isfinite(m->reward_mean) && !(m->reward_mean <= s->best_reward))
+		s->best_reward = m->reward_mean, s->best_step = m->step;
+	if (m->has_val && isfinite(m->val_reward)) {
+		s->final_val = m->val_reward, s->final_val_step = m->step;
+		if (!(m->val_reward <= s->best_val))
+			s->best_val = m->val_reward, s->best_val_step = m->step;
+	}
+}
+
+void rl_run_summary_print(FILE *out, const struct rl_run_summary *s, const char *log_dir,
+                          const char *tb_dir, const char *ckpt_dir)
+{
+	long secs = lround(s->seconds);
+
+	if (s->steps == 0)
+		return;
+	fprintf(out,
+	        "rlrun train: %lld step%s (%lld to %lld) in %ld:%02ld:%02ld, %.2f s/step, %.0f "
+	        "tok/s\n",
+	        (long long)s->steps, s->steps == 1 ? "" : "s", (long long)s->first_step,
+	        (long long)s->last_step, secs / 3600, secs / 60 % 60, secs % 60,
+	        s->seconds / (double)s->steps, s->seconds > 0 ? (double)s->tokens / s->seconds : 0);
+	fprintf(
+	    out,
+	    "rlrun train: reward %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
+	    s->first_reward, (long long)s->first_step, s->final_reward, (long long)s->last_step,
+	    s->best_reward, (long long)s->best_step);
+	if (isfinite(s->final_val))
+		fprintf(
+		    out,
+		    "rlrun train: validation reward %.3f at step %lld; best %.3f at step %lld\n",
+		    s->final_val, (long long)s->final_val_step, s->best_val,
+		    (long long)s->best_val_step);
+	fprintf(out, "rlrun train: metrics in %s/metrics.jsonl (plots: rlrun plot %s)\n", log_dir,
+	        log_dir);
+	if (tb_dir)
+		fprintf(out, "rlrun train: TensorBoard files in %s (tensorboard --logdir %s)\n",
+		        tb_dir, tb_dir);
+	if (ckpt_dir)
+		fprintf(out, "rlrun train: checkpoints in %s (rlrun ckpt list %s)\n", ckpt_dir,
+		        ckpt_dir);
 	fflush(out);
 }

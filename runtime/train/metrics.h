@@ -1,9 +1,12 @@
 /* What a GRPO step reports: one JSON object per step appended to
- * logger.log_dir/metrics.jsonl (read back by `rlrun plot`) and one progress
- * line on the terminal.
- * defines: struct rl_step_timers, struct rl_step_metrics, struct
- * rl_metrics_log, rl_metrics_open, rl_metrics_open_resumed, rl_metrics_write,
- * rl_metrics_json, rl_metrics_close, rl_metrics_progress */
+ * logger.log_dir/metrics.jsonl (read back by `rlrun plot`), the same
+ * numbers as TensorBoard scalars under NeMo-RL's tag names when
+ * logger.tensorboard_enabled, and two progress lines on the terminal.
+ * defines: struct rl_step_timers, struct rl_gpu_stat, struct rl_step_metrics,
+ * struct rl_metrics_log, rl_metrics_open, rl_metrics_open_resumed,
+ * rl_metrics_open_tensorboard, rl_metrics_tag, rl_metrics_write,
+ * rl_metrics_json, rl_metrics_close, rl_metrics_progress, struct rl_run_summary,
+ * rl_run_summary_add, rl_run_summary_print */
 #ifndef RL_TRAIN_METRICS_H
 #define RL_TRAIN_METRICS_H
 
@@ -13,6 +16,8 @@
 #include <stdio.h>
 
 #include <jansson.h>
+
+#include "runtime/logger/tensorboard.h"
 
 /* NeMo-RL's step-time table, in seconds. */
 struct rl_step_timers {
@@ -25,6 +30,14 @@ struct rl_step_timers {
 	 * the rollout trained on */
 	double exposed_generation, buffer_starvation;
 	bool async;
+};
+
+/* One GPU of a training rank (logger.monitor_gpus), named as NeMo-RL's
+ * GPU monitor names them: node.<node>.gpu.<index>.* */
+struct rl_gpu_stat {
+	int node;       /* the rank's node in the job (RL_NODE_RANK) */
+	unsigned index; /* NVML's (nvidia-smi's) index of the GPU on the node */
+	double mem_gb, mem_total_gb, util;
 };
 
 struct rl_step_metrics {
@@ -49,11 +62,16 @@ struct rl_step_metrics {
 	bool has_val;
 	double val_reward;
 	struct rl_step_timers t;
+	/* logger.monitor_gpus: every training rank's GPU (one entry per GPU,
+	 * ranks that share one included once); owned by the caller */
+	const struct rl_gpu_stat *gpus;
+	int n_gpus;
 };
 
 struct rl_metrics_log {
 	FILE *f;
 	char *path;
+	struct rl_tb_writer tb; /* tb.f NULL: no TensorBoard files */
 };
 
 /* Creates log_dir (and its parents) and starts DIR/metrics.jsonl; an
@@ -74,10 +92,36 @@ void rl_metrics_close(struct rl_metrics_log *log);
  * Without the file, a new one starts. */
 int rl_metrics_open_resumed(struct rl_metrics_log *log, const char *log_dir, int64_t through,
                             char *err, size_t errlen);
+/* Starts a new TensorBoard event file in DIR (logger.tensorboard.log_dir)
+ * beside metrics.jsonl, which rl_metrics_write then writes too. A run
+ * resumed after step `through` marks the file so that TensorBoard drops
+ * the steps after it that an earlier file holds (they are redone). */
+int rl_metrics_open_tensorboard(struct rl_metrics_log *log, const char *dir, int64_t through,
+                                char *err, size_t errlen);
+/* The TensorBoard tag of a metrics.jsonl key, NeMo-RL's where it has the
+ * same quantity (reward_mean: train/reward; rlrun(1), TENSORBOARD), into
+ * buf. */
+const char *rl_metrics_tag(const char *key, char *buf, size_t len);
 /* The step's metrics line as a JSON object (NULL when out of memory). */
 json_t *rl_metrics_json(const struct rl_step_metrics *m);
 
-/* "step 3/40  reward 0.125 ±0.331  loss ... | gen 0.41s ... | 1.2 s/step, ETA 0:42" */
+/* Two lines: "step 3/40  reward 0.125 ±0.331  loss ...  grad norm ...  lr
+ * ...  response 212 tok, 5% cut  reward failures 0" and the times: "  gen
+ * 0.41s ... | 1.2 s/step, 900 tok/s, ETA 0:42". */
 void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s);
+
+/* The run's steps as a whole, for its last lines. */
+struct rl_run_summary {
+	int64_t steps, first_step, last_step, tokens, best_step, best_val_step, final_val_step;
+	double seconds, first_reward, final_reward, best_reward, best_val, final_val;
+};
+
+/* Counts a finished step in (s zeroed before the first). */
+void rl_run_summary_add(struct rl_run_summary *s, const struct rl_step_metrics *m);
+/* "rlrun train: 40 steps in 0:48 (1.20 s/step, 900 tok/s)", the rewards
+ * (first, final, best), and where the run left its metrics, plots,
+ * TensorBoard files (tb_dir NULL: none) and checkpoints (NULL: none). */
+void rl_run_summary_print(FILE *out, const struct rl_run_summary *s, const char *log_dir,
+                          const char *tb_dir, const char *ckpt_dir);
 
 #endif

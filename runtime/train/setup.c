@@ -384,21 +384,44 @@ int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen)
 
 	if (!rl_trainer_is_main(t))
 		return 0;
-	if (t->resumed_step > 0)
-		return rl_metrics_open_resumed(&t->log, dir, t->resumed_step, err, errlen);
-	if (rl_metrics_open(&t->log, dir, &kept, err, errlen))
-		return -1;
-	if (kept && t->progress)
-		fprintf(t->progress, "rlrun train: the previous run's metrics were kept as %s\n",
-		        kept);
-	free(kept);
-	return 0;
+	if (t->resumed_step > 0) {
+		if (rl_metrics_open_resumed(&t->log, dir, t->resumed_step, err, errlen))
+			return -1;
+	} else {
+		if (rl_metrics_open(&t->log, dir, &kept, err, errlen))
+			return -1;
+		if (kept && t->progress)
+			fprintf(t->progress,
+			        "rlrun train: the previous run's metrics were kept as %s\n", kept);
+		free(kept);
+	}
+	if (!t->cfg->logger.tensorboard_enabled)
+		return 0;
+	char *tb = rl_trainer_tensorboard_dir(t->cfg);
+	int rc = tb ? rl_metrics_open_tensorboard(&t->log, tb, t->resumed_step, err, errlen) : -1;
+	if (!tb)
+		snprintf(err, errlen, "out of memory");
+	else if (rc == 0 && t->progress)
+		fprintf(t->progress, "rlrun train: TensorBoard event file %s\n", t->log.tb.path);
+	free(tb);
+	return rc;
+}
+
+char *rl_trainer_tensorboard_dir(const struct rl_config *c)
+{
+	char *dir;
+
+	/* NeMo-RL's place when none is given: <logger.log_dir>/tensorboard */
+	if (c->logger.tensorboard.log_dir)
+		return strdup(c->logger.tensorboard.log_dir);
+	return asprintf(&dir, "%s/tensorboard", c->logger.log_dir) < 0 ? NULL : dir;
 }
 
 void rl_trainer_free(struct rl_trainer *t)
 {
 	rl_trainer_save_free(t);
 	rl_metrics_close(&t->log);
+	rl_trainer_gpu_watch_close(t);
 	if (t->model) {
 		rl_optimizer_free(&t->opt);
 		rl_zero_free(&t->zero);

@@ -2,7 +2,8 @@
  * rank and its tokenizer, the frozen reference, the optimizer and its
  * schedule, the loss, the data, the reward, the rollout source, and what
  * a generation rank needs to serve.
- * defines: rl_trainer_setup, rl_trainer_open_metrics, rl_trainer_free */
+ * defines: rl_trainer_setup, rl_trainer_open_metrics,
+ * rl_trainer_tensorboard_dir, rl_trainer_free */
 #ifndef RL_TRAIN_SETUP_H
 #define RL_TRAIN_SETUP_H
 
@@ -22,6 +23,9 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 /* After a resume (or none): the first rank's metrics.jsonl, continued
  * after the resumed step, or started afresh with an earlier run's kept. */
 int rl_trainer_open_metrics(struct rl_trainer *t, char *err, size_t errlen);
+/* logger.tensorboard.log_dir, or NeMo-RL's <logger.log_dir>/tensorboard
+ * (the caller frees it; NULL when out of memory). */
+char *rl_trainer_tensorboard_dir(const struct rl_config *c);
 void rl_trainer_free(struct rl_trainer *t);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/plural.h"
 #include "runtime/job/slurm_job.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
@@ -28,15 +29,17 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	for (int i = 0; i < t->model->n_params; i++)
 		params += t->model->params[i].numel;
 	fprintf(out,
-	        "rlrun train: %s (%s, %d layers, hidden %d, %.2fM parameters) on %s, data %s, "
+	        "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s, "
 	        "reward %s\n"
-	        "rlrun train: %lld steps of %lld prompts x %lld samples, %lld optimizer "
+	        "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
 	        "update%s per step; metrics in %s\n",
-	        c->policy.model_name, mc->architecture, mc->n_layers, mc->hidden_size,
-	        (double)params / 1e6, t->model->ops->name, c->data.dataset_name, t->reward.name,
-	        (long long)c->grpo.max_num_steps, (long long)c->grpo.num_prompts_per_step,
-	        (long long)c->grpo.num_generations_per_prompt, (long long)t->updates_per_step,
-	        t->updates_per_step == 1 ? "" : "s", t->log.path);
+	        c->policy.model_name, mc->architecture, mc->n_layers, rl_plural(mc->n_layers),
+	        mc->hidden_size, (double)params / 1e6, t->model->ops->name, c->data.dataset_name,
+	        t->reward.name, (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
+	        (long long)c->grpo.num_prompts_per_step, rl_plural(c->grpo.num_prompts_per_step),
+	        (long long)c->grpo.num_generations_per_prompt,
+	        rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
+	        rl_plural(t->updates_per_step), t->log.path);
 	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
@@ -47,9 +50,10 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	            : "");
 	if (t->remote_generation)
 		fprintf(out,
-		        "rlrun train: %d training ranks; generation on %d ranks of their own "
+		        "rlrun train: %d training rank%s; generation on %d rank%s of their own "
 		        "(tensor parallel %lld), refit after each step\n",
-		        t->dist->size, t->dist->all_size - t->dist->size,
+		        t->dist->size, rl_plural(t->dist->size), t->dist->all_size - t->dist->size,
+		        rl_plural(t->dist->all_size - t->dist->size),
 		        (long long)c->policy.generation.tensor_parallel_size);
 	fflush(out);
 }
@@ -101,7 +105,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	 * a checkpoint's included */
 	if (rl_rollout_begin(&t->rollouts, t->resumed_step, err, errlen))
 		goto out;
-	if (rl_trainer_open_metrics(t, err, errlen))
+	if (rl_trainer_open_metrics(t, err, errlen) || rl_trainer_gpu_watch_open(t, err, errlen))
 		goto out;
 	if (progress)
 		describe(t, progress);
@@ -136,6 +140,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	started = rl_now();
 	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
 	struct rl_step_metrics last = {.step = done, .reward_mean = NAN};
+	struct rl_run_summary summary = {0};
 	for (int64_t step = done + 1; step <= cfg->grpo.max_num_steps; step++) {
 		struct rl_step_metrics m = {.total_steps = cfg->grpo.max_num_steps};
 		int reason = t->ckpt
@@ -159,8 +164,9 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			if (progress)
 				fprintf(progress,
 				        "rlrun train: the data ran out after %lld "
-				        "epoch(s), at step %lld\n",
-				        (long long)cfg->grpo.max_num_epochs, (long long)step);
+				        "epoch%s, at step %lld\n",
+				        (long long)cfg->grpo.max_num_epochs,
+				        rl_plural(cfg->grpo.max_num_epochs), (long long)step);
 			break;
 		}
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
@@ -179,9 +185,11 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			saved = due ? step : saved;
 			m.t.checkpointing = rl_now() - t0;
 		}
+		rl_trainer_gpu_stats(t, &m);
 		if (rl_trainer_is_main(t) && rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		last = m;
+		rl_run_summary_add(&summary, &m);
 		double step_seconds = rl_now() - step_started;
 		if (t->ckpt && step_seconds > watch.longest_step)
 			watch.longest_step = step_seconds;
@@ -209,6 +217,12 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 	}
 	if (rl_trainer_save_poll(t, true, err, errlen))
 		goto out;
+	if (progress) {
+		char *tb = cfg->logger.tensorboard_enabled ? rl_trainer_tensorboard_dir(cfg) : NULL;
+		rl_run_summary_print(progress, &summary, cfg->logger.log_dir, tb,
+		                     t->ckpt ? cfg->checkpointing.checkpoint_dir : NULL);
+		free(tb);
+	}
 	rc = 0;
 out:
 	return rc;
@@ -244,9 +258,10 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		if (rc >= 0 && t.progress && t.zero.buckets_total > 0)
 			fprintf(
 			    t.progress,
-			    "rlrun train: %lld of %lld gradient buckets reduce-scattered during "
+			    "rlrun train: %lld of %lld gradient bucket%s reduce-scattered during "
 			    "the backward pass\n",
-			    (long long)t.zero.early_total, (long long)t.zero.buckets_total);
+			    (long long)t.zero.early_total, (long long)t.zero.buckets_total,
+			    rl_plural(t.zero.buckets_total));
 	}
 	rl_trainer_free(&t);
 	return rc;

@@ -26,6 +26,7 @@
 #include "runtime/rollout/generate.h"
 #include "runtime/rollout/source.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/train/gpu_stats.h"
 #include "runtime/train/metrics.h"
 
 struct rl_ckpt_save;
@@ -77,6 +78,7 @@ struct rl_trainer {
 	struct rl_rollout_source rollouts;
 	int64_t samples_per_step, updates_per_step;
 	struct rl_metrics_log log;
+	struct rl_gpu_watch gpu; /* logger.monitor_gpus */
 
 	/* checkpoints (checkpoint.h); NULL when checkpointing.enabled is
 	 * false */

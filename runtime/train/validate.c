@@ -2,16 +2,25 @@
 #include <stdio.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/logger/escape.h"
 #include "runtime/train/score.h"
 #include "runtime/train/validate.h"
 
+/* Each text on its one line, its control characters escaped: a
+ * response's newlines would otherwise read as the next field. */
 static void print_sample(FILE *out, size_t k, const char *prompt, const char *response,
                          const char *answer, double reward)
 {
-	fprintf(out, "  validation sample %zu (reward %.2f)\n    prompt:   %s\n    response: %s\n",
-	        k, reward, prompt, response ? response : "");
-	if (answer)
-		fprintf(out, "    answer:   %s\n", answer);
+	fprintf(out, "  validation sample %zu (reward %.2f)\n    prompt:   ", k, reward);
+	rl_fputs_escaped(prompt, out);
+	fputs("\n    response: ", out);
+	rl_fputs_escaped(response ? response : "", out);
+	fputc('\n', out);
+	if (answer) {
+		fputs("    answer:   ", out);
+		rl_fputs_escaped(answer, out);
+		fputc('\n', out);
+	}
 }
 
 int rl_trainer_validate(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,

@@ -142,7 +142,8 @@ grpo() { # NAME KEY=VALUE...
 if [ -x "$here/bin/rlrun" ]; then
 	say "grpo"
 	grpo cpu-fp32 policy.backend=cpu policy.precision=float32
-	grpo gpu-fp32 policy.backend=cuda policy.precision=float32
+	grpo gpu-fp32 policy.backend=cuda policy.precision=float32 logger.monitor_gpus=true \
+		logger.gpu_monitoring.collection_interval=1
 	grpo gpu-bf16 policy.backend=cuda policy.precision=bfloat16
 	grpo cpu-bf16 policy.backend=cpu policy.precision=bfloat16
 	for p in fp32 bf16; do
@@ -151,6 +152,20 @@ if [ -x "$here/bin/rlrun" ]; then
 		say "grpo $p step 1, gpu: $a"
 		say "grpo $p step 1, cpu: $b"
 	done
+	# logger.monitor_gpus (NVML, loaded at run time): the GPU run's steps
+	# carry the GPU's memory in use, more than nothing, and its total
+	g=$logs/grpo_gpu-fp32_metrics.jsonl
+	mem=$(grep -o '"node\.[0-9]*\.gpu\.[0-9]*\.mem_gb":[-0-9.eE+]*' "$g" 2>/dev/null | tail -1)
+	total=$(grep -o '"node\.[0-9]*\.gpu\.[0-9]*\.mem_total_gb":[-0-9.eE+]*' "$g" 2>/dev/null |
+		tail -1)
+	util=$(grep -o '"node\.[0-9]*\.gpu\.[0-9]*\.util":[-0-9.eE+]*' "$g" 2>/dev/null | tail -1)
+	if [ -n "$mem" ] && [ -n "$total" ] &&
+		awk -v m="${mem##*:}" -v t="${total##*:}" 'BEGIN { exit !(m > 0 && t >= m) }'; then
+		say "grpo gpu-fp32: logger.monitor_gpus: ok: last step $mem $total $util"
+	else
+		say "grpo gpu-fp32: logger.monitor_gpus: FAIL: no GPU memory metric > 0 in metrics.jsonl" \
+			"($(grep -m1 'monitor_gpus' "$logs/grpo_gpu-fp32.log" 2>/dev/null))"
+	fi
 	# issue 27's bar: generation's logprobs are the trainer's to the bit
 	for n in gpu-fp32 gpu-bf16; do
 		say "grpo $n: gen_logprob_max_diff over the steps: $(grep -o '"gen_logprob_max_diff":[^,}]*' \

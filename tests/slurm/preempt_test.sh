@@ -366,7 +366,7 @@ if wait_until 60 held short 22; then
 		show short
 		expect_grep "$work/short.out" "not saving step 2[2-9]: the last checkpoint took [0-9.]+ s and [0-8] s are left" \
 			"short: no save begun that would not end"
-		expect_grep "$work/short.out" "[2-9] step\(s\) will be redone, from step_20" \
+		expect_grep "$work/short.out" "[2-9] steps will be redone, from step_20" \
 			"short: the log says how many steps will be redone"
 		expect_grep "$work/short.out" "resuming from $work/short.ck/step_20 " \
 			"short: the second start resumes from step_20"

@@ -198,13 +198,13 @@ Test(config, nemo_rl_keys_we_lack_say_not_supported)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
-	const char *text = MINIMAL "logger:\n  wandb_enabled: false\n  tensorboard_enabled: true\n"
+	const char *text = MINIMAL "logger:\n  wandb_enabled: false\n  mlflow_enabled: true\n"
 	                           "policy_x: 1\n";
 	char *ov[] = {"policy.dtensor_cfg.enabled=true"};
 	cr_assert_neq(load_text(text, ov, 1, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 3, "%s", t);
-	expect_contains(t, "logger.tensorboard_enabled: not supported yet");
+	expect_contains(t, "logger.mlflow_enabled: not supported yet");
 	expect_contains(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet");
 	expect_contains(t, "policy_x: unknown key; did you mean policy?");
 	free(t);
