@@ -125,8 +125,10 @@ int rl_spank_remote_task_init(spank_t sp)
 	int local = -1;
 	bool have_id = spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS;
 	if (rl_spank.error) {
-		/* every task fails; the node's first tells the user, once */
-		rl_spank_report(rl_spank.error, !have_id || local == 0);
+		/* every task fails; the node's first tells the user, once (a
+		 * slurm_error in a task reaches its standard error too) */
+		if (!have_id || local == 0)
+			rl_spank_report(rl_spank.error, true);
 		return -1;
 	}
 	if (!have_id)

@@ -126,8 +126,11 @@ expect_status 1 "a missing model directory fails the step" -- \
 	srun -n 2 --rl-config="$WORK/nomodel.yaml" sh -c "touch $WORK/ran"
 expect_grep "$err" "spank_rl: .*policy\.model_name: $work/no-model/config\.json: No such file or directory" \
 	"the error names the key and the path"
-n=$(grep -c "no-model/config.json" "$err")
-[ "$n" = 1 ] && ok "  said once (the node's first task)" || not_ok "  said $n times"
+n=$(grep -c "^spank_rl: .*no-model/config.json" "$err")
+[ "$n" = 1 ] && ok "  said once (the node's first task)" || {
+	not_ok "  said $n times:"
+	sed 's/^/  | /' "$err" | head -10
+}
 [ -e "$WORK/ran" ] && not_ok "a task ran without its model" || ok "no task ran without its model"
 printf 'defaults: %s\ndata:\n  dataset_name: jsonl\n  train:\n    path: %s/no-train.jsonl\n' \
 	"$config" "$work" >"$WORK/nodata.yaml"
