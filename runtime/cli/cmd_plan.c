@@ -14,6 +14,7 @@
 #include "runtime/cli/load_config.h"
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
+#include "runtime/plan/inputs.h"
 #include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
 
@@ -189,6 +190,11 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
 		fprintf(stderr,
 		        "rlrun plan: warning: %s: the layout is not checked against the model\n",
 		        np->job.spec.model_error);
+	else if (!job && rl_plan_check_inputs(cfg, NULL, err, sizeof err) != 0)
+		fprintf(stderr,
+		        "rlrun plan: warning: %s (here; under the plugin, a step whose nodes "
+		        "cannot read it is refused)\n",
+		        err);
 	return 0;
 }
 

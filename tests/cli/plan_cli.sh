@@ -200,6 +200,10 @@ expect_status 0 "a model that is not there yet: planned, with a warning" -- "$RL
 	policy.model_name="$WORK/not-downloaded" --tasks-per-node 2
 expect_grep "$WORK/err" "warning: policy\.model_name: $WORK/not-downloaded/config\.json: .*the layout is not checked" \
 	"  the warning names the key and the file"
+expect_status 0 "a dataset that is not there: planned, with a warning" -- "$RLRUN" plan \
+	data.dataset_name=jsonl data.train.path="$WORK/none.jsonl" --tasks-per-node 2
+expect_grep "$WORK/err" "warning: data\.train\.path: $WORK/none\.jsonl: No such file or directory" \
+	"  the warning names the key and the file"
 
 # rlrun train applies the same rule before its ranks meet: one line, from
 # rank 0, exit status 2 (the fixture Llama-tied-rope3 has 1 KV head);
