@@ -56,10 +56,9 @@ void rl_plan_step_shape(const struct rl_config *cfg, const struct rl_topo *topo,
 	if (*n_nodes <= 0)
 		*n_nodes = c->num_nodes > 0 ? c->num_nodes : 1;
 	if (*tasks_per_node <= 0)
-		*tasks_per_node = c->gpus_per_node > 0 ? c->gpus_per_node
-		                  : rl_plan_uses_gpus(cfg, topo) && topo && topo->n_gpus > 0
-		                      ? topo->n_gpus
-		                      : 1;
+		*tasks_per_node = c->gpus_per_node > 0                                   ? c->gpus_per_node
+		                  : rl_plan_uses_gpus(cfg, topo) && topo && topo->n_gpus > 0 ? topo->n_gpus
+		                                                                       : 1;
 }
 
 int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes, int tasks_per_node,
