@@ -57,41 +57,58 @@ static int resolve(const char *arg, char real[PATH_MAX])
 	return 0;
 }
 
-/* --rl-plan at submission: the layout and groups. Placement needs each
- * node's topology, which only the nodes have: their tasks print theirs. */
-static void print_plan(spank_t sp, const struct rl_config *cfg)
+/* srun, once the step's size is known and before any task starts: the
+ * layout, and the model against it (topology/model_fit.h) when its
+ * config.json can be read from here (the nodes read it again, where the
+ * tasks will: it may live only there). A refusal here is one message,
+ * not one per node. --rl-plan prints the layout and groups; placement
+ * needs each node's topology, which only the nodes have: their tasks
+ * print theirs. */
+static int check_plan(spank_t sp, const char *real, const struct rl_config *cfg)
 {
 	uint32_t world = 0, n_nodes = 0;
 	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_NNODES, &n_nodes) != ESPANK_SUCCESS || world == 0 ||
 	    n_nodes == 0) {
-		fprintf(stderr, "%s: --rl-plan: srun did not tell the step's size\n",
-		        RL_SPANK_PREFIX);
-		return;
+		if (rl_spank.print_plan)
+			fprintf(stderr, "%s: --rl-plan: srun did not tell the step's size\n",
+			        RL_SPANK_PREFIX);
+		return 0;
 	}
 	struct rl_job_spec spec;
 	struct rl_job_plan plan;
-	char err[1024];
+	char err[1024], *text = NULL;
 	int per = rl_node_tasks_max((int)world, (int)n_nodes);
-	if (rl_job_spec_from_config(cfg, (int)world, (int)n_nodes, per, NULL, false, &spec, err,
+	/* srun runs as the user, in the user's environment: the hub cache is
+	 * this process's */
+	if (rl_job_spec_from_config(cfg, (int)world, (int)n_nodes, per, NULL, NULL, &spec, err,
 	                            sizeof err) != 0) {
-		fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);
-		return;
+		/* auto on GPUs without the model here: the nodes decide */
+		if (rl_spank.print_plan)
+			fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);
+		return 0;
 	}
 	if (spec.autoplan && spec.use_gpus) {
-		fprintf(
-		    stderr,
-		    "%s: plan: world=%u nodes=%u: policy.parallel: auto is decided on the nodes "
-		    "from their topology (each node's first task prints it)\n",
-		    RL_SPANK_PREFIX, world, n_nodes);
-		return;
+		if (rl_spank.print_plan)
+			fprintf(
+			    stderr,
+			    "%s: plan: world=%u nodes=%u: policy.parallel: auto is decided on "
+			    "the nodes from their topology (each node's first task prints it)\n",
+			    RL_SPANK_PREFIX, world, n_nodes);
+		return 0;
 	}
 	if (rl_job_plan_make(&spec, NULL, &plan, err, sizeof err) != 0) {
-		fprintf(stderr, "%s: --rl-plan: %s\n", RL_SPANK_PREFIX, err);
-		return;
+		if (asprintf(&text, "%s: %s", real, err) < 0)
+			text = NULL;
+		rl_spank_report(text ? text : err, false);
+		free(text);
+		return -1;
 	}
-	fprintf(stderr, "%s: plan: %s\n", RL_SPANK_PREFIX, plan.summary);
-	rl_layout_print_groups(&plan.layout, stderr, RL_SPANK_PREFIX ":   ");
+	if (rl_spank.print_plan) {
+		fprintf(stderr, "%s: plan: %s\n", RL_SPANK_PREFIX, plan.summary);
+		rl_layout_print_groups(&plan.layout, stderr, RL_SPANK_PREFIX ":   ");
+	}
+	return 0;
 }
 
 int rl_spank_local_user_init(spank_t sp)
@@ -122,8 +139,8 @@ int rl_spank_local_user_init(spank_t sp)
 	if (export_config(real, false) != 0)
 		rc = -1;
 	if (rc == 0) {
-		if (rl_spank.print_plan)
-			print_plan(sp, &cfg);
+		if (check_plan(sp, real, &cfg) != 0)
+			rc = -1;
 		rl_config_free(&cfg);
 	}
 	return rc;

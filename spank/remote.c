@@ -41,6 +41,7 @@ static int keep_error(const char *what)
 int rl_spank_remote_user_init(spank_t sp)
 {
 	char config[4096], gpus[1024], cvd[1024], marker[4096];
+	char hub_cache[4096], hf_home[4096], xdg[4096], home[4096];
 	if (!wanted_step(sp))
 		return 0;
 	if (!rl_spank.config_arg && !job_env(sp, RL_SPANK_JOB_ENV, marker, sizeof marker))
@@ -72,6 +73,16 @@ int rl_spank_remote_user_init(spank_t sp)
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS)
 		n_overrides = rl_step_overrides(&rl_spank.args, argc, argv, &overrides);
 
+	/* the job's environment, not slurmstepd's: where the user's Hugging
+	 * Face cache is */
+	struct rl_hub_env hub = {
+	    .hub_cache = job_env(sp, "HF_HUB_CACHE", hub_cache, sizeof hub_cache),
+	    .hf_home = job_env(sp, "HF_HOME", hf_home, sizeof hf_home),
+	    .xdg_cache_home = job_env(sp, "XDG_CACHE_HOME", xdg, sizeof xdg),
+	    .home = job_env(sp, "HOME", home, sizeof home),
+	};
+	if (!hub.hub_cache)
+		hub.hub_cache = job_env(sp, "HUGGINGFACE_HUB_CACHE", hub_cache, sizeof hub_cache);
 	struct rl_step_inputs in = {
 	    .config_path = job_env(sp, "RL_CONFIG", config, sizeof config),
 	    .overrides = overrides,
@@ -84,6 +95,7 @@ int rl_spank_remote_user_init(spank_t sp)
 	    .global_ids = ids,
 	    .slurm_step_gpus = job_env(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus),
 	    .cuda_visible_devices = job_env(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof cvd),
+	    .hub = &hub,
 	};
 	char *error = NULL;
 	if (rl_spank_step_prepare(&in, &rl_spank.step, &error) != 0)
@@ -110,12 +122,16 @@ int rl_spank_remote_task_init(spank_t sp)
 {
 	if (!rl_spank.active)
 		return 0;
+	int local = -1;
+	bool have_id = spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS;
 	if (rl_spank.error) {
-		rl_spank_report(rl_spank.error, true);
+		/* every task fails; the node's first tells the user, once (a
+		 * slurm_error in a task reaches its standard error too) */
+		if (!have_id || local == 0)
+			rl_spank_report(rl_spank.error, true);
 		return -1;
 	}
-	int local = -1;
-	if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS)
+	if (!have_id)
 		return -1;
 	struct rl_env env;
 	if (rl_spank_step_task_env(rl_spank.step, local, &env) != 0) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/plan/inputs.h"
 #include "spank/step.h"
 
 int rl_spank_args_parse(int ac, char **av, struct rl_spank_args *args, char *err, size_t errlen)
@@ -128,6 +129,13 @@ int rl_spank_step_prepare(const struct rl_step_inputs *in, struct rl_spank_step 
 	}
 	rl_diags_free(&diags);
 	char err[1024];
+	/* here, as the user, in the step's directory: where the tasks read */
+	if (rl_plan_check_inputs(&s->cfg, in->hub, err, sizeof err) != 0) {
+		*error = message("%s: %s", in->config_path, err);
+		rl_config_free(&s->cfg);
+		free(s);
+		return -1;
+	}
 	if (rl_topo_load(&s->topo, in->topology_xml, err, sizeof err) != 0) {
 		*error = message("%s", err);
 		rl_config_free(&s->cfg);
@@ -146,9 +154,16 @@ int rl_spank_step_prepare(const struct rl_step_inputs *in, struct rl_spank_step 
 	    .n_local = in->n_local,
 	    .slurm_step_gpus = in->slurm_step_gpus,
 	    .cuda_visible_devices = in->cuda_visible_devices,
+	    .hub = in->hub,
 	};
 	if (rl_node_plan_make(&ni, &s->plan, err, sizeof err) != 0) {
 		*error = message("%s: %s", in->config_path, err);
+		rl_spank_step_free(s);
+		return -1;
+	}
+	/* a config.json that opens but does not parse: no layout check */
+	if (!s->plan.job.spec.have_model) {
+		*error = message("%s: %s", in->config_path, s->plan.job.spec.model_error);
 		rl_spank_step_free(s);
 		return -1;
 	}

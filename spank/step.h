@@ -44,6 +44,9 @@ struct rl_step_inputs {
 	int n_local;
 	const int *global_ids; /* of the local tasks, by local id */
 	const char *slurm_step_gpus, *cuda_visible_devices;
+	/* the job's HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME, where hub
+	 * names are (slurmstepd's own environment is not the job's) */
+	const struct rl_hub_env *hub;
 };
 
 struct rl_spank_step {
@@ -53,9 +56,11 @@ struct rl_spank_step {
 	bool live_topology; /* affinity is applied only to the machine itself */
 };
 
-/* Reads the config (as the user), the topology, and plans this node. On
- * failure returns -1 with *error a malloc'd message (several lines for
- * config errors, FILE:LINE:COL each). */
+/* Reads the config (as the user), checks that the run's model and data
+ * files can be read (runtime/plan/inputs.h), reads the topology, and plans
+ * this node, refusing a layout the model cannot take. On failure returns
+ * -1 with *error a malloc'd message (several lines for config errors,
+ * FILE:LINE:COL each). */
 int rl_spank_step_prepare(const struct rl_step_inputs *in, struct rl_spank_step **out,
                           char **error);
 /* Environment of local task local_id. */

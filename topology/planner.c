@@ -7,10 +7,11 @@
  * Assumptions both models share (each file states its own):
  * - Sequences are as long as seq_len (max_total_sequence_length): prompts
  *   of seq_len - max_new_tokens and every answer at its limit.
- * - KV heads are split, never replicated: n_kv_heads % tp == 0, as
- *   Megatron-Core's attention requires (it divides query groups by tp).
+ * - A layout is one the model's cut takes (topology/model_fit.h): KV
+ *   heads split, never replicated, as Megatron-Core's attention requires.
  * defines: rl_plan_estimate, rl_plan_auto */
 #include "topology/planner_internal.h"
+#include "topology/model_fit.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -105,15 +106,15 @@ static int check_layout(const struct rl_plan_hw *hw, const struct rl_plan_job *j
 	if (world % tp || (world / tp) % pp || (world / tp / pp) % cp)
 		return fail(why, len, "world %d is not divisible by tp*pp*cp = %d", world,
 		            tp * pp * cp);
-	if (m->n_heads % tp)
-		return fail(why, len, "n_heads %d is not divisible by tp=%d", m->n_heads, tp);
-	if (m->n_kv_heads % tp)
-		return fail(why, len,
-		            "n_kv_heads %d is not divisible by tp=%d (KV heads are split, "
-		            "not replicated)",
-		            m->n_kv_heads, tp);
-	if (m->n_layers % pp)
-		return fail(why, len, "n_layers %d is not divisible by pp=%d", m->n_layers, pp);
+	/* what the model's cut takes: the rule every other caller uses */
+	struct rl_fit_layout fit = {.tp = tp,
+	                            .pp = pp,
+	                            .cp = cp,
+	                            .ep = job->expert,
+	                            .etp = job->expert_tensor,
+	                            .sequence_parallel = job->sequence_parallel};
+	if (rl_model_fit_check(m, &fit, "the model", why, len))
+		return -1;
 	/* Causal CP balances work by giving each rank chunk i and 2cp-1-i. */
 	if (cp > 1 && job->seq_len % (2 * cp))
 		return fail(why, len, "seq_len %lld is not divisible by 2*cp = %d",
@@ -126,12 +127,6 @@ static int check_layout(const struct rl_plan_hw *hw, const struct rl_plan_job *j
 	if ((world / pp) % (job->expert * job->expert_tensor))
 		return fail(why, len, "world/pp = %d is not divisible by expert*expert_tensor = %d",
 		            world / pp, job->expert * job->expert_tensor);
-	if (m->n_experts > 0 && m->n_experts % job->expert)
-		return fail(why, len, "n_experts %d is not divisible by expert=%d", m->n_experts,
-		            job->expert);
-	if (m->n_experts > 0 && m->expert_intermediate % job->expert_tensor)
-		return fail(why, len, "expert_intermediate %d is not divisible by expert_tensor=%d",
-		            m->expert_intermediate, job->expert_tensor);
 	return 0;
 }
 

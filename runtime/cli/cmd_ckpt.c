@@ -19,6 +19,7 @@
 #include "runtime/cli/load_config.h"
 #include "runtime/cli/commands.h"
 #include "runtime/model/builtin.h"
+#include "runtime/model/hub.h"
 #include "runtime/base/durable.h"
 #include "runtime/model/model.h"
 
@@ -243,9 +244,18 @@ static int skeleton(const char *model_dir, const char *out, struct rl_model **m,
 			return -1;
 		from = out;
 	}
-	if (rl_model_config_load(&cfg, from, err, errlen))
-		return -1;
-	return rl_model_new_random(m, &cfg, from, &rl_ops_cpu, 0, 0.0, err, errlen);
+	/* a hub name: its snapshot in the local Hugging Face cache */
+	char *dir = from == out ? strdup(out)
+	                        : rl_hub_resolve(model_dir, "policy.model_name (or --model)", NULL,
+	                                         err, errlen);
+	int rc = !dir || rl_model_config_load(&cfg, dir, err, errlen) ||
+	                 rl_model_new_random(m, &cfg, dir, &rl_ops_cpu, 0, 0.0, err, errlen)
+	             ? -1
+	             : 0;
+	if (!dir && from == out)
+		snprintf(err, errlen, "out of memory");
+	free(dir);
+	return rc;
 }
 
 static int export_hf(const char *dir, const char *out, const char *model_override, char *err,

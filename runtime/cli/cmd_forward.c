@@ -10,6 +10,7 @@
 
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
+#include "runtime/model/hub.h"
 #include "runtime/model/model.h"
 
 static const char usage[] = "usage: rlrun forward --model DIR --ids ID,ID,... [--out FILE]\n";
@@ -103,7 +104,11 @@ int rl_cmd_forward(int argc, char **argv)
 	float *logits = NULL;
 	int32_t cu[2] = {0, (int32_t)n};
 
-	if (rl_model_load(&m, model_dir, &rl_ops_cpu, err, sizeof err))
+	/* a directory, or a hub name in the local Hugging Face cache */
+	char *dir = rl_hub_resolve(model_dir, "--model", NULL, err, sizeof err);
+	int loaded = dir ? rl_model_load(&m, dir, &rl_ops_cpu, err, sizeof err) : -1;
+	free(dir);
+	if (loaded)
 		goto out;
 	struct rl_batch b = {(int)n, 1, ids, cu, NULL};
 	size_t count = n * (size_t)m->cfg.vocab_size;

@@ -10,6 +10,7 @@
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
 #include "runtime/generate/generate.h"
+#include "runtime/model/hub.h"
 
 static const char usage[] =
     "usage: rlrun generate --model DIR (--prompt TEXT | --ids ID,...) [--tokenizer DIR]\n"
@@ -140,7 +141,7 @@ int rl_cmd_generate(int argc, char **argv)
 	struct rl_gen_output out = {0};
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
-	char err[1024], path[4096];
+	char err[1024], path[4096], *model_dir = NULL, *tok_dir = NULL;
 	int rc = RL_EXIT_FAIL;
 
 	if (parse(argc, argv, &g, err, sizeof err)) {
@@ -151,12 +152,17 @@ int rl_cmd_generate(int argc, char **argv)
 		fprintf(stderr, "rlrun generate: %s\n", err);
 		return RL_EXIT_USAGE;
 	}
-	if (rl_model_load(&m, g.model, &rl_ops_cpu, err, sizeof err))
+	/* directories, or hub names in the local Hugging Face cache */
+	if (!(model_dir = rl_hub_resolve(g.model, "--model", NULL, err, sizeof err)) ||
+	    !(tok_dir =
+	          rl_hub_resolve(g.tokenizer, g.tokenizer == g.model ? "--model" : "--tokenizer",
+	                         NULL, err, sizeof err)) ||
+	    rl_model_load(&m, model_dir, &rl_ops_cpu, err, sizeof err))
 		goto out;
 	/* the tokenizer is optional with --ids: ids in, ids out */
-	snprintf(path, sizeof path, "%s/tokenizer.json", g.tokenizer);
+	snprintf(path, sizeof path, "%s/tokenizer.json", tok_dir);
 	if ((g.prompt || g.n_stops || access(path, F_OK) == 0) &&
-	    rl_tokenizer_load(&tok, g.tokenizer, err, sizeof err))
+	    rl_tokenizer_load(&tok, tok_dir, err, sizeof err))
 		goto out;
 	if (g.prompt && rl_tokenizer_encode(tok, g.prompt, strlen(g.prompt), true, &ids, &n_ids,
 	                                    err, sizeof err))
@@ -183,5 +189,7 @@ out:
 	rl_tokenizer_free(tok);
 	rl_model_free(m);
 	free(ids);
+	free(model_dir);
+	free(tok_dir);
 	return rc;
 }

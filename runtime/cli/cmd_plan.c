@@ -1,8 +1,9 @@
 #define _GNU_SOURCE
 /* rlrun plan: the layout and placement a step would get, before anyone
  * copies weights to the cluster: only the config and the model's
- * config.json are read. --env RANK prints exactly what the plugin would set
- * in that task (the same code computes both); --explain the planner's time
+ * config.json are read, and the layout is refused when the model cannot
+ * take it (topology/model_fit.h), as the plugin and rlrun refuse it. --env RANK prints exactly what
+ * the plugin would set in that task (the same code computes both); --explain the planner's time
  * model of one step part by part, with what each part assumes. */
 #include <limits.h>
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include "runtime/cli/load_config.h"
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
+#include "runtime/plan/inputs.h"
 #include "runtime/plan/node_plan.h"
 #include "runtime/plan/spec.h"
 
@@ -175,7 +177,6 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
 	    .first_rank = first,
 	    .n_local = n_local,
 	    .slurm_step_gpus = o->step_gpus,
-	    .want_estimate = o->env_rank < 0,
 	    .job = job,
 	};
 	char err[1024];
@@ -183,6 +184,17 @@ static int plan_node(const struct rl_config *cfg, const char *config_path,
 		fprintf(stderr, "rlrun plan: %s\n", err);
 		return -1;
 	}
+	/* the plan is still worth seeing before the model is there; the
+	 * plugin refuses it */
+	if (!job && !np->job.spec.have_model)
+		fprintf(stderr,
+		        "rlrun plan: warning: %s: the layout is not checked against the model\n",
+		        np->job.spec.model_error);
+	else if (!job && rl_plan_check_inputs(cfg, NULL, err, sizeof err) != 0)
+		fprintf(stderr,
+		        "rlrun plan: warning: %s (here; under the plugin, a step whose nodes "
+		        "cannot read it is refused)\n",
+		        err);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "runtime/cli/parse.h"
 #include "runtime/cli/commands.h"
+#include "runtime/model/hub.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 static const char usage[] =
@@ -23,7 +24,7 @@ int rl_cmd_tokenize(int argc, char **argv)
 	int special = 1, c, rc = RL_EXIT_FAIL;
 	struct rl_tokenizer *tok = NULL;
 	int32_t *ids = NULL;
-	char *out = NULL, err[1024];
+	char *out = NULL, *model = NULL, err[1024];
 	size_t n = 0, len;
 
 	optind = 1;
@@ -57,7 +58,9 @@ int rl_cmd_tokenize(int argc, char **argv)
 		fprintf(stderr, "rlrun tokenize: %s\n", err);
 		return RL_EXIT_USAGE;
 	}
-	if (rl_tokenizer_load(&tok, dir, err, sizeof err))
+	/* a directory, or a hub name in the local Hugging Face cache */
+	if (!(model = rl_hub_resolve(dir, "--model", NULL, err, sizeof err)) ||
+	    rl_tokenizer_load(&tok, model, err, sizeof err))
 		goto out;
 	if (text) {
 		/* --no-special: no template tokens (Llama 3's <|begin_of_text|>) */
@@ -80,6 +83,7 @@ out:
 		fprintf(stderr, "rlrun tokenize: %s\n", err);
 	free(out);
 	free(ids);
+	free(model);
 	rl_tokenizer_free(tok);
 	return rc;
 }

@@ -148,10 +148,17 @@ const struct rl_key rl_schema[] = {
 
     /* policy: the model and how it is trained */
     {"policy.model_name", RL_T_STRING, OFF(policy.model_name), NULL, .flags = RL_K_REQUIRED,
-     .doc = "local directory with the Hugging Face model files (config.json, safetensors), "
+     .doc = "local directory with the Hugging Face model files (config.json, safetensors); "
+            "a Hugging Face hub name ORG/NAME[@REVISION] that is no directory is found in the "
+            "local Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else "
+            "XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub: "
+            "models--ORG--NAME/snapshots/COMMIT, COMMIT from refs/REVISION, main by default), "
+            "never downloaded (fetch it with huggingface-cli download ORG/NAME); "
             "or builtin:tiny-llama (a tiny model initialised from grpo.seed)"},
     {"policy.tokenizer.name", RL_T_STRING, OFF(policy.tokenizer_name), "null",
-     .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
+     .flags = RL_K_NULLABLE,
+     .doc = "directory with tokenizer.json, or a hub name found in the local Hugging Face "
+            "cache as policy.model_name is; null: policy.model_name"},
     NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
                    "chat templates are not implemented yet"),
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",

@@ -604,3 +604,23 @@ int rl_model_config_load(struct rl_model_config *cfg, const char *dir, char *err
 	free(path);
 	return rc;
 }
+
+void rl_model_config_shape(const struct rl_model_config *mc, struct rl_plan_model *out)
+{
+	*out = (struct rl_plan_model){
+	    .n_layers = mc->n_layers,
+	    .hidden = mc->hidden_size,
+	    .intermediate = mc->intermediate_size,
+	    .n_heads = mc->n_heads,
+	    .n_kv_heads = mc->n_kv_heads,
+	    .head_dim = mc->head_dim,
+	    .vocab = mc->vocab_size,
+	    .tied_embeddings = mc->tie_word_embeddings,
+	    .n_experts = mc->moe.n_experts,
+	    .experts_per_token = mc->moe.top_k,
+	    .expert_intermediate = mc->moe.intermediate,
+	    .shared_intermediate = mc->moe.shared_intermediate,
+	};
+	for (int l = 0; mc->moe.n_experts > 0 && l < mc->n_layers; l++)
+		out->n_moe_layers += rl_layer_is_moe(mc, l);
+}

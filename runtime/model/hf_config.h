@@ -3,7 +3,8 @@
  * Qwen3-MoE mixtures of experts are accepted; any other architecture is
  * refused by name.
  * defines: enum rl_arch, struct rl_model_config, rl_model_config_load,
- * rl_model_config_from_json, struct rl_moe_config, rl_layer_is_moe */
+ * rl_model_config_from_json, struct rl_moe_config, rl_layer_is_moe,
+ * rl_model_config_shape */
 #ifndef RL_MODEL_HF_CONFIG_H
 #define RL_MODEL_HF_CONFIG_H
 
@@ -12,6 +13,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/rope.h"
+#include "topology/planner.h"
 
 enum rl_arch { RL_ARCH_LLAMA, RL_ARCH_QWEN2, RL_ARCH_QWEN3, RL_ARCH_QWEN2_MOE, RL_ARCH_QWEN3_MOE };
 
@@ -74,5 +76,7 @@ int rl_model_config_load(struct rl_model_config *cfg, const char *dir, char *err
 /* The same from JSON text; origin names it in messages. */
 int rl_model_config_from_json(struct rl_model_config *cfg, const char *json, size_t len,
                               const char *origin, char *err, size_t errlen);
+/* The sizes the planner and the layout rule (topology/model_fit.h) see. */
+void rl_model_config_shape(const struct rl_model_config *cfg, struct rl_plan_model *out);
 
 #endif

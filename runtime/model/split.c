@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/model/builtin_files.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/split.h"
+#include "topology/model_fit.h"
 
 void rl_split_range(int64_t total, int size, int r, int64_t *start, int64_t *len)
 {
@@ -45,15 +47,16 @@ bool rl_model_last_stage(const struct rl_model *m)
 }
 
 /* Megatron's stages: the first and the last may be given their own count,
- * the layers left are divided evenly among the stages between. */
-static int stage_layers(struct rl_model_shard *s, const struct rl_model_config *c,
-                        const struct rl_model_cut *cut, const char *dir, char *err, size_t errlen)
+ * the layers left are divided evenly among the stages between (the counts
+ * are checked by rl_model_fit_check). */
+static void stage_layers(struct rl_model_shard *s, const struct rl_model_config *c,
+                         const struct rl_model_cut *cut)
 {
 	int p = cut->pp.size, first = cut->first_stage_layers, last = cut->last_stage_layers;
 	int left = c->n_layers, between = p;
 
 	if (p == 1)
-		return 0;
+		return;
 	if (first > 0) {
 		left -= first;
 		between--;
@@ -62,62 +65,57 @@ static int stage_layers(struct rl_model_shard *s, const struct rl_model_config *
 		left -= last;
 		between--;
 	}
-	if (left < 0 || (between == 0 && left != 0) ||
-	    (between > 0 && (left <= 0 || left % between))) {
-		snprintf(err, errlen,
-		         "policy.parallel.pipeline: the model's %d layers (%s/config.json) do not "
-		         "split into %d stages%s; set num_layers_in_first_pipeline_stage and "
-		         "num_layers_in_last_pipeline_stage so that the stages between get the "
-		         "same number, at least one",
-		         c->n_layers, dir, p,
-		         first || last ? " as the first and the last are set" : "");
-		return -1;
-	}
 	int each = between ? left / between : 0, r = cut->pp.rank;
 	int count[2] = {first > 0 ? first : each, last > 0 ? last : each};
 
 	s->pp = cut->pp;
 	s->first_layer = r == 0 ? 0 : count[0] + (r - 1) * each;
 	s->n_layers = r == 0 ? count[0] : r == p - 1 ? count[1] : each;
-	return 0;
 }
 
 /* Expert parallelism: each rank of ep holds an equal share of every sparse
  * layer's experts, whole (expert tensor parallelism is 1). */
-static int expert_cut(struct rl_model_shard *s, const struct rl_model_config *c,
-                      const struct rl_model_cut *cut, const char *dir, char *err, size_t errlen)
+static void expert_cut(struct rl_model_shard *s, const struct rl_model_config *c,
+                       const struct rl_model_cut *cut)
 {
 	int p = cut->ep.size;
 
 	if (cut->tokens.size > 1)
 		s->tokens = cut->tokens;
-	if (c->moe.n_experts > 0 && cut->cp.size > 1) {
-		snprintf(err, errlen,
-		         "policy.parallel.context: context parallelism with a mixture of experts "
-		         "(%s/config.json) is not implemented yet",
-		         dir);
-		return -1;
-	}
 	if (p <= 1)
-		return 0;
-	if (c->moe.n_experts == 0) {
-		snprintf(
-		    err, errlen,
-		    "policy.parallel.expert: %d, but the model (%s/config.json) has no experts", p,
-		    dir);
-		return -1;
-	}
-	if (c->moe.n_experts % p) {
-		snprintf(err, errlen,
-		         "policy.parallel.expert: %d does not divide the model's %d experts "
-		         "(%s/config.json)",
-		         p, c->moe.n_experts, dir);
-		return -1;
-	}
+		return;
 	s->ep = cut->ep;
 	s->n_experts = c->moe.n_experts / p;
 	s->first_expert = cut->ep.rank * s->n_experts;
-	return 0;
+}
+
+/* The layout's rule (topology/model_fit.h), the one the plan checks before
+ * the job starts: a layout the plan accepts is one this cut takes. */
+static int fit_check(const struct rl_model_config *c, const char *dir,
+                     const struct rl_model_cut *cut, char *err, size_t errlen)
+{
+	struct rl_plan_model shape;
+	char model[512];
+	int size[] = {cut->tp.size, cut->pp.size, cut->cp.size, cut->ep.size};
+
+	for (size_t i = 0; i < sizeof size / sizeof *size; i++)
+		size[i] = size[i] > 1 ? size[i] : 1; /* 0: no group, this rank alone */
+	struct rl_fit_layout l = {
+	    .tp = size[0],
+	    .pp = size[1],
+	    .cp = size[2],
+	    .ep = size[3],
+	    .etp = 1,
+	    .sequence_parallel = cut->sequence_parallel,
+	    .first_stage_layers = cut->first_stage_layers,
+	    .last_stage_layers = cut->last_stage_layers,
+	};
+	rl_model_config_shape(c, &shape);
+	if (rl_builtin_is(dir))
+		snprintf(model, sizeof model, "%s", dir);
+	else
+		snprintf(model, sizeof model, "%s/config.json", dir);
+	return rl_model_fit_check(&shape, &l, model, err, errlen);
 }
 
 /* Heads stay whole and each rank keeps whole GQA groups (its query heads
@@ -129,30 +127,11 @@ static int shard_init(struct rl_model_shard *s, const struct rl_model_config *c,
 	int p = tp->size;
 	int64_t start, len;
 
-	if (c->n_heads % p || c->n_kv_heads % p || c->intermediate_size % p) {
-		snprintf(
-		    err, errlen,
-		    "policy.parallel.tensor: %d does not divide the model's %d attention heads, "
-		    "%d key/value heads and intermediate size %d (%s/config.json)",
-		    p, c->n_heads, c->n_kv_heads, c->intermediate_size, dir);
+	if (fit_check(c, dir, cut, err, errlen))
 		return -1;
-	}
-	if (c->vocab_size < p) {
-		snprintf(err, errlen,
-		         "policy.parallel.tensor: %d ranks for a vocabulary of %d tokens", p,
-		         c->vocab_size);
-		return -1;
-	}
-	if (cut->cp.size > 1 && (cut->pp.size > 1 || (cut->sequence_parallel && p > 1))) {
-		snprintf(err, errlen,
-		         "policy.parallel.context: context parallelism together with %s is not "
-		         "implemented yet",
-		         cut->pp.size > 1 ? "pipeline parallelism" : "sequence parallelism");
-		return -1;
-	}
 	rl_model_shard_whole(s, c);
-	if (stage_layers(s, c, cut, dir, err, errlen) || expert_cut(s, c, cut, dir, err, errlen))
-		return -1;
+	stage_layers(s, c, cut);
+	expert_cut(s, c, cut);
 	s->cp = cut->cp;
 	s->tp = *tp;
 	s->sequence_parallel = cut->sequence_parallel && p > 1;

@@ -102,13 +102,16 @@ int rl_identity_get(const struct rl_config *cfg, struct rl_identity *id, char *e
 	if (nodes < 1 || nodes > id->world)
 		nodes = 1;
 
-	/* Sizes only: an auto plan on GPUs needs the node's topology, which
+	/* Sizes, checked against the model's config.json when it can be read
+	 * (the rule the plugin and the cut use), before MPI starts: a layout
+	 * the model cannot take is one line from rank 0, not a crash in the
+	 * cut on every rank. An auto plan on GPUs needs the node's topology, which
 	 * only the plugin (or rlrun plan) loads; its RL_* values are then taken
 	 * as they are, since the config says nothing to compare them with. */
 	struct rl_job_spec spec;
 	struct rl_job_plan plan;
 	if (rl_job_spec_from_config(cfg, id->world, (int)nodes,
-	                            rl_node_tasks_max(id->world, (int)nodes), NULL, false, &spec,
+	                            rl_node_tasks_max(id->world, (int)nodes), NULL, NULL, &spec,
 	                            err, errlen) != 0)
 		return -1;
 	if (spec.autoplan && spec.use_gpus && id->from_plugin) {

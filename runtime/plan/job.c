@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/plan/job.h"
+#include "topology/model_fit.h"
 
 static void summarize(struct rl_job_plan *plan)
 {
@@ -49,6 +50,38 @@ static int check_counts(const struct rl_job_spec *s, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* The model takes the layout: the training ranks' sizes, and the
+ * generation ranks' tensor parallelism (their model is cut the same way). */
+static int check_model(const struct rl_job_plan *plan, char *err, size_t errlen)
+{
+	const struct rl_job_spec *s = &plan->spec;
+	const struct rl_layout *l = &plan->layout;
+
+	if (!s->have_model)
+		return 0;
+	struct rl_fit_layout train = {
+	    .tp = l->size[RL_AXIS_TP],
+	    .pp = l->size[RL_AXIS_PP],
+	    .cp = l->size[RL_AXIS_CP],
+	    .ep = s->ep,
+	    .etp = s->etp,
+	    .sequence_parallel = s->sequence_parallel,
+	    .first_stage_layers = s->first_stage_layers,
+	    .last_stage_layers = s->last_stage_layers,
+	};
+	if (rl_model_fit_check(&s->job.model, &train, s->model_src, err, errlen))
+		return -1;
+	if (s->generation_ranks == 0)
+		return 0;
+	struct rl_fit_layout gen = {.tp = s->generation_tp,
+	                            .pp = 1,
+	                            .cp = 1,
+	                            .ep = 1,
+	                            .etp = 1,
+	                            .tp_key = "policy.generation.tensor_parallel_size"};
+	return rl_model_fit_check(&s->job.model, &gen, s->model_src, err, errlen);
 }
 
 bool rl_job_generation_rank(const struct rl_job_plan *plan, int rank)
@@ -139,6 +172,8 @@ int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
 		return -1;
 	}
 	plan->layout.sequence_parallel = spec->sequence_parallel;
+	if (check_model(plan, err, errlen))
+		return -1;
 	if (!plan->have_estimate && plan->have_hw && spec->have_model)
 		plan->have_estimate =
 		    rl_plan_estimate(&plan->hw, &spec->job, tp, pp, cp, &plan->estimate) == 0;

@@ -22,12 +22,17 @@ struct rl_job_spec {
 	bool autoplan;           /* policy.parallel: auto */
 	int tp, pp, cp, ep, etp; /* the config's sizes when not autoplan */
 	bool sequence_parallel;
+	int first_stage_layers, last_stage_layers; /* 0: even stages */
 	/* non-colocated generation: the step's last generation_ranks tasks
 	 * generate, as generation_tp-way tensor parallel replicas; the layout
 	 * covers the tasks before them (0: every task trains and generates) */
 	int generation_ranks, generation_tp;
 	bool have_model; /* job below is filled: memory estimates, and what auto needs */
 	struct rl_plan_job job;
+	/* have_model: the config.json read (or the built-in name), for
+	 * messages; else why it could not be read */
+	char model_src[512];
+	char model_error[768];
 };
 
 struct rl_job_plan {
@@ -42,8 +47,10 @@ struct rl_job_plan {
 };
 
 /* Decides the sizes (the config's, or the auto planner's on topo's GPUs)
- * and the layout. topo may be NULL when !spec->autoplan. Returns 0, or -1
- * with err. */
+ * and the layout, and when the model's shape is known checks that the
+ * model takes that layout (topology/model_fit.h), the training ranks' and
+ * the generation ranks' tensor size. topo may be NULL when
+ * !spec->autoplan. Returns 0, or -1 with err. */
 int rl_job_plan_make(const struct rl_job_spec *spec, const struct rl_topo *topo,
                      struct rl_job_plan *plan, char *err, size_t errlen);
 

@@ -38,7 +38,7 @@ int rl_node_plan_make(const struct rl_node_inputs *in, struct rl_node_plan *out,
 		out->job = *in->job;
 	else if (rl_job_spec_from_config(in->cfg, in->world, in->n_nodes,
 	                                 rl_node_tasks_max(in->world, in->n_nodes), in->topo,
-	                                 in->want_estimate, &spec, err, errlen) != 0 ||
+	                                 in->hub, &spec, err, errlen) != 0 ||
 	         rl_job_plan_make(&spec, in->topo, &out->job, err, errlen) != 0)
 		goto fail;
 	if (in->first_rank < 0 || in->n_local < 1 || in->first_rank + in->n_local > in->world) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "runtime/config/config.h"
+#include "runtime/model/hub.h"
 #include "runtime/plan/job.h"
 #include "runtime/plan/step_gpus.h"
 #include "runtime/plan/task_env.h"
@@ -28,7 +29,7 @@ struct rl_node_inputs {
 	int n_local;
 	const char *slurm_step_gpus;      /* NULL when unset */
 	const char *cuda_visible_devices; /* NULL when unset */
-	bool want_estimate;               /* read the model for the memory estimate */
+	const struct rl_hub_env *hub;     /* where hub names are: NULL, this process's env */
 	/* the step's plan when another node already made it (it is the same on
 	 * every node); NULL: make it from cfg */
 	const struct rl_job_plan *job;

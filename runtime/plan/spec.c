@@ -1,43 +1,42 @@
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/model/builtin_files.h"
 #include "runtime/model/hf_config.h"
 #include "runtime/plan/spec.h"
 
-int rl_plan_model_load(const char *model_name, struct rl_plan_model *out, char *err, size_t errlen)
+int rl_plan_model_load(const char *model_name, const struct rl_hub_env *hub,
+                       struct rl_plan_model *out, char *src, size_t srclen, char *err,
+                       size_t errlen)
 {
 	struct rl_model_config mc;
+	char why[1024];
 	int rc;
 
 	if (rl_builtin_is(model_name)) {
 		struct rl_builtin_files b;
+		snprintf(src, srclen, "%s", model_name);
 		rc = rl_builtin_files(model_name, &b, err, errlen);
 		if (rc == 0)
 			rc = rl_model_config_from_json(&mc, b.config, b.config_len, model_name, err,
 			                               errlen);
+		if (rc != 0)
+			return -1;
 	} else {
-		rc = rl_model_config_load(&mc, model_name, err, errlen);
+		char *dir = rl_hub_resolve(model_name, "policy.model_name", hub, err, errlen);
+		if (!dir)
+			return -1;
+		snprintf(src, srclen, "%s/config.json", dir);
+		rc = rl_model_config_load(&mc, dir, why, sizeof why);
+		free(dir);
+		if (rc != 0) {
+			snprintf(err, errlen, "policy.model_name: %s", why);
+			return -1;
+		}
 	}
-	if (rc != 0)
-		return -1;
-	*out = (struct rl_plan_model){
-	    .n_layers = mc.n_layers,
-	    .hidden = mc.hidden_size,
-	    .intermediate = mc.intermediate_size,
-	    .n_heads = mc.n_heads,
-	    .n_kv_heads = mc.n_kv_heads,
-	    .head_dim = mc.head_dim,
-	    .vocab = mc.vocab_size,
-	    .tied_embeddings = mc.tie_word_embeddings,
-	    .n_experts = mc.moe.n_experts,
-	    .experts_per_token = mc.moe.top_k,
-	    .expert_intermediate = mc.moe.intermediate,
-	    .shared_intermediate = mc.moe.shared_intermediate,
-	};
-	for (int l = 0; mc.moe.n_experts > 0 && l < mc.n_layers; l++)
-		out->n_moe_layers += rl_layer_is_moe(&mc, l);
+	rl_model_config_shape(&mc, out);
 	return 0;
 }
 
@@ -63,7 +62,7 @@ void rl_plan_step_shape(const struct rl_config *cfg, const struct rl_topo *topo,
 }
 
 int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes, int tasks_per_node,
-                            const struct rl_topo *topo, bool want_estimate,
+                            const struct rl_topo *topo, const struct rl_hub_env *hub,
                             struct rl_job_spec *spec, char *err, size_t errlen)
 {
 	const struct rl_cfg_policy *p = &cfg->policy;
@@ -81,6 +80,12 @@ int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes,
 	spec->ep = par->autoplan ? 1 : (int)par->expert;
 	spec->etp = par->autoplan ? 1 : (int)par->expert_tensor;
 	spec->sequence_parallel = par->sequence_parallel;
+	spec->first_stage_layers = par->num_layers_in_first_pipeline_stage.set
+	                               ? (int)par->num_layers_in_first_pipeline_stage.value
+	                               : 0;
+	spec->last_stage_layers = par->num_layers_in_last_pipeline_stage.set
+	                              ? (int)par->num_layers_in_last_pipeline_stage.value
+	                              : 0;
 	if (!p->generation.colocated.enabled) {
 		/* NeMo-RL's resources: num_nodes whole nodes (null: a share of
 		 * one), gpus_per_node tasks on each (null: all of a node's) */
@@ -113,15 +118,15 @@ int rl_job_spec_from_config(const struct rl_config *cfg, int world, int n_nodes,
 	j->expert = spec->ep;
 	j->expert_tensor = spec->etp;
 
-	if (!spec->autoplan && !want_estimate)
-		return 0;
-	char why[512];
-	if (rl_plan_model_load(p->model_name, &j->model, why, sizeof why) == 0) {
+	if (rl_plan_model_load(p->model_name, hub, &j->model, spec->model_src,
+	                       sizeof spec->model_src, spec->model_error,
+	                       sizeof spec->model_error) == 0) {
 		spec->have_model = true;
 		return 0;
 	}
 	if (spec->autoplan && spec->use_gpus) {
-		snprintf(err, errlen, "policy.parallel: auto needs the model's shape: %s", why);
+		snprintf(err, errlen, "policy.parallel: auto needs the model's shape: %s",
+		         spec->model_error);
 		return -1;
 	}
 	return 0;

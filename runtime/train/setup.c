@@ -15,6 +15,7 @@
 #include "runtime/job/stop_signal.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/builtin.h"
+#include "runtime/model/hub.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/parallel/ep_group.h"
 #include "runtime/parallel/pp_group.h"
@@ -149,12 +150,51 @@ static int connect_devices(struct rl_trainer *t, const struct rl_ops *ops, char 
 	return rl_dist_place_devices(t->dist, &me, t->progress, err, errlen);
 }
 
+/* The model's files and the tokenizer's: a hub name (ORG/NAME) is found
+ * in the local Hugging Face cache, a directory is taken as it is. */
+static int load_model_and_tokenizer(struct rl_trainer *t, const struct rl_ops *ops,
+                                    const struct rl_model_cut *cut, char *err, size_t errlen)
+{
+	const struct rl_config *c = t->cfg;
+	const char *tok_name =
+	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
+	char *model_dir = NULL, *tok_dir = NULL;
+	int rc = -1;
+
+	if (!(model_dir =
+	          rl_hub_resolve(c->policy.model_name, "policy.model_name", NULL, err, errlen)) ||
+	    !(tok_dir = rl_hub_resolve(tok_name,
+	                               strcmp(tok_name, c->policy.model_name) == 0
+	                                   ? "policy.model_name"
+	                                   : "policy.tokenizer.name",
+	                               NULL, err, errlen)))
+		goto out;
+	if (rl_builtin_is(model_dir)) {
+		/* every rank builds the whole model, then keeps its cut of it */
+		if (rl_builtin_model_new(model_dir, (uint64_t)c->grpo.seed, ops, &t->model, err,
+		                         errlen) ||
+		    reference_hash(t, err, errlen) ||
+		    (t->dist && rl_model_split(&t->model, cut, err, errlen)))
+			goto out;
+	} else {
+		/* each rank reads its cut only */
+		if (reference_hash_files(t, model_dir, err, errlen))
+			goto out;
+		if (t->dist ? rl_model_load_cut(&t->model, model_dir, ops, cut, err, errlen)
+		            : rl_model_load(&t->model, model_dir, ops, err, errlen))
+			goto out;
+	}
+	rc = rl_builtin_is(tok_dir) ? rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen)
+	                            : rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
+out:
+	free(model_dir);
+	free(tok_dir);
+	return rc;
+}
+
 static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
-	const char *tok_dir =
-	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
-
 	const struct rl_ops *ops;
 	char desc[300];
 
@@ -186,33 +226,18 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		 * of them */
 		rl_tp_group_bind(&cut.tokens, t->dist->g[RL_G_TP]);
 	}
-	if (rl_builtin_is(c->policy.model_name)) {
-		/* every rank builds the whole model, then keeps its cut of it */
-		if (rl_builtin_model_new(c->policy.model_name, (uint64_t)c->grpo.seed, ops,
-		                         &t->model, err, errlen) ||
-		    reference_hash(t, err, errlen) ||
-		    (t->dist && rl_model_split(&t->model, &cut, err, errlen)))
-			return -1;
-	} else {
-		/* each rank reads its cut only */
-		if (reference_hash_files(t, c->policy.model_name, err, errlen))
-			return -1;
-		if (t->dist
-		        ? rl_model_load_cut(&t->model, c->policy.model_name, ops, &cut, err, errlen)
-		        : rl_model_load(&t->model, c->policy.model_name, ops, err, errlen))
-			return -1;
-	}
+	if (load_model_and_tokenizer(t, ops, &cut, err, errlen))
+		return -1;
 	/* after the cut: each rank rounds only its own part */
 	enum rl_dtype precision;
 	if (rl_dtype_from_torch_name(c->policy.precision, &precision)) {
 		snprintf(err, errlen, "policy.precision: %s is not a dtype", c->policy.precision);
 		return -1;
 	}
-	if (rl_model_set_precision(t->model, precision, err, errlen) || moe_options(t, err, errlen))
-		return -1;
-	if (rl_builtin_is(tok_dir))
-		return rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen);
-	return rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
+	return rl_model_set_precision(t->model, precision, err, errlen) ||
+	               moe_options(t, err, errlen)
+	           ? -1
+	           : 0;
 }
 
 static int buffers(struct rl_trainer *t, char *err, size_t errlen)

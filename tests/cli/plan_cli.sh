@@ -32,8 +32,10 @@ expect_status 0 "plan: two NVLink domains, TP 4" -- "$RLRUN" plan policy.backend
 split=$(tasks | awk '{ d = $11; g = int($1 / 4); if ((g in dom) && dom[g] != d) print g; dom[g] = d }')
 [ -z "$split" ] && ok "TP groups of 4 each inside one NVLink domain" ||
 	not_ok "TP groups split across domains: $split"
+# (a model of 32 heads: the built-in tiny model's 4 do not split 8 ways)
 expect_status 0 "plan: two NVLink domains, TP 8" -- "$RLRUN" plan policy.backend=cuda \
 	policy.parallel.tensor=8 policy.train_global_batch_size=64 \
+	policy.model_name="$top_srcdir/etc/models/llama3.1-8b-instruct" \
 	--topology "$T/8gpu-two-nvlink-domains.xml" --tasks-per-node 8
 expect_grep "$WORK/err" 'warning: TP 8 does not fit in one NVLink domain' "TP 8 over two quads warns"
 
@@ -122,10 +124,106 @@ expect_status 1 "a world the layout does not divide" -- "$RLRUN" plan policy.par
 expect_grep "$WORK/err" 'world size 4 is not divisible by tp x cp x pp = 3' "it says which product"
 expect_status 2 "a bad option" -- "$RLRUN" plan --nodes zero
 
+# ---- a layout the model cannot take is refused, with the model's number ----
+# The numbers are the models' published config.json values (the fixtures
+# copy them): tiny-llama 4 heads and 2 layers, Qwen2.5-0.5B 14 heads,
+# Qwen3-0.6B 8 KV heads, Llama-3.2-1B 16 layers, Qwen3-30B-A3B 128 experts.
+H=$top_srcdir/tests/fixtures/hf_configs
+refused() { # DESCRIPTION PATTERN -- ARGS...: rlrun plan ARGS fails, and says PATTERN
+	d=$1 p=$2
+	shift 3
+	expect_status 1 "refused: $d" -- "$RLRUN" plan "$@"
+	expect_grep "$WORK/err" "$p" "  naming the key, the value and the model's number"
+}
+refused "tensor=8 on the built-in model's 4 heads" \
+	'^rlrun plan: policy\.parallel\.tensor=8 does not divide the model.s 4 attention heads \(builtin:tiny-llama\)$' \
+	-- policy.parallel.tensor=8 --tasks-per-node 8
+refused "tensor=4 on Qwen2.5-0.5B's 14 heads" \
+	"policy\.parallel\.tensor=4 does not divide the model.s 14 attention heads \($H/qwen2\.5-0\.5b/config\.json\)" \
+	-- policy.model_name="$H/qwen2.5-0.5b" policy.parallel.tensor=4 --tasks-per-node 4
+expect_status 0 "tensor=2 on Qwen2.5-0.5B: 7 heads and 1 KV head each" -- "$RLRUN" plan \
+	policy.model_name="$H/qwen2.5-0.5b" policy.parallel.tensor=2 --tasks-per-node 4
+refused "tensor=16 on Qwen3-0.6B's 8 KV heads (16 heads would split)" \
+	"tensor=16 does not divide the model.s 8 key/value heads \($H/qwen3-0\.6b/config\.json\)" \
+	-- policy.model_name="$H/qwen3-0.6b" policy.parallel.tensor=16 --tasks-per-node 16
+# a model made here for the one number under test
+mk_shape() { # DIR HEADS KV INTER VOCAB
+	mkdir -p "$1"
+	cat >"$1/config.json" <<JSON
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": $5,
+ "hidden_size": 64, "intermediate_size": $4, "num_hidden_layers": 2,
+ "num_attention_heads": $2, "num_key_value_heads": $3, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "max_position_embeddings": 64, "tie_word_embeddings": false,
+ "torch_dtype": "float32", "eos_token_id": 1}
+JSON
+}
+mk_shape inter100 8 8 100 512
+refused "tensor=8 on an MLP of 100" "tensor=8 does not divide the model.s MLP intermediate size 100" \
+	-- policy.model_name=inter100 policy.parallel.tensor=8 --tasks-per-node 8
+expect_status 0 "tensor=4 on an MLP of 100 (25 each)" -- "$RLRUN" plan policy.model_name=inter100 \
+	policy.parallel.tensor=4 --tasks-per-node 4
+mk_shape vocab6 8 8 64 6
+refused "tensor=8 on a vocabulary of 6" "tensor=8 is more than the model.s 6 vocabulary entries" \
+	-- policy.model_name=vocab6 policy.parallel.tensor=8 --tasks-per-node 8
+expect_status 0 "tensor=4 on a vocabulary of 6 (rows 2 2 1 1)" -- "$RLRUN" plan \
+	policy.model_name=vocab6 policy.parallel.tensor=4 --tasks-per-node 4
+refused "pipeline=4 on the built-in model's 2 layers" \
+	"policy\.parallel\.pipeline=4: the model.s 2 layers \(builtin:tiny-llama\) do not split into 4 stages" \
+	-- policy.parallel.pipeline=4 --tasks-per-node 4
+refused "pipeline=3 on Llama-3.2-1B's 16 layers" \
+	"pipeline=3: the model.s 16 layers \($H/llama-3\.2-1b/config\.json\) do not split into 3 stages" \
+	-- policy.model_name="$H/llama-3.2-1b" policy.parallel.pipeline=3 --tasks-per-node 3
+expect_status 0 "pipeline=3 on 16 layers with a first stage of 4 (then 6 and 6)" -- "$RLRUN" plan \
+	policy.model_name="$H/llama-3.2-1b" policy.parallel.pipeline=3 \
+	policy.parallel.num_layers_in_first_pipeline_stage=4 --tasks-per-node 3
+refused "pipeline=3 on 16 layers with a first stage of 5 (11 over 2)" \
+	"16 layers .* do not split into 3 stages as the first and the last are set" \
+	-- policy.model_name="$H/llama-3.2-1b" policy.parallel.pipeline=3 \
+	policy.parallel.num_layers_in_first_pipeline_stage=5 --tasks-per-node 3
+refused "expert=3 on Qwen3-30B-A3B's 128 experts" \
+	"policy\.parallel\.expert=3 does not divide the model.s 128 experts \($H/qwen3-30b-a3b/config\.json\)" \
+	-- policy.model_name="$H/qwen3-30b-a3b" policy.parallel.expert=3 --tasks-per-node 3
+expect_status 0 "expert=4 on Qwen3-30B-A3B (32 experts each)" -- "$RLRUN" plan \
+	policy.model_name="$H/qwen3-30b-a3b" policy.parallel.expert=4 --tasks-per-node 4
+refused "expert=2 on a dense model" "expert=2, but the model \(.*llama-3\.2-1b/config\.json\) has no experts" \
+	-- policy.model_name="$H/llama-3.2-1b" policy.parallel.expert=2 --tasks-per-node 2
+refused "context=2 with a mixture of experts" "context=2: context parallelism with a mixture of experts" \
+	-- policy.model_name="$H/qwen3-30b-a3b" policy.parallel.context=2 --tasks-per-node 2
+refused "context=2 with pipeline=2" "context parallelism together with pipeline parallelism is not implemented" \
+	-- policy.parallel.context=2 policy.parallel.pipeline=2 --tasks-per-node 4
+refused "generation tensor_parallel_size=8 on 4 heads" \
+	"policy\.generation\.tensor_parallel_size=8 does not divide the model.s 4 attention heads" \
+	-- policy.generation.colocated.enabled=false \
+	policy.generation.colocated.resources.gpus_per_node=8 \
+	policy.generation.tensor_parallel_size=8 --tasks-per-node 16
+expect_status 0 "a model that is not there yet: planned, with a warning" -- "$RLRUN" plan \
+	policy.model_name="$WORK/not-downloaded" --tasks-per-node 2
+expect_grep "$WORK/err" "warning: policy\.model_name: $WORK/not-downloaded/config\.json: .*the layout is not checked" \
+	"  the warning names the key and the file"
+expect_status 0 "a dataset that is not there: planned, with a warning" -- "$RLRUN" plan \
+	data.dataset_name=jsonl data.train.path="$WORK/none.jsonl" --tasks-per-node 2
+expect_grep "$WORK/err" "warning: data\.train\.path: $WORK/none\.jsonl: No such file or directory" \
+	"  the warning names the key and the file"
+
+# rlrun train applies the same rule before its ranks meet: one line, from
+# rank 0, exit status 2 (the fixture Llama-tied-rope3 has 1 KV head);
+# MPICH leaks at exit (tests/mpi/lib.sh)
+if command -v mpiexec >/dev/null 2>&1; then
+	expect_status 2 "mpiexec -n 2 rlrun train, tensor=2 on 1 KV head, is refused" -- \
+		env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+		mpiexec -n 2 "$RLRUN" train policy.model_name="$top_srcdir/tests/fixtures/models/llama-tied-rope3" \
+		policy.parallel.tensor=2 logger.log_dir="$WORK/refused"
+	n=$(grep -c "^rlrun train: policy\.parallel\.tensor=2 does not divide the model.s 1 key/value head (" "$WORK/err")
+	[ "$n" = 1 ] && ok "  once, naming the model's 1 key/value head" || not_ok "  $n times: $(head -3 "$WORK/err")"
+else
+	echo "SKIP: mpiexec not found: rlrun train's refusal not checked"
+fi
+
 # real machines, when the shared folder exists
 if [ -f "$SHARED/nvidiaDGX2.xml" ]; then
 	expect_status 0 "plan: real DGX-2, TP 8 on 16 V100" -- "$RLRUN" plan policy.backend=cuda \
 		policy.parallel.tensor=8 policy.train_global_batch_size=128 \
+		policy.model_name="$top_srcdir/etc/models/llama3.1-8b-instruct" \
 		--topology "$SHARED/nvidiaDGX2.xml" --tasks-per-node 16
 	n=$(tasks | awk '$11 == "nvl0"' | wc -l)
 	[ "$n" = 16 ] && ok "DGX-2: all 16 GPUs in the one NVSwitch domain" || not_ok "DGX-2: $n of 16 in nvl0"

@@ -110,6 +110,36 @@ expect_status 0 "a valid override after rlrun" -- \
 expect_grep "$out" "^# .* from $work/rel\.yaml" "rlrun in the task reads RL_CONFIG"
 expect_grep "$out" '^  num_prompts_per_step: 3$' "rlrun in the task applies the override"
 
+# ---- a layout the model cannot take: refused by srun, once, with the numbers ----
+expect_status 1 "pipeline=4 on the tiny model's 2 layers fails srun" -- \
+	srun -n 4 --rl-config="$WORK/rel.yaml" "$RLRUN" config policy.parallel.pipeline=4
+expect_grep "$err" "spank_rl: .*policy\.parallel\.pipeline=4: the model.s 2 layers \(builtin:tiny-llama\) do not split into 4 stages" \
+	"the plugin names the key, the value and the model's layers"
+n=$(grep -c "do not split" "$err")
+[ "$n" = 1 ] && ok "  said once" || not_ok "  said $n times"
+[ -s "$out" ] && not_ok "rlrun ran with a layout the model cannot take" || ok "rlrun did not run"
+refused_locally "a layout the model cannot take"
+
+# ---- a missing model or dataset: refused on the node, as the user, before any task runs ----
+printf 'defaults: %s\npolicy:\n  model_name: %s/no-model\n' "$config" "$work" >"$WORK/nomodel.yaml"
+expect_status 1 "a missing model directory fails the step" -- \
+	srun -n 2 --rl-config="$WORK/nomodel.yaml" sh -c "touch $WORK/ran"
+expect_grep "$err" "spank_rl: .*policy\.model_name: $work/no-model/config\.json: No such file or directory" \
+	"the error names the key and the path"
+n=$(grep -c "^spank_rl: .*no-model/config.json" "$err")
+[ "$n" = 1 ] && ok "  said once (the node's first task)" || {
+	not_ok "  said $n times:"
+	sed 's/^/  | /' "$err" | head -10
+}
+[ -e "$WORK/ran" ] && not_ok "a task ran without its model" || ok "no task ran without its model"
+printf 'defaults: %s\ndata:\n  dataset_name: jsonl\n  train:\n    path: %s/no-train.jsonl\n' \
+	"$config" "$work" >"$WORK/nodata.yaml"
+expect_status 1 "a missing dataset fails the step" -- \
+	srun -n 2 --rl-config="$WORK/nodata.yaml" sh -c "touch $WORK/ran"
+expect_grep "$err" "spank_rl: .*data\.train\.path: $work/no-train\.jsonl: No such file or directory" \
+	"the error names the key and the path"
+[ -e "$WORK/ran" ] && not_ok "a task ran without its data" || ok "no task ran without its data"
+
 # ---- sbatch: the batch script and the srun steps inside get the config ----
 # shellcheck disable=SC2016 # $RL_CONFIG is the batch script's
 expect_status 0 "sbatch --wait --rl-config with srun inside" -- \

@@ -235,3 +235,119 @@ Test(spank_step, cpu_tasks_split_numa_domains)
 	cr_assert(!s->live_topology);
 	rl_spank_step_free(s);
 }
+
+/* 4 CPU tasks on the CPU fixture, with the config's own keys added */
+static int prepare_cpu(const char *keys, const struct rl_hub_env *hub, struct rl_spank_step **s,
+                       char **error)
+{
+	char text[4096];
+	snprintf(text, sizeof text, "policy:\n  backend: cpu\n%s", keys);
+	write_file(config_path, text);
+	snprintf(xml, sizeof xml, "%s/tests/topologies/cpu-only.xml", srcdir());
+	static int ids[] = {0, 1, 2, 3};
+	struct rl_step_inputs in = {.config_path = config_path,
+	                            .topology_xml = xml,
+	                            .world = 4,
+	                            .n_nodes = 1,
+	                            .n_local = 4,
+	                            .global_ids = ids,
+	                            .hub = hub};
+	return rl_spank_step_prepare(&in, s, error);
+}
+
+Test(spank_step, a_layout_the_model_cannot_take_is_refused)
+{
+	/* the built-in tiny model has 4 heads and 2 layers */
+	struct rl_spank_step *s;
+	char *error;
+	cr_assert_eq(prepare_cpu("  parallel:\n    tensor: 4\n", NULL, &s, &error), 0, "%s", error);
+	rl_spank_step_free(s);
+	cr_assert_eq(prepare_cpu("  parallel:\n    pipeline: 4\n", NULL, &s, &error), -1);
+	cr_expect(strstr(error, "policy.parallel.pipeline=4: the model's 2 layers "
+	                        "(builtin:tiny-llama) do not split into 4 stages"),
+	          "%s", error);
+	free(error);
+	/* the fixture Llama: 4 heads, 2 key/value heads */
+	char keys[4096];
+	snprintf(keys, sizeof keys,
+	         "  model_name: %s/tests/fixtures/models/llama\n  parallel:\n    tensor: 4\n",
+	         srcdir());
+	cr_assert_eq(prepare_cpu(keys, NULL, &s, &error), -1);
+	cr_expect(strstr(error, "policy.parallel.tensor=4 does not divide the model's 2 key/value "
+	                        "heads (") &&
+	              strstr(error, "tests/fixtures/models/llama/config.json)"),
+	          "%s", error);
+	free(error);
+}
+
+Test(spank_step, missing_model_or_data_is_refused_with_its_key)
+{
+	struct rl_spank_step *s;
+	char *error, keys[8192];
+
+	snprintf(keys, sizeof keys, "  model_name: %s/no-model\n", dir);
+	cr_assert_eq(prepare_cpu(keys, NULL, &s, &error), -1);
+	cr_expect(strstr(error, "policy.model_name: ") && strstr(error, "/no-model/config.json: "),
+	          "%s", error);
+	free(error);
+
+	snprintf(keys, sizeof keys,
+	         "  model_name: %s/tests/fixtures/models/llama\n"
+	         "data:\n  dataset_name: jsonl\n  train:\n    path: %s/no-train.jsonl\n",
+	         srcdir(), dir);
+	cr_assert_eq(prepare_cpu(keys, NULL, &s, &error), -1);
+	cr_expect(strstr(error, "data.train.path: ") &&
+	              strstr(error, "/no-train.jsonl: No such file"),
+	          "%s", error);
+	free(error);
+
+	/* a directory where a file should be */
+	snprintf(keys, sizeof keys,
+	         "  model_name: %s/tests/fixtures/models/llama\n"
+	         "data:\n  dataset_name: jsonl\n  train:\n    path: %s\n",
+	         srcdir(), dir);
+	cr_assert_eq(prepare_cpu(keys, NULL, &s, &error), -1);
+	cr_expect(strstr(error, "data.train.path: ") && strstr(error, "not a regular file"), "%s",
+	          error);
+	free(error);
+}
+
+Test(spank_step, hub_names_from_the_jobs_environment)
+{
+	/* the fixture Llama as acme/llama's main in a cache made here, told by
+	 * the job's environment (in->hub), not this process's */
+	char cmd[16384], keys[1024];
+	snprintf(
+	    cmd, sizeof cmd,
+	    "mkdir -p '%s/hub/models--acme--llama/refs' '%s/hub/models--acme--llama/snapshots' "
+	    "&& cp -R '%s/tests/fixtures/models/llama' "
+	    "'%s/hub/models--acme--llama/snapshots/abc123' "
+	    "&& printf abc123 > '%s/hub/models--acme--llama/refs/main'",
+	    dir, dir, srcdir(), dir, dir);
+	cr_assert_eq(system(cmd), 0);
+	char cache[4200];
+	snprintf(cache, sizeof cache, "%s/hub", dir);
+	struct rl_hub_env hub = {.hub_cache = cache};
+	struct rl_spank_step *s;
+	char *error;
+
+	snprintf(keys, sizeof keys, "  model_name: acme/llama\n");
+	cr_assert_eq(prepare_cpu(keys, &hub, &s, &error), 0, "%s", error);
+	cr_expect_eq(s->plan.job.spec.job.model.n_kv_heads, 2);
+	rl_spank_step_free(s);
+
+	snprintf(keys, sizeof keys, "  model_name: acme/llama\n  parallel:\n    tensor: 4\n");
+	cr_assert_eq(prepare_cpu(keys, &hub, &s, &error), -1);
+	cr_expect(strstr(error, "2 key/value heads") &&
+	              strstr(error, "/hub/models--acme--llama/snapshots/abc123/config.json"),
+	          "%s", error);
+	free(error);
+
+	struct rl_hub_env elsewhere = {.hub_cache = dir};
+	snprintf(keys, sizeof keys, "  model_name: acme/llama\n");
+	cr_assert_eq(prepare_cpu(keys, &elsewhere, &s, &error), -1);
+	cr_expect(strstr(error, "policy.model_name: acme/llama is not a directory") &&
+	              strstr(error, "huggingface-cli download acme/llama"),
+	          "%s", error);
+	free(error);
+}
