@@ -302,6 +302,7 @@ static struct node *postfix(struct parser *p, struct node *n)
 			if (!(m = mk(p, N_CALL, at)) || call_args(p, m))
 				return NULL;
 			m->a = n;
+			m->line = n->line, m->col = n->col; /* errors point at the callee */
 		} else {
 			return n;
 		}
@@ -333,19 +334,22 @@ static struct node *filters(struct parser *p, struct node *n)
 	while (n) {
 		const struct token *at = cur(p);
 		struct node *m;
+		bool neg = false;
 
 		if (is_op(p, "|")) {
 			p->i++;
-			if (!(m = mk(p, N_FILTER, at)) || !(m->s = dotted_name(p)))
+			/* errors point at the filter's name */
+			if (!(m = mk(p, N_FILTER, cur(p))) || !(m->s = dotted_name(p)))
 				return NULL;
 			if (is_op(p, "(") && call_args(p, m))
 				return NULL;
 		} else if (is_name(p, "is")) {
 			p->i++;
-			if (!(m = mk(p, N_TEST, at)))
-				return NULL;
 			if (is_name(p, "not"))
-				p->i++, m->op = 1;
+				p->i++, neg = true;
+			if (!(m = mk(p, N_TEST, cur(p)))) /* at the test's name */
+				return NULL;
+			m->op = neg;
 			if (!(m->s = dotted_name(p)))
 				return NULL;
 			if (is_op(p, "(")) {
