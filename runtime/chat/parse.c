@@ -527,7 +527,7 @@ static struct node *expr(struct parser *p)
 }
 
 /* ---- statements ---- */
-static struct node *body(struct parser *p, const char *const *ends);
+static struct node *body(struct parser *p, const char *const *ends, const struct token *opener);
 
 static int block_end(struct parser *p)
 {
@@ -563,7 +563,7 @@ static struct node *stmt_if(struct parser *p, const struct token *at)
 	struct vec v = {0};
 
 	for (bool more = true; more && n;) {
-		if (!(c = expr(p)) || block_end(p) || !(b = body(p, ends)) ||
+		if (!(c = expr(p)) || block_end(p) || !(b = body(p, ends, at)) ||
 		    push(p, &v, c, NULL) || push(p, &v, b, NULL))
 			return NULL;
 		if (is_name(p, "elif")) {
@@ -576,7 +576,7 @@ static struct node *stmt_if(struct parser *p, const struct token *at)
 		static const char *const end[] = {"endif", NULL};
 
 		p->i++;
-		if (block_end(p) || !(b = body(p, end)) || push(p, &v, NULL, NULL) ||
+		if (block_end(p) || !(b = body(p, end, at)) || push(p, &v, NULL, NULL) ||
 		    push(p, &v, b, NULL))
 			return NULL;
 	}
@@ -606,12 +606,12 @@ static struct node *stmt_for(struct parser *p, const struct token *at)
 		return NULL;
 	}
 	p->loops++;
-	if (block_end(p) || !(n->b = body(p, ends)))
+	if (block_end(p) || !(n->b = body(p, ends, at)))
 		return NULL;
 	p->loops--;
 	if (is_name(p, "else")) {
 		p->i++;
-		if (block_end(p) || !(n->c = body(p, end)))
+		if (block_end(p) || !(n->c = body(p, end, at)))
 			return NULL;
 	}
 	p->i++;
@@ -673,7 +673,7 @@ static struct node *statement(struct parser *p)
 		return n && !block_end(p) ? n : NULL;
 	}
 	if (!strcmp(kw, "generation")) { /* transformers' assistant-mask tag: its body as is */
-		if (block_end(p) || !(n = body(p, end_generation)))
+		if (block_end(p) || !(n = body(p, end_generation, at)))
 			return NULL;
 		p->i++;
 		return block_end(p) ? NULL : n;
@@ -683,8 +683,9 @@ static struct node *statement(struct parser *p)
 	return NULL;
 }
 
-/* statements up to one of `ends` (left at the end name) or the end */
-static struct node *body(struct parser *p, const char *const *ends)
+/* statements up to one of `ends` (left at the end name) or the end; opener
+ * is the block's statement, for the message when it is never closed */
+static struct node *body(struct parser *p, const char *const *ends, const struct token *opener)
 {
 	const struct token *at = cur(p);
 	struct vec v = {0};
@@ -695,10 +696,14 @@ static struct node *body(struct parser *p, const char *const *ends)
 
 		if (t->t == T_EOF) {
 			if (ends) {
-				jfail(p->e, at->line, at->col,
-				      "this block is never closed: expected {%% %s %%} before the "
-				      "end",
-				      ends[0]);
+				size_t last = 0;
+
+				while (ends[last + 1])
+					last++;
+				jfail(p->e, opener->line, opener->col,
+				      "this {%% %s %%} is never closed: expected {%% %s %%} before "
+				      "the end",
+				      opener->s, ends[last]);
 				return NULL;
 			}
 			break;
@@ -747,6 +752,6 @@ int jinja_parse(struct arena *a, const struct tokens *t, struct node **out, stru
 {
 	struct parser p = {.a = a, .t = t->v, .n = t->n, .e = e};
 
-	*out = body(&p, NULL);
+	*out = body(&p, NULL, NULL);
 	return *out ? 0 : -1;
 }

@@ -149,8 +149,12 @@ const struct rl_key rl_schema[] = {
             "or builtin:tiny-llama (a tiny model initialised from grpo.seed)"},
     {"policy.tokenizer.name", RL_T_STRING, OFF(policy.tokenizer_name), "null",
      .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
-    NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
-                   "chat templates are not implemented yet"),
+    {"policy.tokenizer.chat_template", RL_T_STRING, OFF(policy.chat_template), "default",
+     .flags = RL_K_NULLABLE,
+     .doc = "the chat template prompts go through, as in NeMo-RL: default: the model's own "
+            "(chat_template.jinja or tokenizer_config.json's chat_template; plain text when it "
+            "has none); null: NeMo-RL's passthrough (the messages' contents one after the "
+            "other); a path ending in .jinja: that file; else the Jinja template itself"},
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
