@@ -269,8 +269,10 @@ static int lex_tag(struct lexer *x, char kind, size_t open, bool *line_starting)
 			return fail_at(x, open,
 			               kind == '%' ? "a {% tag that is never closed"
 			                           : "a {{ tag that is never closed");
+		size_t end_at = x->pos;
+
 		if (depth == 0 && tag_end(x, kind, line_starting))
-			return emit(x, kind == '%' ? T_BLOCK_END : T_VAR_END, x->pos, "", 0)
+			return emit(x, kind == '%' ? T_BLOCK_END : T_VAR_END, end_at, "", 0)
 			           ? 0
 			           : fail_at(x, open, "out of memory");
 		c = x->s[x->pos];

@@ -276,6 +276,7 @@ static struct node *subscript(struct parser *p, struct node *of, const struct to
 	}
 	if (expect_op(p, "]") || !(n = mk(p, k ? N_SLICE : N_ITEM, at)))
 		return NULL;
+	n->line = of->line, n->col = of->col; /* errors point at the object */
 	n->a = of, n->b = parts[0], n->c = parts[1], n->d = parts[2];
 	return n;
 }
@@ -295,6 +296,7 @@ static struct node *postfix(struct parser *p, struct node *n)
 			if (!(m = mk(p, N_ATTR, at)))
 				return NULL;
 			m->a = n, m->s = cur(p)->s;
+			m->line = n->line, m->col = n->col; /* errors point at the object */
 			p->i++;
 		} else if (is_op(p, "[")) {
 			m = subscript(p, n, at);
@@ -458,7 +460,8 @@ static struct node *compare(struct parser *p)
 		if (!(n = mk(p, N_CMP, at)) || !(n->b = binary(p, 3)))
 			return NULL;
 		if (l->k == N_CMP && l->op != 'i' && l->op != 'n' && op != 'i' && op != 'n') {
-			fail(p, "%s", "chained comparisons (a < b < c) are not supported");
+			jfail(p->e, at->line, at->col, "%s",
+			      "chained comparisons (a < b < c) are not supported");
 			return NULL;
 		}
 		n->op = op, n->a = l;

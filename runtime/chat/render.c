@@ -438,9 +438,19 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 			return -1;
 		return get_item(r, n, a, v_str(n->s, strlen(n->s)), true, out);
 	case N_ITEM:
-		if (eval(r, n->a, &a) || eval(r, n->b, &b))
+		if (eval(r, n->a, &a) || eval(r, n->b, &b) || get_item(r, n, a, b, false, out))
 			return -1;
-		return get_item(r, n, a, b, false, out);
+		if (out->t == V_UNDEF && b.t == V_INT) { /* named for a later message */
+			char name[96];
+			struct val s;
+
+			snprintf(name, sizeof name, "%s[%lld]", n->a->k == N_NAME ? n->a->s : "",
+			         (long long)b.u.i);
+			if (arena_str(r, n, name, strlen(name), &s))
+				return -1;
+			*out = v_undef(s.u.s.p);
+		}
+		return 0;
 	case N_SLICE:
 		if (eval(r, n->a, &a))
 			return -1;
@@ -454,6 +464,16 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 	case N_CALL:
 		if (eval(r, n->a, &a) || eval_args(r, n, &args))
 			return -1;
+		if (a.t == V_UNDEF && n->a->k == N_ATTR) { /* say whose method is missing */
+			struct val of;
+
+			if (eval(r, n->a->a, &of))
+				return -1;
+			if (of.t != V_UNDEF)
+				return jfail(r->e, n->line, n->col,
+				             "%s has no method '%s' in this engine",
+				             v_type_name(of), n->a->s);
+		}
 		return call_value(r, n, a, args, n->nkids, n->kw, out);
 	case N_FILTER:
 		if (eval(r, n->a, &a) || eval_args(r, n, &args))
@@ -691,7 +711,7 @@ static int exec(struct renderer *r, const struct node *n, enum flow *flow)
 		if (eval(r, n->a, &v))
 			return -1;
 		if (!v_to_str(&r->out, v, &why))
-			return why ? fail(r, n, "cannot print this value: %s", why)
+			return why ? fail(r, n->a, "cannot print this value: %s", why)
 			           : jfail(r->e, n->line, n->col,
 			                   "the output is longer than the limit of %zu bytes",
 			                   r->out.limit);

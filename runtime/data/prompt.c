@@ -335,9 +335,9 @@ static int resolve_chat(const struct rl_config *cfg, struct rl_chat_template **o
 	if (dir && !strncmp(dir, "builtin:", 8))
 		dir = NULL; /* a built-in model has no files */
 	if (!spec)
-		return rl_chat_template_from_text(out, RL_CHAT_PASSTHROUGH,
-		                                  "policy.tokenizer.chat_template (null: passthrough)",
-		                                  dir, err, errlen);
+		return rl_chat_template_from_text(
+		    out, RL_CHAT_PASSTHROUGH, "policy.tokenizer.chat_template (null: passthrough)",
+		    dir, err, errlen);
 	if (!strcasecmp(spec, "default"))
 		return dir ? rl_chat_template_load_model(out, dir, err, errlen) : 0;
 	n = strlen(spec);

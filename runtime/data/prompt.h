@@ -27,9 +27,9 @@
 struct rl_chat_template;
 
 struct rl_prompt {
-	char *template_text; /* validated */
-	char *system_text;   /* NULL when there is none */
-	char *source;        /* where the template came from, for messages */
+	char *template_text;           /* validated */
+	char *system_text;             /* NULL when there is none */
+	char *source;                  /* where the template came from, for messages */
 	struct rl_chat_template *chat; /* NULL: plain text */
 };
 
@@ -73,8 +73,7 @@ int rl_prompt_chat_template_applies(const struct rl_config *cfg, bool *applies, 
  * substituted (just the latter without a system prompt). With a chat
  * template: as the header says. The problem is inserted verbatim: braces
  * in it are not fields. Returns malloc'd text, or NULL with err. */
-char *rl_prompt_render(const struct rl_prompt *p, const char *problem, char *err,
-                       size_t errlen);
+char *rl_prompt_render(const struct rl_prompt *p, const char *problem, char *err, size_t errlen);
 
 void rl_prompt_free(struct rl_prompt *p);
 

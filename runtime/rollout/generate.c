@@ -107,8 +107,7 @@ static int encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_se
 		size_t n;
 
 		if (rl_tokenizer_encode(tok, r->prompts[k], strlen(r->prompts[k]),
-		                        g->add_special_tokens, &ids[k],
-		                        &n, err, errlen))
+		                        g->add_special_tokens, &ids[k], &n, err, errlen))
 			return -1;
 		if (n == 0) {
 			snprintf(err, errlen, "problem %d of the step encodes to no tokens", k);

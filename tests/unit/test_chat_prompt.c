@@ -72,7 +72,8 @@ static void setup_time(void)
 	json_t *all = fixture();
 	char now[32];
 
-	snprintf(now, sizeof now, "%lld", (long long)json_integer_value(json_object_get(all, "now")));
+	snprintf(now, sizeof now, "%lld",
+	         (long long)json_integer_value(json_object_get(all, "now")));
 	setenv("SOURCE_DATE_EPOCH", now, 1);
 	setenv("TZ", "UTC", 1);
 	tzset();
@@ -85,7 +86,8 @@ Test(chat_prompt, nemo_rl_math_processor_as_transformers, .init = setup_time)
 	size_t i;
 
 	cr_assert_geq(json_array_size(cases), 12);
-	json_array_foreach(cases, i, c) {
+	json_array_foreach(cases, i, c)
+	{
 		const char *file = json_string_value(json_object_get(c, "template"));
 		char *tmpl = template_text(file);
 		char *dir = model_dir(tmpl, json_string_value(json_object_get(c, "bos_token")),
@@ -95,18 +97,19 @@ Test(chat_prompt, nemo_rl_math_processor_as_transformers, .init = setup_time)
 		char *out;
 
 		cfg.data.prompt_template = (char *)json_string_value(json_object_get(c, "prompt"));
-		cfg.data.system_prompt = (char *)json_string_value(json_object_get(c, "system_prompt"));
+		cfg.data.system_prompt =
+		    (char *)json_string_value(json_object_get(c, "system_prompt"));
 		cfg.policy.chat_template = "default";
 		cfg.policy.tokenizer_name = dir;
 		cr_assert_eq(rl_prompt_load(&p, &cfg.data, err, sizeof err), 0, "%s", err);
-		cr_assert_eq(rl_prompt_use_chat_template(&p, &cfg, err, sizeof err), 0, "%s: %s", file,
-		             err);
+		cr_assert_eq(rl_prompt_use_chat_template(&p, &cfg, err, sizeof err), 0, "%s: %s",
+		             file, err);
 		cr_assert_not_null(p.chat, "%s: the model's template was not taken", file);
 		out = rl_prompt_render(&p, json_string_value(json_object_get(c, "problem")), err,
 		                       sizeof err);
 		cr_assert_not_null(out, "%s: %s", file, err);
-		cr_expect_str_eq(out, json_string_value(json_object_get(c, "expected")), "%s case %zu",
-		                 file, i);
+		cr_expect_str_eq(out, json_string_value(json_object_get(c, "expected")),
+		                 "%s case %zu", file, i);
 		free(out);
 		rl_prompt_free(&p);
 		remove_tree(dir);
@@ -140,8 +143,9 @@ static char *render_with(const char *spec, const char *model_tmpl, bool *applies
 	return out;
 }
 
-#define TURNS "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}" \
-	      "{% if add_generation_prompt %}<gen>{% endif %}"
+#define TURNS                                                                                      \
+	"{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"                         \
+	"{% if add_generation_prompt %}<gen>{% endif %}"
 
 Test(chat_prompt, what_the_key_selects)
 {
@@ -171,7 +175,8 @@ Test(chat_prompt, what_the_key_selects)
 
 Test(chat_prompt, a_jinja_file)
 {
-	char *dir = tmp_dir(), *path = write_file(dir, "t.jinja", "[{{ messages[0].role }}]\n"), *out;
+	char *dir = tmp_dir(), *path = write_file(dir, "t.jinja", "[{{ messages[0].role }}]\n"),
+	     *out;
 	bool applies;
 
 	out = render_with(path, TURNS, &applies);
@@ -197,11 +202,12 @@ Test(chat_prompt, errors_are_found_when_the_data_opens)
 	cfg.policy.tokenizer_name = dir;
 	cr_assert_eq(rl_prompt_load(&p, &cfg.data, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(rl_prompt_use_chat_template(&p, &cfg, err, sizeof err), -1);
-	cr_assert_geq(asprintf(&want,
-	                       "%s/tokenizer_config.json:1:41: the template raised an error: System "
-	                       "role not supported",
-	                       dir),
-	              0);
+	cr_assert_geq(
+	    asprintf(&want,
+	             "%s/tokenizer_config.json:1:41: the template raised an error: System "
+	             "role not supported",
+	             dir),
+	    0);
 	cr_expect_str_eq(err, want);
 	cr_expect_null(p.chat);
 	rl_prompt_free(&p);

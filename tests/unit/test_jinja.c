@@ -124,3 +124,143 @@ Test(jinja, renders_as_transformers_does)
 	json_decref(all);
 	free(path);
 }
+
+/* ---- the engine's own errors: written by hand, each with its place ---- */
+
+static int render_text(const char *src, const char *vars_json, const struct rl_jinja_limits *lim,
+                       char **out)
+{
+	struct rl_jinja *t = NULL;
+	json_t *vars = json_loads(vars_json ? vars_json : "{}", 0, NULL);
+	size_t len;
+	int rc;
+
+	*out = NULL;
+	cr_assert_not_null(vars);
+	rc = rl_jinja_compile(&t, src, strlen(src), "t.jinja", err, sizeof err);
+	if (!rc)
+		rc = rl_jinja_render(t, vars, 0, lim, out, &len, err, sizeof err);
+	json_decref(vars);
+	rl_jinja_free(t);
+	return rc;
+}
+
+static void expect_error(const char *src, const char *vars, const char *want)
+{
+	char *out;
+
+	cr_expect_eq(render_text(src, vars, NULL, &out), -1, "rendered [%s] as [%s]", src, out);
+	cr_expect_str_eq(err, want, "template [%s]: [%s]", src, err);
+	free(out);
+}
+
+Test(jinja, syntax_errors_name_the_place)
+{
+	expect_error(
+	    "a\n{% if x %}b", NULL,
+	    "t.jinja:2:4: this {% if %} is never closed: expected {% endif %} before the end");
+	expect_error("{{ 'abc }}", NULL, "t.jinja:1:4: a string that is never closed");
+	expect_error("x {{ a + }}", NULL, "t.jinja:1:10: unexpected '}}'");
+	expect_error("{% endfor %}", NULL, "t.jinja:1:4: unexpected {% endfor %}");
+	expect_error("{{ a ] }}", NULL, "t.jinja:1:6: a closing bracket with no opening one");
+	expect_error("{# never closed", NULL, "t.jinja:1:1: a {# comment that is never closed");
+	expect_error("{{ 1 < 2 < 3 }}", NULL,
+	             "t.jinja:1:10: chained comparisons (a < b < c) are not supported");
+	expect_error("{% break %}", NULL, "t.jinja:1:4: {% break %} outside a for loop");
+	expect_error("{{ x $ y }}", NULL,
+	             "t.jinja:1:6: a character that is not part of Jinja's syntax");
+}
+
+Test(jinja, what_the_subset_lacks_is_refused)
+{
+	expect_error("{% macro m() %}x{% endmacro %}", NULL,
+	             "t.jinja:1:4: the {% macro %} statement is not supported");
+	expect_error("{% include 'x' %}", NULL,
+	             "t.jinja:1:4: the {% include %} statement is not supported");
+	expect_error("{% raw %}{{ x }}{% endraw %}", NULL,
+	             "t.jinja:1:1: {% raw %} is not supported");
+	expect_error("{% set x %}body{% endset %}", NULL,
+	             "t.jinja:1:10: {% set %} blocks (without '=') are not supported");
+	expect_error("{% for x in y if x %}{% endfor %}", NULL,
+	             "t.jinja:1:15: 'for ... if' is not supported");
+	expect_error("\n  {{ 'x' | wordwrap }}", NULL,
+	             "t.jinja:2:12: the filter 'wordwrap' is not supported");
+	expect_error("{{ 1 is prime }}", NULL, "t.jinja:1:9: the test 'prime' is not supported");
+	expect_error("{{ 'x'.zfill(3) }}", NULL,
+	             "t.jinja:1:4: a string has no method 'zfill' in this engine");
+	expect_error("{{ d | tojson(sort_keys=true) }}", "{\"d\": {}}",
+	             "t.jinja:1:8: tojson: only the argument indent is supported (ensure_ascii, "
+	             "separators and sort_keys must stay at their defaults)");
+	expect_error("{{ 'É' | lower }}", NULL,
+	             "t.jinja:1:10: upper() and lower() of non-ASCII text are not supported");
+	expect_error("{{ namespace(a=1) }}", NULL,
+	             "t.jinja:1:4: cannot print this value: its text is Python's object address, "
+	             "which this engine does not imitate");
+	expect_error("{{ 9223372036854775807 + 1 }}", NULL,
+	             "t.jinja:1:24: an integer overflow (numbers past 64 bits are not supported)");
+}
+
+Test(jinja, runtime_errors_name_the_place)
+{
+	expect_error("{{ messages[0].role }}", "{\"messages\": []}",
+	             "t.jinja:1:4: 'messages[0]' is undefined");
+	expect_error("{{ x.y }}", NULL, "t.jinja:1:4: 'x' is undefined");
+	expect_error("{{ 'a' + x }}", NULL, "t.jinja:1:8: 'x' is undefined");
+	expect_error("{{ 'a' + 1 }}", NULL,
+	             "t.jinja:1:8: '+' is not supported between a string and an integer");
+	expect_error("{{ 1 // 0 }}", NULL, "t.jinja:1:6: division by zero");
+	expect_error("{% set a, b = [1] %}", NULL,
+	             "t.jinja:1:4: cannot unpack 1 values into 2 names");
+	expect_error(
+	    "{% set x.y = 1 %}", "{\"x\": {}}",
+	    "t.jinja:1:4: 'x' is not a namespace(): only a namespace's attributes can be set");
+	expect_error("{{ raise_exception('no tools') }}", NULL,
+	             "t.jinja:1:4: the template raised an error: no tools");
+}
+
+Test(jinja, limits_bound_an_untrusted_template)
+{
+	struct rl_jinja_limits lim = RL_JINJA_LIMITS_DEFAULT;
+	char *out, *deep;
+	size_t n = 300;
+
+	/* a loop that would run for ever is stopped by the step limit */
+	lim.max_steps = 10000;
+	cr_expect_eq(render_text("{% for i in range(100000) %}{% for j in range(100000) %}"
+	                         "{% endfor %}{% endfor %}",
+	                         NULL, &lim, &out),
+	             -1);
+	cr_expect(strstr(err, "t.jinja:1:") && strstr(err, "more than 10000 steps"), "%s", err);
+	/* output past the limit */
+	lim = (struct rl_jinja_limits)RL_JINJA_LIMITS_DEFAULT;
+	lim.max_output = 1000;
+	cr_expect_eq(render_text("{% for i in range(2000) %}x{% endfor %}", NULL, &lim, &out), -1);
+	cr_expect_str_eq(err, "t.jinja:1:27: the output is longer than the limit of 1000 bytes");
+	/* memory: a string doubled until it does not fit */
+	lim = (struct rl_jinja_limits)RL_JINJA_LIMITS_DEFAULT;
+	lim.max_memory = 1 << 20;
+	cr_expect_eq(render_text("{% set ns = namespace(s='x') %}{% for i in range(40) %}"
+	                         "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+	                         NULL, &lim, &out),
+	             -1);
+	cr_expect(strstr(err, "out of memory (the render's memory limit is 1048576 bytes)"), "%s",
+	          err);
+	/* nesting: parentheses 300 deep are refused while parsing */
+	deep = malloc(2 * n + 16);
+	strcpy(deep, "{{ ");
+	for (size_t i = 0; i < n; i++)
+		strcat(deep, "(");
+	strcat(deep, "1");
+	for (size_t i = 0; i < n; i++)
+		strcat(deep, ")");
+	strcat(deep, " }}");
+	cr_expect_eq(render_text(deep, NULL, NULL, &out), -1);
+	cr_expect(strstr(err, "nested too deeply"), "%s", err);
+	free(deep);
+	/* a NUL byte in the template */
+	{
+		struct rl_jinja *t;
+		cr_expect_eq(rl_jinja_compile(&t, "a\0b", 3, "t.jinja", err, sizeof err), -1);
+		cr_expect_str_eq(err, "t.jinja: the template holds a NUL byte");
+	}
+}
