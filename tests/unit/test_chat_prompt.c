@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/chat/chat_template.h"
 #include "runtime/data/prompt.h"
 #include "tests/unit/helpers.h"
 
@@ -228,4 +229,13 @@ Test(chat_prompt, errors_are_found_when_the_data_opens)
 	rl_prompt_free(&p);
 	remove_tree(dir);
 	free(dir);
+}
+
+/* null's template is NeMo-RL's passthrough, as its chat_templates.py has it */
+Test(chat_prompt, passthrough_is_nemo_rls)
+{
+	char *text = template_text("nemo-rl-passthrough_prompt_response.jinja");
+
+	cr_expect_str_eq(RL_CHAT_PASSTHROUGH, text);
+	free(text);
 }
