@@ -155,6 +155,9 @@ const struct rl_key rl_schema[] = {
             "(chat_template.jinja or tokenizer_config.json's chat_template; plain text when it "
             "has none); null: NeMo-RL's passthrough (the messages' contents one after the "
             "other); a path ending in .jinja: that file; else the Jinja template itself"},
+    {"policy.tokenizer.chat_template_kwargs", RL_T_JSON_MAP, OFF(policy.chat_template_kwargs),
+     "null", .flags = RL_K_NULLABLE,
+     .doc = "more variables for the chat template, as in NeMo-RL (enable_thinking: false)"},
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
@@ -498,6 +501,8 @@ const char *rl_key_type_name(const struct rl_key *k)
 		return "list of float";
 	case RL_T_STRING_LIST:
 		return "list of string";
+	case RL_T_JSON_MAP:
+		return "mapping or null";
 	case RL_T_AUTO_SECTION:
 		return "auto or section";
 	case RL_T_UNSUPPORTED:

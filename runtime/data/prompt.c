@@ -271,8 +271,8 @@ static char *render_turn(const struct rl_prompt *p, const char *role, const char
 		fail(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (rl_chat_template_apply(p->chat, messages, NULL, add_generation_prompt, &out, len, err,
-	                           errlen))
+	if (rl_chat_template_apply(p->chat, messages, p->chat_vars, add_generation_prompt, &out,
+	                           len, err, errlen))
 		out = NULL;
 	json_decref(messages);
 	return out;
@@ -376,16 +376,31 @@ int rl_prompt_use_chat_template(struct rl_prompt *p, const struct rl_config *cfg
 	char *sample;
 
 	rl_chat_template_free(p->chat);
-	p->chat = NULL;
+	json_decref(p->chat_vars);
+	p->chat = NULL, p->chat_vars = NULL;
 	if (resolve_chat(cfg, &p->chat, err, errlen))
 		return -1;
 	if (!p->chat)
 		return 0;
+	if (cfg->policy.chat_template_kwargs) {
+		json_error_t je;
+
+		p->chat_vars = json_loads(cfg->policy.chat_template_kwargs, 0, &je);
+		if (!json_is_object(p->chat_vars)) {
+			fail(err, errlen,
+			     "policy.tokenizer.chat_template_kwargs: not a mapping (%s)", je.text);
+			rl_chat_template_free(p->chat);
+			json_decref(p->chat_vars);
+			p->chat = NULL, p->chat_vars = NULL;
+			return -1;
+		}
+	}
 	/* a template that raises on these prompts says so now */
 	sample = rl_prompt_render(p, "1 + 1", err, errlen);
 	if (!sample) {
 		rl_chat_template_free(p->chat);
-		p->chat = NULL;
+		json_decref(p->chat_vars);
+		p->chat = NULL, p->chat_vars = NULL;
 		return -1;
 	}
 	free(sample);
@@ -395,6 +410,7 @@ int rl_prompt_use_chat_template(struct rl_prompt *p, const struct rl_config *cfg
 void rl_prompt_free(struct rl_prompt *p)
 {
 	rl_chat_template_free(p->chat);
+	json_decref(p->chat_vars);
 	free(p->template_text);
 	free(p->system_text);
 	free(p->source);

@@ -25,12 +25,14 @@
 #include "runtime/config/config.h"
 
 struct rl_chat_template;
+struct json_t;
 
 struct rl_prompt {
 	char *template_text;           /* validated */
 	char *system_text;             /* NULL when there is none */
 	char *source;                  /* where the template came from, for messages */
 	struct rl_chat_template *chat; /* NULL: plain text */
+	struct json_t *chat_vars;      /* policy.tokenizer.chat_template_kwargs, or NULL */
 };
 
 /* The separator between the system prompt and the user's prompt when no
@@ -57,7 +59,8 @@ int rl_prompt_load(struct rl_prompt *p, const struct rl_cfg_data *cfg, char *err
  * "default" takes the tokenizer directory's (policy.tokenizer.name: its
  * chat_template.jinja or tokenizer_config.json's chat_template; none, and
  * prompts stay plain text), null NeMo-RL's passthrough template, a path
- * ending in ".jinja" that file, anything else is the template itself. The
+ * ending in ".jinja" that file, anything else is the template itself;
+ * policy.tokenizer.chat_template_kwargs are more variables for it. The
  * template is tried once on a sample problem, so that a template that
  * cannot render these prompts fails before any training. */
 int rl_prompt_use_chat_template(struct rl_prompt *p, const struct rl_config *cfg, char *err,

@@ -71,5 +71,19 @@ expect_status 1 "messages not a list" -- "$RLRUN" tokenize --model "$dir" --chat
 expect_grep "$WORK/err" "bad.json: expected \{\"messages\": \[" "the file is named"
 expect_status 1 "a model without a template" -- "$RLRUN" tokenize --model "$models/qwen2" --chat "$WORK/agp.json"
 expect_grep "$WORK/err" "has no chat template" "a missing template says so"
+# policy.tokenizer.chat_template_kwargs: a mapping, printed back as one
+printf 'data:\n  dataset_name: arithmetic\npolicy:\n  model_name: builtin:tiny-llama\n  tokenizer:\n    chat_template_kwargs: {enable_thinking: false, tag: "7"}\n' >"$WORK/kw.yaml"
+expect_status 0 "chat_template_kwargs" -- "$RLRUN" config "$WORK/kw.yaml"
+expect_grep "$WORK/out" "^    chat_template_kwargs: \{enable_thinking: false, tag: ['\"]7['\"]\}$" \
+	"the mapping is printed back as a mapping, the quoted 7 a string"
+cp "$WORK/out" "$WORK/kw2.yaml"
+expect_status 0 "the printed config reads back" -- "$RLRUN" config "$WORK/kw2.yaml"
+if [ "$(sed 1d "$WORK/out")" = "$(sed 1d "$WORK/kw2.yaml")" ]; then ok "and prints the same"; else
+	not_ok "it prints differently"
+fi
+expect_status 2 "chat_template_kwargs not a mapping" -- "$RLRUN" config "$WORK/kw.yaml" \
+	policy.tokenizer.chat_template_kwargs=7
+expect_grep "$WORK/err" "policy.tokenizer.chat_template_kwargs: expected a mapping or null, got 7" \
+	"the error names the key"
 expect_status 2 "--text-only without --chat" -- "$RLRUN" tokenize --model "$dir" --text hi --text-only
 finish

@@ -2,7 +2,8 @@
  * them: for the real Llama 3.1/3.2, Qwen2.5 and Qwen3 templates, the text
  * transformers rendered (tests/fixtures/chat_templates/expected.json,
  * "math_processor": the system prompt alone, then the user's prompt alone
- * with the generation prompt) must be ours byte for byte. Then what
+ * with the generation prompt; Qwen3's also with chat_template_kwargs
+ * enable_thinking: false) must be ours byte for byte. Then what
  * policy.tokenizer.chat_template selects (default, null, a .jinja file, a
  * template), today's plain text for a model without a template, and a
  * template that fails being refused when the data is opened. */
@@ -102,6 +103,9 @@ Test(chat_prompt, nemo_rl_math_processor_as_transformers, .init = setup_time)
 		    (char *)json_string_value(json_object_get(c, "system_prompt"));
 		cfg.policy.chat_template = "default";
 		cfg.policy.tokenizer_name = dir;
+		if (json_is_object(json_object_get(c, "kwargs")))
+			cfg.policy.chat_template_kwargs =
+			    json_dumps(json_object_get(c, "kwargs"), 0);
 		cr_assert_eq(rl_prompt_load(&p, &cfg.data, err, sizeof err), 0, "%s", err);
 		cr_assert_eq(rl_prompt_use_chat_template(&p, &cfg, err, sizeof err), 0, "%s: %s",
 		             file, err);
@@ -112,6 +116,7 @@ Test(chat_prompt, nemo_rl_math_processor_as_transformers, .init = setup_time)
 		cr_expect_str_eq(out, json_string_value(json_object_get(c, "expected")),
 		                 "%s case %zu", file, i);
 		free(out);
+		free(cfg.policy.chat_template_kwargs);
 		rl_prompt_free(&p);
 		remove_tree(dir);
 		free(dir);
