@@ -231,7 +231,8 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
                  struct val *out)
 {
 	bool ints = (a.t == V_INT || a.t == V_BOOL) && (b.t == V_INT || b.t == V_BOOL);
-	int64_t x = a.t == V_INT ? a.u.i : a.u.b, y = b.t == V_INT ? b.u.i : b.u.b, z = 0;
+	int64_t x = a.t == V_INT ? a.u.i : a.t == V_BOOL ? a.u.b : 0;
+	int64_t y = b.t == V_INT ? b.u.i : b.t == V_BOOL ? b.u.b : 0, z = 0;
 	double f, g;
 	char opname[3] = {(char)op, 0, 0};
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/chat/chat_template.h"
 #include "runtime/job/slurm_job.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
@@ -45,6 +46,9 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	        c->policy.parallel.activation_checkpointing
 	            ? "; activation checkpointing: each layer recomputed in the backward pass"
 	            : "");
+	if (t->data.prompt.chat)
+		fprintf(out, "rlrun train: prompts through the chat template of %s\n",
+		        rl_chat_template_source(t->data.prompt.chat));
 	if (t->remote_generation)
 		fprintf(out,
 		        "rlrun train: %d training ranks; generation on %d ranks of their own "
