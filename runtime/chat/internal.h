@@ -2,7 +2,8 @@
  * arena every value and node lives in, values, the lexer's tokens and the
  * parser's tree.
  * defines: struct arena, struct val, struct node, struct jerr and the
- * functions of value.c, lex.c, parse.c, builtins.c and render.c */
+ * functions of value.c, lex.c, parse.c, render.c, builtins.c, methods.c
+ * and pystr.c */
 #ifndef RL_CHAT_INTERNAL_H
 #define RL_CHAT_INTERNAL_H
 
@@ -206,6 +207,34 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 /* a's attribute name: a method of a string or dict, or a global's number */
 bool builtin_method(struct val self, const char *name, int *which);
 bool builtin_global(const char *name, int *which);
+/* the arguments of a call: values, and their keyword names (NULL entries
+ * and a NULL kw for positional ones) */
+struct args {
+	struct val *v;
+	size_t n;
+	const char **kw;
+};
+/* argument `pos` or keyword `name`; NULL when absent */
+const struct val *arg_get(const struct args *a, size_t pos, const char *name);
+/* an error for arguments past max positional ones or keywords not in names
+ * ("a|b"); what names the callee */
+int args_check(struct renderer *r, const struct node *n, const struct args *a, size_t max,
+               const char *names, const char *what);
+/* an error unless v is there and of type t */
+int arg_want(struct renderer *r, const struct node *n, const struct val *v, enum vtype t,
+             const char *what);
+/* str(v) as a string value */
+int val_to_string(struct renderer *r, const struct node *n, struct val v, struct val *out);
+/* a list of n items (zeroed) in the render's arena; NULL past its limit */
+struct list *list_new(struct renderer *r, size_t n);
+/* Python's str methods (pystr.c); chars NULL: whitespace */
+struct val py_strip(struct val s, const struct val *chars, bool left, bool right);
+int py_split(struct renderer *r, const struct node *n, struct val s, const struct val *sep,
+             int64_t maxsplit, struct val *out);
+int py_replace(struct renderer *r, const struct node *n, struct val s, struct val from,
+               struct val to, int64_t count, struct val *out);
+int py_change_case(struct renderer *r, const struct node *n, struct val s, bool upper,
+                   struct val *out);
 /* a string built from the text of an sbuf copied into the arena */
 int arena_str(struct renderer *r, const struct node *n, const char *p, size_t len, struct val *out);
 

@@ -42,7 +42,7 @@ int arena_str(struct renderer *r, const struct node *n, const char *p, size_t le
 	return 0;
 }
 
-static struct list *new_list(struct renderer *r, size_t n)
+struct list *list_new(struct renderer *r, size_t n)
 {
 	struct list *l = arena_alloc(r->a, sizeof *l);
 
@@ -128,7 +128,7 @@ static int do_slice(struct renderer *r, const struct node *n, struct val of, str
 	for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
 		count++;
 	if (of.t == V_LIST) {
-		struct list *l = new_list(r, (size_t)count);
+		struct list *l = list_new(r, (size_t)count);
 		size_t k = 0;
 
 		if (!l)
@@ -250,7 +250,7 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 		return 0;
 	}
 	if (op == '+' && a.t == V_LIST && b.t == V_LIST) {
-		struct list *l = new_list(r, a.u.l->n + b.u.l->n);
+		struct list *l = list_new(r, a.u.l->n + b.u.l->n);
 		if (!l)
 			return oom(r, n);
 		if (a.u.l->n)
@@ -404,7 +404,7 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 	}
 	case N_LIST:
 	case N_TUPLE: {
-		struct list *l = new_list(r, n->nkids);
+		struct list *l = list_new(r, n->nkids);
 
 		if (!l)
 			return oom(r, n);
@@ -608,9 +608,9 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 		*out = v.u.l;
 		return 0;
 	case V_UNDEF:
-		return !(*out = new_list(r, 0)) ? oom(r, n) : 0;
+		return !(*out = list_new(r, 0)) ? oom(r, n) : 0;
 	case V_DICT:
-		if (!(l = new_list(r, v.u.d->n)))
+		if (!(l = list_new(r, v.u.d->n)))
 			return oom(r, n);
 		if (v.u.d->n)
 			memcpy(l->items, v.u.d->keys, v.u.d->n * sizeof *l->items);
@@ -619,7 +619,7 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 	case V_STR: {
 		size_t count = u8_len(v.u.s.p, v.u.s.n), at = 0;
 
-		if (!(l = new_list(r, count)))
+		if (!(l = list_new(r, count)))
 			return oom(r, n);
 		for (size_t i = 0; i < count; i++) {
 			size_t end = u8_offset(v.u.s.p, v.u.s.n, i + 1);
