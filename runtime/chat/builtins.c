@@ -237,7 +237,7 @@ static int select_items(struct renderer *r, const struct node *n, struct val seq
 		return -1;
 	if (test && arg_want(r, n, test, V_STR, n->s))
 		return -1;
-	if (seq.t == V_UNDEF || seq.t == V_LIST)
+	if (!v_truthy(seq) || seq.t == V_LIST) /* Jinja selects nothing from a falsy value */
 		items = seq.t == V_LIST ? seq.u.l : NULL;
 	else
 		return fail(r, n, "%s needs a list", n->s);

@@ -172,6 +172,7 @@ struct node {
 	enum nkind k;
 	int line, col;
 	int op;
+	bool paren; /* written in parentheses: (a == b) != c is no chain */
 	const char *s;
 	struct node *a, *b, *c, *d;
 	struct node **kids;

@@ -223,7 +223,10 @@ static struct node *primary(struct parser *p)
 				return mk(p, N_TUPLE, at);
 			}
 			n = tuple(p, true);
-			return n && !expect_op(p, ")") ? n : NULL;
+			if (!n || expect_op(p, ")"))
+				return NULL;
+			n->paren = true;
+			return n;
 		}
 		if (!strcmp(at->s, "[") || !strcmp(at->s, "{")) {
 			bool dict = at->s[0] == '{';
@@ -459,7 +462,8 @@ static struct node *compare(struct parser *p)
 		p->i++;
 		if (!(n = mk(p, N_CMP, at)) || !(n->b = binary(p, 3)))
 			return NULL;
-		if (l->k == N_CMP && l->op != 'i' && l->op != 'n' && op != 'i' && op != 'n') {
+		if (l->k == N_CMP && !l->paren && l->op != 'i' && l->op != 'n' && op != 'i' &&
+		    op != 'n') {
 			jfail(p->e, at->line, at->col, "%s",
 			      "chained comparisons (a < b < c) are not supported");
 			return NULL;
