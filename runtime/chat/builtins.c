@@ -149,7 +149,7 @@ static int test_by_name(struct renderer *r, const struct node *n, const char *na
 			return 0;
 		}
 		if (other->t == V_DICT) {
-			*out = v.t == V_STR && dict_get(other->u.d, v.u.s.p, v.u.s.n);
+			*out = dict_find(other->u.d, v) != NULL;
 			return 0;
 		}
 		return fail(r, n, "%s", "the test 'in' needs a string, list or mapping");

@@ -43,6 +43,7 @@ enum vtype {
 	V_LOOP,   /* the loop variable of a for */
 	V_FUNC,   /* a global function: i is its number */
 	V_METHOD, /* a method bound to a string or dict: self and i */
+	V_MACRO,  /* a {% macro %}: fn is its S_MACRO node */
 };
 struct list {
 	size_t n;
@@ -51,7 +52,7 @@ struct list {
 };
 struct dict {
 	size_t n, cap;
-	struct val *keys, *vals; /* keys are strings, in insertion order */
+	struct val *keys, *vals; /* in insertion order; strings, numbers, booleans, none */
 };
 struct loopstate {
 	int64_t index0, length;
@@ -70,6 +71,7 @@ struct val {
 		struct list *l;
 		struct dict *d;
 		struct loopstate *loop;
+		const struct node *fn;
 		struct {
 			struct val *self;
 			int i;
@@ -88,6 +90,8 @@ const char *v_type_name(struct val v); /* "a string", "a list", ... */
 /* a < b as Python orders numbers and strings; -2 when they cannot be */
 int v_compare(struct val a, struct val b);
 struct val *dict_get(const struct dict *d, const char *k, size_t n);
+/* any key: strings by their bytes, numbers, booleans and none by == */
+struct val *dict_find(const struct dict *d, struct val k);
 int dict_set(struct arena *a, struct dict *d, struct val k, struct val v);
 
 /* A growable text bounded by limit; false once out of memory or past it. */
@@ -159,12 +163,14 @@ enum nkind {
 	N_CMP,  /* a op b: == != < <= > >= in (op 'i') not in (op 'n') */
 	N_COND, /* a if b else c (c NULL: undefined) */
 	/* statements */
-	S_TEXT, /* s */
-	S_OUT,  /* {{ a }} */
-	S_IF,   /* kids: cond, body, cond, body ... [NULL, else body] */
-	S_FOR,  /* targets in kw (nkw), a: iterable, b: body, c: else body */
-	S_SET,  /* target s (attribute kw[0] when ns.attr), or targets kw; a: value */
-	S_BODY, /* kids: statements */
+	S_TEXT,  /* s */
+	S_OUT,   /* {{ a }} */
+	S_IF,    /* kids: cond, body, cond, body ... [NULL, else body] */
+	S_FOR,   /* targets in kw (nkw), a: iterable, b: body, c: else body, d: filter */
+	S_SET,   /* target s (attribute kw[0] when ns.attr), or targets kw; a: value,
+	          * or b: the body whose text is the value ({% set x %}...{% endset %}) */
+	S_MACRO, /* s: name, kw: parameters (nkw), kids: their defaults or NULL, b: body */
+	S_BODY,  /* kids: statements */
 	S_BREAK,
 	S_CONTINUE,
 };
@@ -191,6 +197,7 @@ struct renderer {
 	struct jerr *e;
 	struct sbuf out;
 	struct scope *scope;
+	struct scope *top; /* the template's own: a macro's body runs over it */
 	int depth, max_depth;
 	uint64_t steps, max_steps;
 	int64_t now; /* seconds since the epoch, for strftime_now */
@@ -203,6 +210,9 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
                 size_t nargs, const char **kw, struct val *out);
 int call_test(struct renderer *r, const struct node *n, struct val self, struct val *args,
               size_t nargs, bool *out);
+/* a {% macro %} called with these arguments: its body's text (render.c) */
+int call_macro(struct renderer *r, const struct node *n, struct val f, struct val *args,
+               size_t nargs, const char **kw, struct val *out);
 int call_value(struct renderer *r, const struct node *n, struct val f, struct val *args,
                size_t nargs, const char **kw, struct val *out);
 /* a's attribute name: a method of a string or dict, or a global's number */

@@ -135,7 +135,7 @@ static int call_dict_method(struct renderer *r, const struct node *n, struct val
 		struct val *v;
 		if (args_check(r, n, a, 2, NULL, name) || !k)
 			return k ? -1 : fail(r, n, "%s", "get needs a key");
-		v = k->t == V_STR ? dict_get(d.u.d, k->u.s.p, k->u.s.n) : NULL;
+		v = dict_find(d.u.d, *k);
 		*out = v ? *v : dv ? *dv : v_none();
 		return 0;
 	}
@@ -164,6 +164,8 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 			return call_str_method(r, n, *f.u.m.self, f.u.m.i, &a, out);
 		return call_dict_method(r, n, *f.u.m.self, f.u.m.i, &a, out);
 	}
+	if (f.t == V_MACRO)
+		return call_macro(r, n, f, argv, nargs, kw, out);
 	if (f.t == V_UNDEF)
 		return jfail(r->e, n->line, n->col, "'%.*s' is undefined (it cannot be called)",
 		             (int)f.u.s.n, f.u.s.p ? f.u.s.p : "value");

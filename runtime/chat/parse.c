@@ -608,7 +608,12 @@ static struct node *stmt_for(struct parser *p, const struct token *at)
 	p->i++;
 	if (!(n->a = or_expr(p)))
 		return NULL;
-	if (is_name(p, "if") || is_name(p, "recursive")) {
+	if (is_name(p, "if")) { /* the items the body sees: those that pass */
+		p->i++;
+		if (!(n->d = expr(p)))
+			return NULL;
+	}
+	if (is_name(p, "recursive")) {
 		fail(p, "'for ... %s' is not supported", cur(p)->s);
 		return NULL;
 	}
@@ -641,13 +646,79 @@ static struct node *stmt_set(struct parser *p, const struct token *at)
 	} else if (targets(p, n)) {
 		return NULL;
 	}
-	if (!is_op(p, "=")) {
-		fail(p, "%s", "{% set %} blocks (without '=') are not supported");
-		return NULL;
+	if (!is_op(p, "=")) { /* {% set x %}...{% endset %}: the body's text */
+		static const char *const end[] = {"endset", NULL};
+
+		if (n->s || n->nkw != 1) {
+			fail(p, "%s", "a {% set %} block sets one name");
+			return NULL;
+		}
+		if (cur(p)->t == T_OP && !strcmp(cur(p)->s, "|")) {
+			fail(p, "%s", "filtered {% set %} blocks are not supported");
+			return NULL;
+		}
+		if (block_end(p) || !(n->b = body(p, end, at)))
+			return NULL;
+		p->i++;
+		return block_end(p) ? NULL : n;
 	}
 	p->i++;
 	if (!(n->a = tuple(p, false)))
 		return NULL;
+	return block_end(p) ? NULL : n;
+}
+
+/* {% macro name(a, b=default) %}...{% endmacro %} */
+static struct node *stmt_macro(struct parser *p, const struct token *at)
+{
+	static const char *const end[] = {"endmacro", NULL};
+	struct node *n = mk(p, S_MACRO, at);
+	struct vec v = {0};
+	int loops;
+
+	if (!n)
+		return NULL;
+	if (cur(p)->t != T_NAME) {
+		fail(p, "expected the macro's name, found '%s'", tok_text(cur(p)));
+		return NULL;
+	}
+	n->s = cur(p)->s;
+	p->i++;
+	if (expect_op(p, "("))
+		return NULL;
+	while (!is_op(p, ")")) {
+		struct node *def = NULL;
+		const char *name;
+
+		if (v.n && expect_op(p, ","))
+			return NULL;
+		if (cur(p)->t != T_NAME) {
+			fail(p, "expected a parameter name, found '%s'", tok_text(cur(p)));
+			return NULL;
+		}
+		name = cur(p)->s;
+		p->i++;
+		if (is_op(p, "=")) {
+			p->i++;
+			if (!(def = expr(p)))
+				return NULL;
+		} else if (v.n && v.v[v.n - 1]) {
+			fail(p, "%s", "a parameter without a default after one with a default");
+			return NULL;
+		}
+		if (push(p, &v, def, name))
+			return NULL;
+	}
+	p->i++;
+	n->kids = v.v, n->nkids = v.n, n->kw = v.kw, n->nkw = v.n;
+	loops = p->loops;
+	p->loops = 0; /* a macro's body is outside any loop around it */
+	if (block_end(p) || !(n->b = body(p, end, at)))
+		return NULL;
+	p->loops = loops;
+	p->i++;
+	if (cur(p)->t == T_NAME && !strcmp(cur(p)->s, n->s)) /* {% endmacro name %} */
+		p->i++;
 	return block_end(p) ? NULL : n;
 }
 
@@ -670,6 +741,8 @@ static struct node *statement(struct parser *p)
 		return stmt_for(p, at);
 	if (!strcmp(kw, "set"))
 		return stmt_set(p, at);
+	if (!strcmp(kw, "macro"))
+		return stmt_macro(p, at);
 	if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
 		if (!p->loops) {
 			p->i--;

@@ -175,8 +175,8 @@ static int get_item(struct renderer *r, const struct node *n, struct val of, str
 		return 0;
 	}
 	*out = v_undef(key.t == V_STR ? key.u.s.p : "item");
-	if ((of.t == V_DICT || of.t == V_NS) && key.t == V_STR) {
-		struct val *v = dict_get(of.u.d, key.u.s.p, key.u.s.n);
+	if (of.t == V_DICT || (of.t == V_NS && key.t == V_STR)) {
+		struct val *v = dict_find(of.u.d, key);
 		if (v)
 			*out = *v;
 	} else if ((of.t == V_LIST || of.t == V_STR) && (key.t == V_INT || key.t == V_BOOL)) {
@@ -360,7 +360,7 @@ static int contains(struct renderer *r, const struct node *n, struct val x, stru
 			*out = v_equal(x, in.u.l->items[i]);
 		return 0;
 	case V_DICT:
-		*out = x.t == V_STR && dict_get(in.u.d, x.u.s.p, x.u.s.n);
+		*out = dict_find(in.u.d, x) != NULL;
 		return 0;
 	default:
 		return fail(r, n, "'in' needs a string, list or mapping on its right, not %s",
@@ -423,11 +423,10 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 		for (size_t i = 0; i + 1 < n->nkids; i += 2) {
 			if (eval(r, n->kids[i], &a) || eval(r, n->kids[i + 1], &b))
 				return -1;
-			if (a.t != V_STR)
-				return fail(
-				    r, n->kids[i],
-				    "mapping keys other than strings (here %s) are not supported",
-				    v_type_name(a));
+			if (a.t != V_STR && a.t != V_INT && a.t != V_BOOL && a.t != V_NONE &&
+			    a.t != V_FLOAT)
+				return fail(r, n->kids[i], "%s as a mapping key is not supported",
+				            v_type_name(a));
 			if (dict_set(r->a, d, a, b))
 				return oom(r, n);
 		}
@@ -634,6 +633,78 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 	}
 }
 
+/* the text a body writes, as a string value, instead of into the output */
+static int capture(struct renderer *r, const struct node *n, const struct node *body,
+                   struct val *out)
+{
+	struct sbuf saved = r->out;
+	enum flow flow = FLOW_NEXT;
+	int rc;
+
+	r->out = (struct sbuf){.limit = saved.limit - saved.n};
+	rc = exec_body(r, body, &flow);
+	if (!rc)
+		rc = arena_str(r, n, r->out.p ? r->out.p : "", r->out.n, out);
+	free(r->out.p);
+	r->out = saved;
+	return rc;
+}
+
+int call_macro(struct renderer *r, const struct node *n, struct val f, struct val *args,
+               size_t nargs, const char **kw, struct val *out)
+{
+	const struct node *m = f.u.fn;
+	struct scope *s = arena_alloc(r->a, sizeof *s), *saved = r->scope;
+	bool *bound = arena_alloc(r->a, m->nkw + 1);
+	size_t next = 0;
+	int rc = -1;
+
+	if (!s || !bound)
+		return oom(r, n);
+	if (++r->depth > r->max_depth)
+		return jfail(r->e, n->line, n->col, "macros nested deeper than the limit of %d",
+		             r->max_depth);
+	s->up = r->top;
+	r->scope = s;
+	for (size_t i = 0; i < nargs; i++) {
+		size_t k = next;
+
+		if (kw && kw[i]) {
+			for (k = 0; k < m->nkw && strcmp(m->kw[k], kw[i]); k++)
+				;
+			if (k == m->nkw) {
+				jfail(r->e, n->line, n->col, "the macro %s has no parameter %s",
+				      m->s, kw[i]);
+				goto out;
+			}
+		} else if (next++ >= m->nkw) {
+			jfail(r->e, n->line, n->col, "the macro %s takes %zu argument%s", m->s,
+			      m->nkw, m->nkw == 1 ? "" : "s");
+			goto out;
+		}
+		if (bound[k]) {
+			jfail(r->e, n->line, n->col, "the macro %s got %s twice", m->s, m->kw[k]);
+			goto out;
+		}
+		bound[k] = true;
+		if (set_var(r, n, m->kw[k], args[i]))
+			goto out;
+	}
+	for (size_t k = 0; k < m->nkw; k++) {
+		struct val v = v_undef(m->kw[k]);
+
+		if (bound[k])
+			continue;
+		if ((m->kids[k] && eval(r, m->kids[k], &v)) || set_var(r, n, m->kw[k], v))
+			goto out;
+	}
+	rc = capture(r, n, m->b, out);
+out:
+	r->scope = saved;
+	r->depth--;
+	return rc;
+}
+
 static int assign(struct renderer *r, const struct node *n, struct val v)
 {
 	if (n->nkw == 1)
@@ -659,6 +730,30 @@ static int exec_for(struct renderer *r, const struct node *n)
 
 	if (eval(r, n->a, &it) || iterable(r, n, it, &items))
 		return -1;
+	if (n->d) { /* for ... if: the loop sees the items that pass, counted so */
+		struct list *kept = list_new(r, items->n);
+		struct val ok;
+
+		if (!kept)
+			return oom(r, n);
+		kept->n = 0;
+		for (size_t i = 0; i < items->n; i++) {
+			struct scope *s = arena_alloc(r->a, sizeof *s);
+
+			if (!s)
+				return oom(r, n);
+			s->up = outer;
+			r->scope = s;
+			if (assign(r, n, items->items[i]) || eval(r, n->d, &ok)) {
+				r->scope = outer;
+				return -1;
+			}
+			r->scope = outer;
+			if (v_truthy(ok))
+				kept->items[kept->n++] = items->items[i];
+		}
+		items = kept;
+	}
 	st = (struct loopstate){.length = (int64_t)items->n, .items = items};
 	for (size_t i = 0; i < items->n; i++) {
 		struct scope *s = arena_alloc(r->a, sizeof *s);
@@ -730,8 +825,10 @@ static int exec(struct renderer *r, const struct node *n, enum flow *flow)
 		return 0;
 	case S_FOR:
 		return exec_for(r, n);
+	case S_MACRO:
+		return set_var(r, n, n->s, (struct val){.t = V_MACRO, .u.fn = n});
 	case S_SET:
-		if (eval(r, n->a, &v))
+		if (n->b ? capture(r, n, n->b, &v) : eval(r, n->a, &v))
 			return -1;
 		if (n->s) { /* ns.attr = v */
 			struct val *ns = lookup(r, n->s);
@@ -766,6 +863,6 @@ int jinja_exec(struct renderer *r, const struct node *root, struct dict *vars)
 	if (!local)
 		return jfail(r->e, 0, 0, "out of memory");
 	local->up = &top; /* the template's own sets go here, over the caller's variables */
-	r->scope = local;
+	r->scope = r->top = local;
 	return exec_body(r, root, &flow);
 }

@@ -123,9 +123,9 @@ bool v_truthy(struct val v)
 
 const char *v_type_name(struct val v)
 {
-	static const char *names[] = {"undefined",   "none",     "a boolean",  "an integer",
-	                              "a float",     "a string", "a list",     "a mapping",
-	                              "a namespace", "the loop", "a function", "a method"};
+	static const char *names[] = {
+	    "undefined", "none",        "a boolean", "an integer", "a float",  "a string", "a list",
+	    "a mapping", "a namespace", "the loop",  "a function", "a method", "a macro"};
 	return names[v.t];
 }
 
@@ -164,7 +164,7 @@ bool v_equal(struct val a, struct val b)
 		if (a.u.d->n != b.u.d->n)
 			return false;
 		for (size_t i = 0; i < a.u.d->n; i++) {
-			struct val *o = dict_get(b.u.d, a.u.d->keys[i].u.s.p, a.u.d->keys[i].u.s.n);
+			struct val *o = dict_find(b.u.d, a.u.d->keys[i]);
 			if (!o || !v_equal(a.u.d->vals[i], *o))
 				return false;
 		}
@@ -197,14 +197,25 @@ int v_compare(struct val a, struct val b)
 struct val *dict_get(const struct dict *d, const char *k, size_t n)
 {
 	for (size_t i = 0; i < d->n; i++)
-		if (d->keys[i].u.s.n == n && !memcmp(d->keys[i].u.s.p, k, n))
+		if (d->keys[i].t == V_STR && d->keys[i].u.s.n == n &&
+		    !memcmp(d->keys[i].u.s.p, k, n))
+			return &d->vals[i];
+	return NULL;
+}
+
+struct val *dict_find(const struct dict *d, struct val k)
+{
+	if (k.t == V_STR)
+		return dict_get(d, k.u.s.p, k.u.s.n);
+	for (size_t i = 0; i < d->n; i++)
+		if (d->keys[i].t != V_STR && v_equal(d->keys[i], k))
 			return &d->vals[i];
 	return NULL;
 }
 
 int dict_set(struct arena *a, struct dict *d, struct val k, struct val v)
 {
-	struct val *old = dict_get(d, k.u.s.p, k.u.s.n);
+	struct val *old = dict_find(d, k);
 
 	if (old) {
 		*old = v;
@@ -455,6 +466,17 @@ static bool json_str(struct sbuf *b, const char *s, size_t n)
 	return sb_puts(b, "\"");
 }
 
+static bool v_to_json_inner(struct sbuf *b, struct val v, int indent, int depth, const char **why);
+
+/* a mapping's key as json.dumps writes it: other keys than strings in
+ * quotes as their JSON text (1 -> "1", True -> "true", None -> "null") */
+static bool json_key(struct sbuf *b, struct val k, const char **why)
+{
+	if (k.t == V_STR)
+		return json_str(b, k.u.s.p, k.u.s.n) && sb_puts(b, ": ");
+	return sb_puts(b, "\"") && v_to_json_inner(b, k, -1, 0, why) && sb_puts(b, "\": ");
+}
+
 static bool newline_indent(struct sbuf *b, int indent, int level)
 {
 	if (!sb_puts(b, "\n"))
@@ -466,6 +488,11 @@ static bool newline_indent(struct sbuf *b, int indent, int level)
 }
 
 bool v_to_json(struct sbuf *b, struct val v, int indent, int depth, const char **why)
+{
+	return v_to_json_inner(b, v, indent, depth, why);
+}
+
+static bool v_to_json_inner(struct sbuf *b, struct val v, int indent, int depth, const char **why)
 {
 	size_t n;
 
@@ -494,9 +521,7 @@ bool v_to_json(struct sbuf *b, struct val v, int indent, int depth, const char *
 				return false;
 			if (indent >= 0 && !newline_indent(b, indent, depth + 1))
 				return false;
-			if (v.t == V_DICT &&
-			    (!json_str(b, v.u.d->keys[i].u.s.p, v.u.d->keys[i].u.s.n) ||
-			     !sb_puts(b, ": ")))
+			if (v.t == V_DICT && !json_key(b, v.u.d->keys[i], why))
 				return false;
 			if (!v_to_json(b, v.t == V_LIST ? v.u.l->items[i] : v.u.d->vals[i], indent,
 			               depth + 1, why))
