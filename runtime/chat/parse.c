@@ -722,7 +722,23 @@ static struct node *stmt_macro(struct parser *p, const struct token *at)
 	return block_end(p) ? NULL : n;
 }
 
+static struct node *statement_inner(struct parser *p);
+
+/* a statement, its nesting bounded: the tree's depth bounds the render's */
 static struct node *statement(struct parser *p)
+{
+	struct node *n;
+
+	if (++p->depth > MAX_NESTING) {
+		fail(p, "%s", "blocks nested too deeply");
+		return NULL;
+	}
+	n = statement_inner(p);
+	p->depth--;
+	return n;
+}
+
+static struct node *statement_inner(struct parser *p)
 {
 	static const char *const end_generation[] = {"endgeneration", NULL};
 	const struct token *at = cur(p);

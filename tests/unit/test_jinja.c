@@ -271,6 +271,16 @@ Test(jinja, limits_bound_an_untrusted_template)
 	cr_expect_eq(render_text(deep, NULL, NULL, &out), -1);
 	cr_expect(strstr(err, "nested too deeply"), "%s", err);
 	free(deep);
+	/* and so are blocks 300 deep */
+	deep = malloc(n * 24 + 16);
+	deep[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		strcat(deep, "{% if 1 %}");
+	for (size_t i = 0; i < n; i++)
+		strcat(deep, "{% endif %}");
+	cr_expect_eq(render_text(deep, NULL, NULL, &out), -1);
+	cr_expect(strstr(err, "nested too deeply"), "%s", err);
+	free(deep);
 	/* a NUL byte in the template */
 	{
 		struct rl_jinja *t;
