@@ -138,7 +138,19 @@ static double num(struct val v)
 	return v.t == V_FLOAT ? v.u.f : v.t == V_INT ? (double)v.u.i : v.u.b;
 }
 
+/* Values nest as deep as a template makes them ({% set x = [x] %} in a
+ * loop); the walks below stop at this depth rather than at the stack's end:
+ * printing says so, comparing calls the values different. */
+#define MAX_VALUE_DEPTH 200
+
+static bool equal_at(struct val a, struct val b, int depth);
+
 bool v_equal(struct val a, struct val b)
+{
+	return equal_at(a, b, 0);
+}
+
+static bool equal_at(struct val a, struct val b, int depth)
 {
 	if (is_num(a) && is_num(b)) {
 		if (a.t != V_FLOAT && b.t != V_FLOAT)
@@ -157,7 +169,8 @@ bool v_equal(struct val a, struct val b)
 		if (a.u.l->n != b.u.l->n)
 			return false;
 		for (size_t i = 0; i < a.u.l->n; i++)
-			if (!v_equal(a.u.l->items[i], b.u.l->items[i]))
+			if (depth > MAX_VALUE_DEPTH ||
+			    !equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1))
 				return false;
 		return true;
 	case V_DICT:
@@ -165,7 +178,8 @@ bool v_equal(struct val a, struct val b)
 			return false;
 		for (size_t i = 0; i < a.u.d->n; i++) {
 			struct val *o = dict_find(b.u.d, a.u.d->keys[i]);
-			if (!o || !v_equal(a.u.d->vals[i], *o))
+			if (!o || depth > MAX_VALUE_DEPTH ||
+			    !equal_at(a.u.d->vals[i], *o, depth + 1))
 				return false;
 		}
 		return true;
@@ -388,8 +402,19 @@ static bool repr_str(struct sbuf *b, const char *s, size_t n)
 	return sb_put(b, &q, 1);
 }
 
+static bool repr_at(struct sbuf *b, struct val v, const char **why, int depth);
+
 bool v_repr(struct sbuf *b, struct val v, const char **why)
 {
+	return repr_at(b, v, why, 0);
+}
+
+static bool repr_at(struct sbuf *b, struct val v, const char **why, int depth)
+{
+	if (depth > MAX_VALUE_DEPTH) {
+		*why = "a value nested too deeply";
+		return false;
+	}
 	switch (v.t) {
 	case V_STR:
 		return repr_str(b, v.u.s.p, v.u.s.n);
@@ -397,7 +422,8 @@ bool v_repr(struct sbuf *b, struct val v, const char **why)
 		if (!sb_puts(b, v.u.l->tuple ? "(" : "["))
 			return false;
 		for (size_t i = 0; i < v.u.l->n; i++)
-			if ((i && !sb_puts(b, ", ")) || !v_repr(b, v.u.l->items[i], why))
+			if ((i && !sb_puts(b, ", ")) ||
+			    !repr_at(b, v.u.l->items[i], why, depth + 1))
 				return false;
 		if (v.u.l->tuple && v.u.l->n == 1 && !sb_puts(b, ","))
 			return false;
@@ -406,8 +432,9 @@ bool v_repr(struct sbuf *b, struct val v, const char **why)
 		if (!sb_puts(b, "{"))
 			return false;
 		for (size_t i = 0; i < v.u.d->n; i++)
-			if ((i && !sb_puts(b, ", ")) || !v_repr(b, v.u.d->keys[i], why) ||
-			    !sb_puts(b, ": ") || !v_repr(b, v.u.d->vals[i], why))
+			if ((i && !sb_puts(b, ", ")) ||
+			    !repr_at(b, v.u.d->keys[i], why, depth + 1) || !sb_puts(b, ": ") ||
+			    !repr_at(b, v.u.d->vals[i], why, depth + 1))
 				return false;
 		return sb_puts(b, "}");
 	default:
@@ -496,8 +523,8 @@ static bool v_to_json_inner(struct sbuf *b, struct val v, int indent, int depth,
 {
 	size_t n;
 
-	if (depth > 100) {
-		*why = "nested too deeply";
+	if (depth > MAX_VALUE_DEPTH) {
+		*why = "a value nested too deeply";
 		return false;
 	}
 	switch (v.t) {

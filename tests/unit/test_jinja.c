@@ -281,6 +281,18 @@ Test(jinja, limits_bound_an_untrusted_template)
 	cr_expect_eq(render_text(deep, NULL, NULL, &out), -1);
 	cr_expect(strstr(err, "nested too deeply"), "%s", err);
 	free(deep);
+	/* a value nested 100000 deep is not printed, compared or dumped by
+	 * recursion to the stack's end */
+	cr_expect_eq(render_text("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+	                         "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x == ns.x }}{{ ns.x }}",
+	                         NULL, NULL, &out),
+	             -1);
+	cr_expect_str_eq(err, "t.jinja:1:115: cannot print this value: a value nested too deeply");
+	cr_expect_eq(render_text("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+	                         "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | tojson }}",
+	                         NULL, NULL, &out),
+	             -1);
+	cr_expect_str_eq(err, "t.jinja:1:104: tojson: a value nested too deeply");
 	/* a NUL byte in the template */
 	{
 		struct rl_jinja *t;
