@@ -164,9 +164,8 @@ static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const ch
 
 /* A YAML value as JSON text: scalars that read as null, a boolean or a
  * number (unquoted) become those, every other scalar a string. */
-static bool put_json(const struct rl_ynode *v, char **buf, size_t *len, FILE *f)
+static void put_json(const struct rl_ynode *v, FILE *f)
 {
-	(void)buf, (void)len;
 	if (v->kind == RL_Y_MAP || v->kind == RL_Y_SEQ) {
 		fputc(v->kind == RL_Y_MAP ? '{' : '[', f);
 		for (size_t i = 0; i < v->n; i++) {
@@ -175,13 +174,13 @@ static bool put_json(const struct rl_ynode *v, char **buf, size_t *len, FILE *f)
 				fputs(", ", f);
 			if (v->kind == RL_Y_MAP) {
 				struct rl_ynode key = {.kind = RL_Y_SCALAR, .text = e->key};
-				put_json(&key, buf, len, f);
+				put_json(&key, f);
 				fputs(": ", f);
 			}
-			put_json(e->value, buf, len, f);
+			put_json(e->value, f);
 		}
 		fputc(v->kind == RL_Y_MAP ? '}' : ']', f);
-		return true;
+		return;
 	}
 	bool b;
 	int64_t i;
@@ -206,7 +205,6 @@ static bool put_json(const struct rl_ynode *v, char **buf, size_t *len, FILE *f)
 		}
 		fputc('"', f);
 	}
-	return true;
 }
 
 static bool read_json_map(const struct rl_ynode *v, const char *path, char **out,
@@ -228,7 +226,7 @@ static bool read_json_map(const struct rl_ynode *v, const char *path, char **out
 	f = open_memstream(&text, &len);
 	if (!f)
 		return false;
-	put_json(v, &text, &len, f);
+	put_json(v, f);
 	if (fclose(f)) {
 		free(text);
 		return false;
