@@ -71,6 +71,31 @@ expect_status 1 "messages not a list" -- "$RLRUN" tokenize --model "$dir" --chat
 expect_grep "$WORK/err" "bad.json: expected \{\"messages\": \[" "the file is named"
 expect_status 1 "a model without a template" -- "$RLRUN" tokenize --model "$models/qwen2" --chat "$WORK/agp.json"
 expect_grep "$WORK/err" "has no chat template" "a missing template says so"
+# a training run's prompts are the template's text and its tokens, with no
+# second <|begin_of_text|>: each sample holds the prompt's ids (as counted
+# by tokenize --chat, checked against tokenizers' above) and its response
+model=$WORK/llama-model
+cp -r "$models/llama" "$model"
+cp "$fix/llama32.tokenizer_config.json" "$model/tokenizer_config.json"
+printf '{"problem": "What is 2+2?", "expected_answer": "4"}\n' >"$WORK/d.jsonl"
+printf '{"messages": [{"role": "user", "content": "What is 2+2?"}]}' >"$WORK/c.json"
+expect_status 0 "the prompt's ids" -- "$RLRUN" tokenize --model "$model" --chat "$WORK/c.json" \
+	--add-generation-prompt
+prompt_ids=$(tail -n 1 "$WORK/out" | tr ',' '\n' | wc -l)
+(cd "$WORK" && "$RLRUN" train policy.model_name="$model" grpo.max_num_steps=1 \
+	grpo.num_prompts_per_step=1 grpo.num_generations_per_prompt=2 \
+	policy.train_global_batch_size=2 policy.train_micro_batch_size=2 \
+	policy.generation.max_new_tokens=4 policy.max_total_sequence_length=256 \
+	data.dataset_name=jsonl data.train.path=d.jsonl logger.log_dir=run) >"$WORK/out" 2>"$WORK/err" &&
+	ok "a run over the template" || { not_ok "a run over the template"; sed 's/^/  | /' "$WORK/err" | head; }
+expect_grep "$WORK/out" "prompts through the chat template of $model/tokenizer_config.json" \
+	"the run says which template its prompts go through"
+tokens=$(sed -n 's/.*"tokens":\([0-9]*\).*/\1/p' "$WORK/run/metrics.jsonl")
+resp=$(sed -n 's/.*"response_tokens_mean":\([0-9.]*\).*/\1/p' "$WORK/run/metrics.jsonl")
+want=$(awk -v p="$prompt_ids" -v r="$resp" 'BEGIN { printf "%d", 2 * (p + r) }')
+[ "$tokens" = "$want" ] && ok "2 samples of $prompt_ids prompt ids and their responses: $tokens tokens" ||
+	not_ok "the step's tokens: $tokens, expected 2 x ($prompt_ids + $resp) = $want"
+
 # policy.tokenizer.chat_template_kwargs: a mapping, printed back as one
 printf 'data:\n  dataset_name: arithmetic\npolicy:\n  model_name: builtin:tiny-llama\n  tokenizer:\n    chat_template_kwargs: {enable_thinking: false, tag: "7"}\n' >"$WORK/kw.yaml"
 expect_status 0 "chat_template_kwargs" -- "$RLRUN" config "$WORK/kw.yaml"
