@@ -267,11 +267,72 @@ static int select_items(struct renderer *r, const struct node *n, struct val seq
 	return 0;
 }
 
+/* the sort key of dictsort: strings lowered unless case_sensitive */
+static int sort_key(struct renderer *r, const struct node *n, struct val v, bool case_sensitive,
+                    struct val *out)
+{
+	if (v.t == V_STR && !case_sensitive)
+		return py_change_case(r, n, v, false, out);
+	*out = v;
+	return 0;
+}
+
+/* dictsort(case_sensitive=false, by='key', reverse=false): the (key, value)
+ * pairs in order, a stable insertion sort (mappings in templates are small) */
+static int dictsort(struct renderer *r, const struct node *n, struct val self, const struct args *a,
+                    struct val *out)
+{
+	const struct val *cs = arg_get(a, 0, "case_sensitive"), *by = arg_get(a, 1, "by"),
+	                 *rev = arg_get(a, 2, "reverse");
+	bool case_sensitive = cs && v_truthy(*cs), reverse = rev && v_truthy(*rev),
+	     by_value = false;
+	struct val pairs, *keys;
+	struct node items = *n;
+
+	if (args_check(r, n, a, 3, "case_sensitive|by|reverse", "dictsort"))
+		return -1;
+	if (by) {
+		if (by->t != V_STR || (strcmp(by->u.s.p, "key") && strcmp(by->u.s.p, "value")))
+			return fail(r, n, "%s", "dictsort: by must be 'key' or 'value'");
+		by_value = by->u.s.p[0] == 'v';
+	}
+	if (self.t != V_DICT)
+		return fail(r, n, "dictsort needs a mapping, not %s", v_type_name(self));
+	items.s = "items";
+	if (call_filter(r, &items, self, NULL, 0, NULL, &pairs))
+		return -1;
+	if (!(keys = arena_alloc(r->a, (pairs.u.l->n + 1) * sizeof *keys)))
+		return oom(r, n);
+	for (size_t i = 0; i < pairs.u.l->n; i++)
+		if (sort_key(r, n, pairs.u.l->items[i].u.l->items[by_value], case_sensitive,
+		             &keys[i]))
+			return -1;
+	for (size_t i = 1; i < pairs.u.l->n; i++) {
+		struct val p = pairs.u.l->items[i], k = keys[i];
+		size_t j = i;
+
+		for (; j > 0; j--) {
+			int c = v_compare(keys[j - 1], k);
+
+			if (c == -2)
+				return jfail(r->e, n->line, n->col,
+				             "dictsort: %s and %s cannot be ordered",
+				             v_type_name(keys[j - 1]), v_type_name(k));
+			if (reverse ? c >= 0 : c <= 0)
+				break;
+			pairs.u.l->items[j] = pairs.u.l->items[j - 1], keys[j] = keys[j - 1];
+		}
+		pairs.u.l->items[j] = p, keys[j] = k;
+	}
+	*out = pairs;
+	return 0;
+}
+
 static const char *const filter_names[] = {
-    "trim",   "length", "count",      "tojson",     "string",  "items", "join",
-    "reject", "select", "rejectattr", "selectattr", "default", "d",     "upper",
-    "lower",  "first",  "last",       "list",       "replace", "int",   "float",
-    "abs",    "safe",   "map",        "reverse",    NULL};
+    "trim",   "length", "count",      "tojson",     "string",   "items", "join",
+    "reject", "select", "rejectattr", "selectattr", "default",  "d",     "upper",
+    "lower",  "first",  "last",       "list",       "replace",  "int",   "float",
+    "abs",    "safe",   "map",        "reverse",    "dictsort", NULL};
 
 int call_filter(struct renderer *r, const struct node *n, struct val self, struct val *argv,
                 size_t nargs, const char **kw, struct val *out)
@@ -542,6 +603,8 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		*out = (struct val){.t = V_LIST, .u.l = l};
 		return 0;
 	}
+	case 25:
+		return dictsort(r, n, self, &a, out);
 	}
 	return fail(r, n, "the filter '%s' is not supported", name);
 }

@@ -24,8 +24,8 @@ static const char *const str_methods[] = {"startswith", "endswith", "split", "st
                                           "lstrip",     "rstrip",   "upper", "lower",
                                           "replace",    "find",     NULL};
 static const char *const dict_methods[] = {"items", "keys", "values", "get", NULL};
-static const char *const globals[] = {"raise_exception", "strftime_now", "namespace", "range",
-                                      NULL};
+static const char *const globals[] = {"raise_exception", "strftime_now", "namespace",
+                                      "range",           "dict",         NULL};
 
 bool builtin_method(struct val self, const char *name, int *which)
 {
@@ -211,6 +211,27 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 				return oom(r, n);
 		}
 		*out = (struct val){.t = V_NS, .u.d = d};
+		return 0;
+	}
+	case 4: { /* dict(mapping, k=v, ...): transformers' TemplateDict */
+		struct dict *d = arena_alloc(r->a, sizeof *d);
+
+		if (!d)
+			return oom(r, n);
+		for (size_t i = 0; i < nargs; i++) {
+			if (kw && kw[i]) {
+				if (dict_set(r->a, d, v_str(kw[i], strlen(kw[i])), argv[i]))
+					return oom(r, n);
+			} else if (i == 0 && argv[i].t == V_DICT) {
+				for (size_t k = 0; k < argv[i].u.d->n; k++)
+					if (dict_set(r->a, d, argv[i].u.d->keys[k],
+					             argv[i].u.d->vals[k]))
+						return oom(r, n);
+			} else {
+				return fail(r, n, "%s", "dict() takes a mapping and keywords");
+			}
+		}
+		*out = (struct val){.t = V_DICT, .u.d = d};
 		return 0;
 	}
 	case 3: { /* range([start,] stop[, step]) */
