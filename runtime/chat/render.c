@@ -270,6 +270,8 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 	f = a.t == V_FLOAT ? a.u.f : (double)x, g = b.t == V_FLOAT ? b.u.f : (double)y;
 	if ((op == '/' || op == 'f' || op == '%') && g == 0)
 		return fail(r, n, "%s", "division by zero");
+	if (op == 'p' && f == 0 && g < 0) /* Python: ZeroDivisionError */
+		return fail(r, n, "%s", "zero to a negative power");
 	if (ints && op != '/' && op != 'p') {
 		bool bad = false;
 		switch (op) {
@@ -336,6 +338,9 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 		break;
 	case 'p':
 		f = pow(f, g);
+		/* Python: OverflowError, or a complex number */
+		if ((isinf(f) && isfinite(a.t == V_FLOAT ? a.u.f : 0)) || isnan(f))
+			return fail(r, n, "%s", "a power out of the floats' range");
 		break;
 	}
 	*out = (struct val){.t = V_FLOAT, .u.f = f};

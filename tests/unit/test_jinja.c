@@ -217,6 +217,9 @@ Test(jinja, runtime_errors_name_the_place)
 	expect_error("{{ 'a' + 1 }}", NULL,
 	             "t.jinja:1:8: '+' is not supported between a string and an integer");
 	expect_error("{{ 1 // 0 }}", NULL, "t.jinja:1:6: division by zero");
+	expect_error("{{ 0 ** -1 }}", NULL, "t.jinja:1:6: zero to a negative power");
+	expect_error("{{ 10.0 ** 400 }}", NULL, "t.jinja:1:9: a power out of the floats' range");
+	expect_error("{{ (-8.0) ** 0.5 }}", NULL, "t.jinja:1:11: a power out of the floats' range");
 	expect_error("{% set a, b = [1] %}", NULL,
 	             "t.jinja:1:4: cannot unpack 1 values into 2 names");
 	expect_error(
