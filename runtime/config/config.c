@@ -14,6 +14,7 @@ static void free_fields(void *base, bool env)
 		switch (k->type) {
 		case RL_T_STRING:
 		case RL_T_ENUM:
+		case RL_T_JSON_MAP:
 			free(*(char **)f);
 			*(char **)f = NULL;
 			break;

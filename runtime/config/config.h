@@ -109,7 +109,9 @@ struct rl_cfg_parallel {
 
 struct rl_cfg_policy {
 	char *model_name;
-	char *tokenizer_name; /* resolved to model_name when null */
+	char *tokenizer_name;       /* resolved to model_name when null */
+	char *chat_template;        /* "default", NULL (passthrough), a .jinja path or a template */
+	char *chat_template_kwargs; /* a JSON object's text, or NULL */
 	char *backend;
 	int64_t train_global_batch_size;
 	int64_t train_micro_batch_size;

@@ -159,8 +159,15 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE,
      .doc = "directory with tokenizer.json, or a hub name found in the local Hugging Face "
             "cache as policy.model_name is; null: policy.model_name"},
-    NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
-                   "chat templates are not implemented yet"),
+    {"policy.tokenizer.chat_template", RL_T_STRING, OFF(policy.chat_template), "default",
+     .flags = RL_K_NULLABLE,
+     .doc = "the chat template prompts go through, as in NeMo-RL: default: the model's own "
+            "(chat_template.jinja or tokenizer_config.json's chat_template; plain text when it "
+            "has none); null: NeMo-RL's passthrough (the messages' contents one after the "
+            "other); a path ending in .jinja: that file; else the Jinja template itself"},
+    {"policy.tokenizer.chat_template_kwargs", RL_T_JSON_MAP, OFF(policy.chat_template_kwargs),
+     "null", .flags = RL_K_NULLABLE,
+     .doc = "more variables for the chat template, as in NeMo-RL (enable_thinking: false)"},
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
@@ -324,11 +331,11 @@ const struct rl_key rl_schema[] = {
     {"data.output_key", RL_T_STRING, OFF(data.output_key), "expected_answer",
      .doc = "JSONL field holding the reference answer"},
     {"data.prompt_file", RL_T_STRING, OFF(data.prompt_file), "null", .flags = RL_K_NULLABLE,
-     .doc = "prompt template file with {problem}"},
+     .doc = "prompt template file with {} or {problem}: the user's turn of the chat template"},
     {"data.prompt_template", RL_T_STRING, OFF(data.prompt_template), "null", .flags = RL_K_NULLABLE,
      .doc = "inline prompt template with {problem}"},
     {"data.system_prompt_file", RL_T_STRING, OFF(data.system_prompt_file), "null",
-     .flags = RL_K_NULLABLE, .doc = "system prompt file"},
+     .flags = RL_K_NULLABLE, .doc = "system prompt file: the system turn of the chat template"},
     {"data.system_prompt", RL_T_STRING, OFF(data.system_prompt), "null", .flags = RL_K_NULLABLE,
      .doc = "inline system prompt"},
     {"data.shuffle", RL_T_BOOL, OFF(data.shuffle), "true",
@@ -526,6 +533,8 @@ const char *rl_key_type_name(const struct rl_key *k)
 		return "list of float";
 	case RL_T_STRING_LIST:
 		return "list of string";
+	case RL_T_JSON_MAP:
+		return "mapping or null";
 	case RL_T_AUTO_SECTION:
 		return "auto or section";
 	case RL_T_UNSUPPORTED:

@@ -19,6 +19,7 @@ enum rl_key_type {
 	RL_T_INT_LIST,     /* struct rl_int_list; null reads as empty */
 	RL_T_FLOAT_LIST,   /* struct rl_float_list */
 	RL_T_STRING_LIST,  /* struct rl_str_list; null reads as empty */
+	RL_T_JSON_MAP,     /* char *: a mapping (of any values) as JSON object text; null: NULL */
 	RL_T_AUTO_SECTION, /* bool: the section is the word `auto` instead of a mapping */
 	RL_T_UNSUPPORTED,  /* a NeMo-RL key slurm-rl does not implement (no storage) */
 };

@@ -2,6 +2,7 @@
  * Defaults are stored first, from the same table, through the same code. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,80 @@ static bool read_list(const struct rl_key *k, const struct rl_ynode *v, const ch
 	return ok;
 }
 
+/* A YAML value as JSON text: scalars that read as null, a boolean or a
+ * number (unquoted) become those, every other scalar a string. */
+static void put_json(const struct rl_ynode *v, FILE *f)
+{
+	if (v->kind == RL_Y_MAP || v->kind == RL_Y_SEQ) {
+		fputc(v->kind == RL_Y_MAP ? '{' : '[', f);
+		for (size_t i = 0; i < v->n; i++) {
+			const struct rl_yentry *e = &v->items[i];
+			if (i)
+				fputs(", ", f);
+			if (v->kind == RL_Y_MAP) {
+				struct rl_ynode key = {.kind = RL_Y_SCALAR, .text = e->key};
+				put_json(&key, f);
+				fputs(": ", f);
+			}
+			put_json(e->value, f);
+		}
+		fputc(v->kind == RL_Y_MAP ? '}' : ']', f);
+		return;
+	}
+	bool b;
+	int64_t i;
+	double x;
+	if (v->plain && rl_scalar_null_text(v->text))
+		fputs("null", f);
+	else if (v->plain && rl_scalar_bool(v->text, &b))
+		fputs(b ? "true" : "false", f);
+	else if (v->plain && rl_scalar_int(v->text, &i))
+		fprintf(f, "%lld", (long long)i);
+	else if (v->plain && rl_scalar_float(v->text, &x) && isfinite(x))
+		fprintf(f, "%.17g", x);
+	else {
+		fputc('"', f);
+		for (const unsigned char *c = (const unsigned char *)v->text; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				fprintf(f, "\\%c", *c);
+			else if (*c < 0x20)
+				fprintf(f, "\\u%04x", *c);
+			else
+				fputc(*c, f);
+		}
+		fputc('"', f);
+	}
+}
+
+static bool read_json_map(const struct rl_ynode *v, const char *path, char **out,
+                          struct rl_diags *d)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (rl_yscalar_is_null(v)) {
+		free(*out);
+		*out = NULL;
+		return true;
+	}
+	if (v->kind != RL_Y_MAP) {
+		bad(d, v, path, "a mapping or null");
+		return false;
+	}
+	f = open_memstream(&text, &len);
+	if (!f)
+		return false;
+	put_json(v, f);
+	if (fclose(f)) {
+		free(text);
+		return false;
+	}
+	free(*out);
+	*out = text;
+	return true;
+}
+
 bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
                   struct rl_diags *d)
 {
@@ -204,6 +279,8 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 	case RL_T_FLOAT_LIST:
 	case RL_T_STRING_LIST:
 		return read_list(k, v, path, dst, d);
+	case RL_T_JSON_MAP:
+		return read_json_map(v, path, dst, d);
 	case RL_T_AUTO_SECTION:
 	case RL_T_UNSUPPORTED:
 		break;

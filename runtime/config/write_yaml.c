@@ -100,6 +100,46 @@ static void number_float(struct out *o, double v)
 	scalar(o, buf, false);
 }
 
+/* A parsed YAML value, as flow style */
+static void node(struct out *o, const struct rl_ynode *n)
+{
+	if (n->kind == RL_Y_SCALAR) {
+		if (n->plain)
+			scalar(o, n->text, false);
+		else
+			string(o, n->text);
+		return;
+	}
+	begin(o, n->kind == RL_Y_MAP, true);
+	for (size_t i = 0; i < n->n; i++) {
+		if (n->kind == RL_Y_MAP)
+			string(o, n->items[i].key);
+		node(o, n->items[i].value);
+	}
+	end(o, n->kind == RL_Y_MAP);
+}
+
+/* A mapping kept as JSON text, written back as a mapping (JSON is YAML) */
+static void json_map(struct out *o, const char *text)
+{
+	struct rl_ysources src = {0};
+	struct rl_diags d = {0};
+	struct rl_ynode *n;
+
+	if (!text) {
+		scalar(o, "null", false);
+		return;
+	}
+	n = rl_yaml_parse_value(&src, "<mapping>", text, strlen(text), &d);
+	if (n)
+		node(o, n);
+	else
+		o->ok = false;
+	rl_ynode_free(n);
+	rl_ysources_free(&src);
+	rl_diags_free(&d);
+}
+
 static void value(struct out *o, const struct rl_key *k, const void *base)
 {
 	const void *f = (const char *)base + k->offset;
@@ -162,6 +202,9 @@ static void value(struct out *o, const struct rl_key *k, const void *base)
 		end(o, false);
 		break;
 	}
+	case RL_T_JSON_MAP:
+		json_map(o, *(char *const *)f);
+		break;
 	case RL_T_AUTO_SECTION:
 	case RL_T_UNSUPPORTED:
 		break;

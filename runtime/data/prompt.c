@@ -3,6 +3,7 @@
  * cannot fail later for anything but memory. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <strings.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,8 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "runtime/chat/chat_template.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/prompt.h"
+#include "runtime/model/hub.h"
 
 #define INLINE_TEMPLATE "data.prompt_template"
 #define INLINE_SYSTEM   "data.system_prompt"
@@ -234,11 +239,12 @@ static size_t expand(const char *t, const char *problem, size_t plen, char *out)
 	return n;
 }
 
-char *rl_prompt_render(const struct rl_prompt *p, const char *problem)
+/* The plain text: system prompt, separator, expanded template */
+static char *render_plain(const struct rl_prompt *p, const char *problem, size_t system_len,
+                          size_t sep_len)
 {
 	size_t plen = strlen(problem), body = expand(p->template_text, problem, plen, NULL);
-	size_t head =
-	    p->system_text ? strlen(p->system_text) + strlen(RL_PROMPT_SYSTEM_SEPARATOR) : 0;
+	size_t head = p->system_text ? system_len + sep_len : 0;
 	char *out;
 
 	if (body > SIZE_MAX - head - 1)
@@ -247,16 +253,182 @@ char *rl_prompt_render(const struct rl_prompt *p, const char *problem)
 	if (!out)
 		return NULL;
 	if (p->system_text) {
-		strcpy(out, p->system_text);
-		strcat(out, RL_PROMPT_SYSTEM_SEPARATOR);
+		memcpy(out, p->system_text, system_len);
+		memcpy(out + system_len, RL_PROMPT_SYSTEM_SEPARATOR, sep_len);
 	}
 	expand(p->template_text, problem, plen, out + head);
 	out[head + body] = '\0';
 	return out;
 }
 
+/* one message through the chat template */
+static char *render_turn(const struct rl_prompt *p, const char *role, const char *content,
+                         bool add_generation_prompt, size_t *len, char *err, size_t errlen)
+{
+	json_t *messages = json_pack("[{s:s, s:s}]", "role", role, "content", content);
+	char *out = NULL;
+
+	if (!messages) {
+		fail(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (rl_chat_template_apply(p->chat, messages, p->chat_vars, add_generation_prompt, &out,
+	                           len, err, errlen))
+		out = NULL;
+	json_decref(messages);
+	return out;
+}
+
+char *rl_prompt_render(const struct rl_prompt *p, const char *problem, char *err, size_t errlen)
+{
+	char *user, *sys = NULL, *out;
+	size_t ulen, slen = 0;
+
+	if (!p->chat) {
+		out = render_plain(p, problem, p->system_text ? strlen(p->system_text) : 0,
+		                   strlen(RL_PROMPT_SYSTEM_SEPARATOR));
+		if (!out)
+			fail(err, errlen, "out of memory");
+		return out;
+	}
+	/* NeMo-RL's math processor: [system] alone, then [user] alone with
+	 * the generation prompt, the texts concatenated */
+	{
+		struct rl_prompt plain = *p;
+
+		plain.system_text = NULL;
+		user = render_plain(&plain, problem, 0, 0);
+	}
+	if (!user) {
+		fail(err, errlen, "out of memory");
+		return NULL;
+	}
+	out = render_turn(p, "user", user, true, &ulen, err, errlen);
+	free(user);
+	if (!out)
+		return NULL;
+	if (!p->system_text)
+		return out;
+	sys = render_turn(p, "system", p->system_text, false, &slen, err, errlen);
+	if (!sys || !(user = malloc(slen + ulen + 1))) {
+		if (sys)
+			fail(err, errlen, "out of memory");
+		free(sys);
+		free(out);
+		return NULL;
+	}
+	memcpy(user, sys, slen);
+	memcpy(user + slen, out, ulen + 1);
+	free(sys);
+	free(out);
+	return user;
+}
+
+/* The template policy.tokenizer.chat_template names, or NULL (no error)
+ * when prompts stay plain text. */
+static int resolve_chat_in(const struct rl_config *cfg, const char *dir,
+                           struct rl_chat_template **out, char *err, size_t errlen);
+
+static int resolve_chat(const struct rl_config *cfg, struct rl_chat_template **out, char *err,
+                        size_t errlen)
+{
+	const char *name = cfg->policy.tokenizer_name;
+	char *dir = NULL;
+	int rc;
+
+	*out = NULL;
+	/* a built-in model has no files; a hub name is its cached snapshot */
+	if (name && strncmp(name, "builtin:", 8) &&
+	    !(dir = rl_hub_resolve(name, "policy.tokenizer.name", NULL, err, errlen)))
+		return -1;
+	rc = resolve_chat_in(cfg, dir, out, err, errlen);
+	free(dir);
+	return rc;
+}
+
+static int resolve_chat_in(const struct rl_config *cfg, const char *dir,
+                           struct rl_chat_template **out, char *err, size_t errlen)
+{
+	const char *spec = cfg->policy.chat_template;
+	size_t n;
+
+	if (!spec)
+		return rl_chat_template_from_text(
+		    out, RL_CHAT_PASSTHROUGH, "policy.tokenizer.chat_template (null: passthrough)",
+		    dir, err, errlen);
+	if (!strcasecmp(spec, "default"))
+		return dir ? rl_chat_template_load_model(out, dir, err, errlen) : 0;
+	n = strlen(spec);
+	if (n > 6 && !strcmp(spec + n - 6, ".jinja")) {
+		char *text = read_text(spec, err, errlen);
+		int rc;
+
+		if (!text) {
+			size_t l = strlen(err);
+			snprintf(err + l, errlen - l, " (policy.tokenizer.chat_template)");
+			return -1;
+		}
+		rc = rl_chat_template_from_text(out, text, spec, dir, err, errlen);
+		free(text);
+		return rc;
+	}
+	return rl_chat_template_from_text(out, spec, "policy.tokenizer.chat_template", dir, err,
+	                                  errlen);
+}
+
+int rl_prompt_chat_template_applies(const struct rl_config *cfg, bool *applies, char *err,
+                                    size_t errlen)
+{
+	struct rl_chat_template *t;
+
+	if (resolve_chat(cfg, &t, err, errlen))
+		return -1;
+	*applies = t != NULL;
+	rl_chat_template_free(t);
+	return 0;
+}
+
+int rl_prompt_use_chat_template(struct rl_prompt *p, const struct rl_config *cfg, char *err,
+                                size_t errlen)
+{
+	char *sample;
+
+	rl_chat_template_free(p->chat);
+	json_decref(p->chat_vars);
+	p->chat = NULL, p->chat_vars = NULL;
+	if (resolve_chat(cfg, &p->chat, err, errlen))
+		return -1;
+	if (!p->chat)
+		return 0;
+	if (cfg->policy.chat_template_kwargs) {
+		json_error_t je;
+
+		p->chat_vars = json_loads(cfg->policy.chat_template_kwargs, 0, &je);
+		if (!json_is_object(p->chat_vars)) {
+			fail(err, errlen,
+			     "policy.tokenizer.chat_template_kwargs: not a mapping (%s)", je.text);
+			rl_chat_template_free(p->chat);
+			json_decref(p->chat_vars);
+			p->chat = NULL, p->chat_vars = NULL;
+			return -1;
+		}
+	}
+	/* a template that raises on these prompts says so now */
+	sample = rl_prompt_render(p, "1 + 1", err, errlen);
+	if (!sample) {
+		rl_chat_template_free(p->chat);
+		json_decref(p->chat_vars);
+		p->chat = NULL, p->chat_vars = NULL;
+		return -1;
+	}
+	free(sample);
+	return 0;
+}
+
 void rl_prompt_free(struct rl_prompt *p)
 {
+	rl_chat_template_free(p->chat);
+	json_decref(p->chat_vars);
 	free(p->template_text);
 	free(p->system_text);
 	free(p->source);

@@ -17,6 +17,10 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 	d->seed = (uint64_t)cfg->grpo.seed;
 	if (rl_prompt_load(&d->prompt, c, err, errlen))
 		return -1;
+	if (rl_prompt_use_chat_template(&d->prompt, cfg, err, errlen)) {
+		rl_prompt_free(&d->prompt);
+		return -1;
+	}
 	if (strcmp(c->dataset_name, "jsonl") != 0) {
 		d->synthetic = true;
 		if (rl_task_parse(c->dataset_name, &d->task)) {
@@ -60,8 +64,10 @@ static int fill(struct rl_data_source *d, const char *problem, const char *answe
 {
 	*p_out = strdup(problem);
 	*a_out = dup_or_null(answer);
-	*prompt_out = rl_prompt_render(&d->prompt, problem);
-	if (!*p_out || (answer && !*a_out) || !*prompt_out) {
+	*prompt_out = rl_prompt_render(&d->prompt, problem, err, errlen);
+	if (!*prompt_out)
+		return -1;
+	if (!*p_out || (answer && !*a_out)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}

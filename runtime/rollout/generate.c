@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/data/prompt.h"
 #include "runtime/generate/generate.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/rollout/generate.h"
@@ -52,6 +53,16 @@ int rl_gen_settings_init(struct rl_gen_settings *g, const struct rl_config *cfg,
 	                            : 0;
 	g->logit_scale = rl_gen_logit_scale(cfg);
 	g->logprob_chunk = rl_gen_logprob_chunk(cfg);
+	{
+		/* a chat template writes the prompts' special tokens (NeMo-RL
+		 * tokenizes them with add_special_tokens=False); plain prompts get
+		 * the post-processor's, as `rlrun tokenize --text` shows */
+		bool templated;
+
+		if (rl_prompt_chat_template_applies(cfg, &templated, err, errlen))
+			return -1;
+		g->add_special_tokens = !templated;
+	}
 
 	g->n_eos_ids = (size_t)mc->n_eos;
 	g->n_stop_ids = g->n_eos_ids + extra->n;
@@ -95,8 +106,8 @@ static int encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_se
 	for (int k = 0; k < r->n_groups; k++) {
 		size_t n;
 
-		if (rl_tokenizer_encode(tok, r->prompts[k], strlen(r->prompts[k]), true, &ids[k],
-		                        &n, err, errlen))
+		if (rl_tokenizer_encode(tok, r->prompts[k], strlen(r->prompts[k]),
+		                        g->add_special_tokens, &ids[k], &n, err, errlen))
 			return -1;
 		if (n == 0) {
 			snprintf(err, errlen, "problem %d of the step encodes to no tokens", k);

@@ -27,6 +27,7 @@ struct rl_gen_settings {
 	size_t n_stop_strings;
 	int64_t max_new_tokens;    /* policy.generation.max_new_tokens */
 	int64_t max_input_tokens;  /* data.max_input_seq_length, leaving one token to generate */
+	bool add_special_tokens;   /* false when a chat template wrote them into the prompts */
 	int64_t max_total_tokens;  /* policy.max_total_sequence_length */
 	int batch_size;            /* policy.generation_batch_size */
 	bool overlong_filtering;   /* grpo.overlong_filtering: a truncated sample is no loss */

@@ -8,6 +8,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/plural.h"
+#include "runtime/chat/chat_template.h"
 #include "runtime/job/slurm_job.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
@@ -48,6 +49,9 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	        c->policy.parallel.activation_checkpointing
 	            ? "; activation checkpointing: each layer recomputed in the backward pass"
 	            : "");
+	if (t->data.prompt.chat)
+		fprintf(out, "rlrun train: prompts through the chat template of %s\n",
+		        rl_chat_template_source(t->data.prompt.chat));
 	if (t->remote_generation)
 		fprintf(out,
 		        "rlrun train: %d training rank%s; generation on %d rank%s of their own "

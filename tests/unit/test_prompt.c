@@ -20,7 +20,7 @@ static char *render_inline(const char *tmpl, const char *system, const char *pro
 	char *out;
 
 	cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
-	out = rl_prompt_render(&p, problem);
+	out = rl_prompt_render(&p, problem, err, sizeof err);
 	cr_assert_not_null(out);
 	rl_prompt_free(&p);
 	return out;
@@ -62,7 +62,7 @@ Test(prompt, default_is_the_problem)
 	cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
 	cr_expect_str_eq(p.template_text, "{}");
 	cr_expect_null(p.system_text);
-	out = rl_prompt_render(&p, "What is 2+2?");
+	out = rl_prompt_render(&p, "What is 2+2?", err, sizeof err);
 	cr_expect_str_eq(out, "What is 2+2?");
 	free(out);
 	rl_prompt_free(&p);
@@ -105,7 +105,7 @@ Test(prompt, nemo_rl_cot_file)
 
 	cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
 	cr_expect_str_eq(p.source, path);
-	out = rl_prompt_render(&p, "What is 2+2?");
+	out = rl_prompt_render(&p, "What is 2+2?", err, sizeof err);
 	/* What Python's open(path).read().format("What is 2+2?") gives, less
 	 * the trailing newline. */
 	cr_expect_str_eq(out,
@@ -132,7 +132,7 @@ Test(prompt, one_trailing_newline_removed)
 		char *out;
 
 		cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
-		out = rl_prompt_render(&p, "p");
+		out = rl_prompt_render(&p, "p", err, sizeof err);
 		cr_expect_str_eq(out, want[i], "file %d", i);
 		free(out);
 		rl_prompt_free(&p);
@@ -159,7 +159,7 @@ Test(prompt, system_prompt)
 	cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
 	cr_expect_str_eq(p.system_text, "You are a careful solver.");
 	cr_expect_str_eq(p.source, "data.prompt_template");
-	out = rl_prompt_render(&p, "1+1");
+	out = rl_prompt_render(&p, "1+1", err, sizeof err);
 	cr_expect_str_eq(out, "You are a careful solver.\n\nProblem: 1+1");
 	free(out);
 	rl_prompt_free(&p);
@@ -279,7 +279,7 @@ Test(prompt, long_file)
 	path = write_file(dir, "long.txt", text);
 	cfg.prompt_file = path;
 	cr_assert_eq(rl_prompt_load(&p, &cfg, err, sizeof err), 0, "%s", err);
-	out = rl_prompt_render(&p, "P");
+	out = rl_prompt_render(&p, "P", err, sizeof err);
 	cr_assert_eq(strlen(out), 19999);
 	cr_expect_eq(out[10000], 'P');
 	cr_expect_eq(out[9999], 'a');
