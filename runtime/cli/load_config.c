@@ -41,6 +41,7 @@ int rl_cli_load_config(const char *cmd, const char *usage, char **args, int n,
 	                                    rl_default_config_len, NULL, overrides, n_overrides,
 	                                    cfg, &diags);
 	free(overrides);
+	rl_notes_print(&diags, stderr);
 	if (rc != 0) {
 		rl_diags_print(&diags, stderr);
 		fprintf(stderr, "rlrun %s: %zu error%s in %s\n", cmd, diags.n,

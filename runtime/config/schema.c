@@ -67,6 +67,15 @@ const struct rl_key rl_schema[] = {
      OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
      .doc = "steps between the weights that generate a rollout and those it trains; "
             "that many rollouts are generated while a step trains"},
+    NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
+                   "dynamic sampling (DAPO) is not implemented"),
+    NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
+                   "read only with grpo.use_dynamic_sampling, which is false here"),
+    NOT_YET_UNLESS("grpo.batch_multiplier", "1", "used by dynamic sampling only"),
+    NOT_YET_UNLESS("grpo.async_grpo.in_flight_weight_updates", "false",
+                   "weights are updated between rollouts"),
+    NOT_YET_UNLESS("grpo.async_grpo.recompute_kv_cache_after_weight_updates", "false",
+                   "weights are updated between rollouts"),
     NOT_YET_UNLESS("grpo.reward_shaping", NULL,
                    "reward shaping is not implemented; shape rewards in an env command"),
     NOT_YET_UNLESS("grpo.reward_scaling", NULL,
@@ -151,6 +160,10 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
     NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
                    "chat templates are not implemented yet"),
+    NOT_YET_UNLESS("policy.tokenizer.chat_template_kwargs", "null",
+                   "extra chat template variables are not implemented yet"),
+    NOT_YET_UNLESS("policy.hf_config_overrides", "{}",
+                   "the model is read as its config.json says; edit that file instead"),
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
@@ -227,7 +240,12 @@ const struct rl_key rl_schema[] = {
      OFF(policy.sequence_packing.logprob_mb_tokens), "null", AT_LEAST(1),
      .doc = "tokens per logprob micro-batch; null: max_total_sequence_length x logprob_batch_size"},
     {"policy.sequence_packing.algorithm", RL_T_ENUM, OFF(policy.sequence_packing.algorithm),
-     "first_fit_decreasing", .choices = "first_fit_decreasing", .doc = "bin-packing algorithm"},
+     "first_fit_decreasing",
+     .choices =
+         "first_fit_decreasing|modified_first_fit_decreasing|first_fit_shuffle|concatenative",
+     .doc = "NeMo-RL's bin-packing names, all read as first_fit_decreasing: slurm-rl's loss "
+            "is normalised over the whole step, so the partition into micro-batches changes "
+            "how many run (speed), not the update"},
     {"policy.sequence_packing.sequence_length_round", RL_T_INT,
      OFF(policy.sequence_packing.sequence_length_round), "64", AT_LEAST(1),
      .doc = "round packed lengths up to a multiple of this"},
@@ -321,6 +339,8 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE, .doc = "system prompt file"},
     {"data.system_prompt", RL_T_STRING, OFF(data.system_prompt), "null", .flags = RL_K_NULLABLE,
      .doc = "inline system prompt"},
+    NOT_YET_UNLESS("data.num_workers", "*",
+                   "NeMo-RL's data-loader processes; slurm-rl reads data in the rank"),
     {"data.shuffle", RL_T_BOOL, OFF(data.shuffle), "true",
      .doc = "shuffle each epoch by grpo.seed"},
     {"data.max_input_seq_length", RL_T_OPT_INT, OFF(data.max_input_seq_length), "null", AT_LEAST(1),
@@ -363,6 +383,34 @@ const struct rl_key rl_schema[] = {
 };
 
 const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);
+
+/* Blocks NeMo-RL's configs carry switched off. One table, not a flag per
+ * row, so that a block with no row at all (policy.draft, data_plane) is
+ * covered the same way as an UNSUPPORTED one. */
+static const struct {
+	const char *block, *switch_key;
+} switches[] = {
+    {"grpo.reward_shaping", "enabled"},
+    {"grpo.reward_scaling", "enabled"},
+    {"policy.dtensor_cfg", "enabled"},
+    {"policy.megatron_cfg", "enabled"},
+    {"policy.dynamic_batching", "enabled"},
+    {"policy.draft", "enabled"},
+    {"data_plane", "enabled"},
+    {"logger.wandb", "logger.wandb_enabled"},
+    {"logger.tensorboard", "logger.tensorboard_enabled"},
+    {"logger.mlflow", "logger.mlflow_enabled"},
+    {"logger.swanlab", "logger.swanlab_enabled"},
+    {"logger.gpu_monitoring", "logger.monitor_gpus"},
+};
+
+const char *rl_schema_switch(const char *path)
+{
+	for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++)
+		if (strcmp(switches[i].block, path) == 0)
+			return switches[i].switch_key;
+	return NULL;
+}
 
 /* Matches the first plen characters of a schema path (with `*` components)
  * against the start of a concrete dotted path; returns the length of path

@@ -49,6 +49,12 @@ extern const size_t rl_schema_len;
 /* Finds the entry for a dotted path (with env.<name>. matching env.*.), or for
  * an UNSUPPORTED section that contains it. NULL when unknown. */
 const struct rl_key *rl_schema_find(const char *path);
+/* NeMo-RL's switched blocks: the key that switches the block at `path` on,
+ * either a key inside it ("enabled") or a dotted path elsewhere
+ * ("logger.wandb_enabled"); NULL when `path` is not such a block. A block we
+ * do not implement is accepted and ignored, with a note, while it is
+ * switched off (validate.c). */
+const char *rl_schema_switch(const char *path);
 /* True when some key lives below `path` (it names a section). */
 bool rl_schema_is_section(const char *path);
 /* Writes the known key or section nearest to `path` by edit distance into

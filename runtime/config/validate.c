@@ -214,6 +214,9 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 /* ---- walking the tree ---- */
 
 struct walk {
+	const struct rl_ynode *root;
+	char *ignored; /* "a, b, c": switched-off blocks, for one note */
+	char *inert;   /* "a, b": NeMo-RL keys that change nothing here */
 	struct rl_config *cfg;
 	struct rl_key_pos *pos;
 	struct rl_diags *d;
@@ -262,6 +265,8 @@ static bool matches_accept(const struct rl_key *k, const struct rl_ynode *v)
 {
 	if (!k->accept)
 		return false;
+	if (strcmp(k->accept, "*") == 0)
+		return true;
 	if (strcmp(k->accept, "{}") == 0)
 		return (v->kind == RL_Y_MAP && v->n == 0) || rl_yscalar_is_null(v);
 	if (strcmp(k->accept, "null") == 0)
@@ -279,6 +284,51 @@ static char *env_name(const char *path)
 
 static void walk_map(struct walk *w, const struct rl_ynode *map, const char *prefix);
 
+static const struct rl_ynode *find_path(const struct rl_ynode *root, const char *path)
+{
+	const struct rl_ynode *n = root;
+	while (n && *path) {
+		size_t len = strcspn(path, ".");
+		char *name = strndup(path, len);
+		const struct rl_yentry *e = name ? rl_ymap_find(n, name) : NULL;
+		free(name);
+		n = e ? e->value : NULL;
+		path += len + (path[len] == '.');
+	}
+	return n;
+}
+
+/* A block that NeMo-RL switches with a boolean is off when that boolean is
+ * false or absent (NeMo-RL's default), or when the block is empty. */
+static bool switched_off(const struct walk *w, const char *path, const struct rl_ynode *v)
+{
+	const char *sw = rl_schema_switch(path);
+	if (!sw)
+		return false;
+	if (rl_yscalar_is_null(v) || (v->kind == RL_Y_MAP && v->n == 0))
+		return true;
+	const struct rl_ynode *flag;
+	if (strchr(sw, '.'))
+		flag = find_path(w->root, sw);
+	else if (v->kind == RL_Y_MAP)
+		flag = find_path(v, sw);
+	else
+		return false;
+	bool on = false;
+	if (!flag || rl_yscalar_is_null(flag))
+		return true;
+	return flag->kind == RL_Y_SCALAR && flag->plain && rl_scalar_bool(flag->text, &on) && !on;
+}
+
+static void list_add(char **list, const char *path)
+{
+	char *more = NULL;
+	if (asprintf(&more, "%s%s%s", *list ? *list : "", *list ? ", " : "", path) < 0)
+		return;
+	free(*list);
+	*list = more;
+}
+
 static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 {
 	const struct rl_ynode *v = e->value;
@@ -290,6 +340,10 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		return;
 	}
 	const struct rl_key *k = rl_schema_find(path);
+	if ((!k || k->type == RL_T_UNSUPPORTED) && switched_off(w, path, v)) {
+		list_add(&w->ignored, path);
+		return;
+	}
 	if (!k) {
 		if (rl_schema_is_section(path)) {
 			char *env = env_name(path);
@@ -314,6 +368,8 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		if (!matches_accept(k, v))
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "not supported yet: %s",
 			            k->doc);
+		else if (strcmp(k->accept, "*") == 0)
+			list_add(&w->inert, path);
 		return;
 	}
 	size_t idx = (size_t)(k - rl_schema);
@@ -400,8 +456,14 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 {
 	size_t errors_before = diags->n;
 	store_defaults(cfg, false, diags);
-	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
+	struct walk w = {.root = root, .cfg = cfg, .pos = pos, .d = diags};
 	walk_map(&w, root, "");
+	if (w.ignored)
+		rl_note_add(diags, "ignored (switched off): %s", w.ignored);
+	free(w.ignored);
+	if (w.inert)
+		rl_note_add(diags, "no effect here: %s", w.inert);
+	free(w.inert);
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
 		if (!(k->flags & RL_K_REQUIRED) || pos[i].file)
