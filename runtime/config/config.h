@@ -149,6 +149,7 @@ struct rl_cfg_policy {
 		int64_t warmup_steps;
 		struct rl_opt_int decay_steps;
 		double min_lr;
+		struct rl_opt_float warmup_init; /* null: warm up from peak / warmup_steps */
 	} lr_schedule;
 	struct {
 		struct rl_opt_int max_new_tokens; /* null resolves to max_total_sequence_length */

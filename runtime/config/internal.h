@@ -15,6 +15,10 @@ struct rl_key_pos {
 /* refs.c: replaces every `${a.b.c}` in the tree. */
 void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 
+/* nemo.c: reads an enabled policy.megatron_cfg or policy.dtensor_cfg,
+ * policy.generation.backend and vllm_cfg into slurm-rl's keys, with notes. */
+void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags);
+
 /* overrides.c: applies "key.path=value" arguments to the tree. */
 void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root, char *const *overrides,
                             size_t n, struct rl_diags *diags);

@@ -226,9 +226,12 @@ const struct rl_key rl_schema[] = {
     {"policy.moe.aux_loss_coef", RL_T_OPT_FLOAT, OFF(policy.moe.aux_loss_coef), "null", AT_LEAST(0),
      .doc = "coefficient of the load-balancing loss; null: config.json's router_aux_loss_coef"},
     NOT_YET("policy.dtensor_cfg",
-            "slurm-rl has no DTensor backend; set sizes under policy.parallel"),
+            "NeMo-RL's DTensor block: when enabled, its sizes are read into policy.parallel "
+            "(see NEMO-RL CONFIGS in rl-config(5)); switched off, it is ignored"),
     NOT_YET("policy.megatron_cfg",
-            "slurm-rl is its own Megatron-style backend; set sizes under policy.parallel"),
+            "NeMo-RL's Megatron block: when enabled, its sizes, optimizer and scheduler are "
+            "read into policy.parallel, policy.optimizer and policy.lr_schedule (see NEMO-RL "
+            "CONFIGS in rl-config(5)); switched off, it is ignored"),
     NOT_YET_UNLESS("policy.dynamic_batching", NULL, "use policy.sequence_packing"),
     {"policy.sequence_packing.enabled", RL_T_BOOL, OFF(policy.sequence_packing.enabled), "true",
      .doc = "pack sequences into micro-batches of train_mb_tokens"},
@@ -265,15 +268,24 @@ const struct rl_key rl_schema[] = {
      .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
     NOT_YET("policy.scheduler", "torch scheduler lists are not read; use policy.lr_schedule"),
     {"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
-     .choices = "constant|linear_warmup|cosine", .doc = "learning-rate schedule"},
+     .choices = "constant|linear_warmup|cosine|linear",
+     .doc = "learning-rate schedule: after the warmup, constant and linear_warmup hold the "
+            "peak, cosine and linear fall to min_lr by decay_steps (Megatron's "
+            "lr_decay_style cosine and linear)"},
     {"policy.lr_schedule.warmup_steps", RL_T_INT, OFF(policy.lr_schedule.warmup_steps), "0",
      AT_LEAST(0), .doc = "optimizer steps of linear warmup (any type): step k < N uses lr*(k+1)/N"},
     {"policy.lr_schedule.decay_steps", RL_T_OPT_INT, OFF(policy.lr_schedule.decay_steps), "null",
-     AT_LEAST(1), .doc = "cosine: optimizer step at which min_lr is reached; null: the last step"},
+     AT_LEAST(1),
+     .doc = "cosine, linear: optimizer step at which min_lr is reached; null: the last step"},
     {"policy.lr_schedule.min_lr", RL_T_FLOAT, OFF(policy.lr_schedule.min_lr), "0", AT_LEAST(0),
-     .doc = "cosine: floor of the learning rate"},
+     .doc = "cosine, linear: floor of the learning rate"},
+    {"policy.lr_schedule.warmup_init", RL_T_OPT_FLOAT, OFF(policy.lr_schedule.warmup_init), "null",
+     AT_LEAST(0),
+     .doc = "Megatron's lr_warmup_init: step k < warmup_steps uses warmup_init + (lr - "
+            "warmup_init) * k / warmup_steps; null: lr * (k + 1) / warmup_steps"},
     NOT_YET_UNLESS("policy.generation.backend", NULL,
-                   "slurm-rl generates with its own engine; remove the key"),
+                   "NeMo-RL's engine: vllm or megatron, both read as slurm-rl's own engine "
+                   "(with a note)"),
     {"policy.generation.max_new_tokens", RL_T_OPT_INT, OFF(policy.generation.max_new_tokens),
      "null", AT_LEAST(1), .doc = "response length limit; null: max_total_sequence_length"},
     {"policy.generation.temperature", RL_T_FLOAT, OFF(policy.generation.temperature), "1.0",
@@ -301,7 +313,10 @@ const struct rl_key rl_schema[] = {
      "null", AT_LEAST(1),
      .doc = "blocks of 16 tokens in the paged KV cache; null: enough for "
             "generation_batch_size sequences of the longest length"},
-    NOT_YET("policy.generation.vllm_cfg", "slurm-rl does not use vLLM"),
+    NOT_YET("policy.generation.vllm_cfg",
+            "NeMo-RL's vLLM block: tensor_parallel_size and gpu_memory_utilization are read "
+            "into the keys of those names here, max_model_len and precision are checked, the "
+            "rest is noted (see NEMO-RL CONFIGS in rl-config(5))"),
     NOT_YET_UNLESS("policy.generation.vllm_kwargs", "{}", "slurm-rl does not use vLLM"),
     {"policy.generation.colocated.enabled", RL_T_BOOL, OFF(policy.generation.colocated.enabled),
      "true", .doc = "generation shares the training GPUs"},

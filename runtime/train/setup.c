@@ -289,11 +289,15 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;
 	}
-	return rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr,
-	                           p->lr_schedule.min_lr, p->lr_schedule.warmup_steps,
-	                           p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
-	                                                          : 0,
-	                           total, err, errlen);
+	if (rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr, p->lr_schedule.min_lr,
+	                        p->lr_schedule.warmup_steps,
+	                        p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
+	                                                       : 0,
+	                        total, err, errlen))
+		return -1;
+	if (p->lr_schedule.warmup_init.set)
+		rl_lr_schedule_warmup_from(&t->lr, p->lr_schedule.warmup_init.value);
+	return 0;
 }
 
 /* A generation rank (non-colocated) holds what generation needs: the model
