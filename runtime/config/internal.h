@@ -31,6 +31,14 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
                   struct rl_diags *diags);
 
+/* torch_sched.c: reads policy.scheduler into *out (freed and replaced);
+ * false after reporting. */
+bool rl_cfg_read_schedulers(const struct rl_ynode *v, const char *path,
+                            struct rl_cfg_sched_list *out, struct rl_diags *d);
+void rl_cfg_sched_list_free(struct rl_cfg_sched_list *l);
+/* The torch class name of a kind. */
+const char *rl_torch_sched_name(enum rl_torch_sched_kind kind);
+
 /* rules.c: constraints between keys, checked after every key is valid. */
 void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,
                         const char *root_file, struct rl_diags *diags);

@@ -61,17 +61,17 @@ const struct rl_key rl_schema[] = {
      .doc = "clip advantages below this value; null: no clip"},
     {"grpo.advantage_clip_high", RL_T_OPT_FLOAT, OFF(grpo.advantage_clip_high), "null", ANY_NUMBER,
      .doc = "clip advantages above this value; null: no clip"},
+    NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
+                   "dynamic sampling (DAPO) is not implemented"),
+    NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
+                   "read only with grpo.use_dynamic_sampling, which is false here"),
+    NOT_YET_UNLESS("grpo.batch_multiplier", "1", "used by dynamic sampling only"),
     {"grpo.async_grpo.enabled", RL_T_BOOL, OFF(grpo.async_grpo.enabled), "false",
      .doc = "train on a replay buffer while generation continues"},
     {"grpo.async_grpo.max_trajectory_age_steps", RL_T_INT,
      OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
      .doc = "steps between the weights that generate a rollout and those it trains; "
             "that many rollouts are generated while a step trains"},
-    NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
-                   "dynamic sampling (DAPO) is not implemented"),
-    NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
-                   "read only with grpo.use_dynamic_sampling, which is false here"),
-    NOT_YET_UNLESS("grpo.batch_multiplier", "1", "used by dynamic sampling only"),
     NOT_YET_UNLESS("grpo.async_grpo.in_flight_weight_updates", "false",
                    "weights are updated between rollouts"),
     NOT_YET_UNLESS("grpo.async_grpo.recompute_kv_cache_after_weight_updates", "false",
@@ -266,7 +266,11 @@ const struct rl_key rl_schema[] = {
      .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
     {"policy.optimizer.kwargs.fused", RL_T_BOOL, OFF(policy.optimizer.fused), "false",
      .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
-    NOT_YET("policy.scheduler", "torch scheduler lists are not read; use policy.lr_schedule"),
+    {"policy.scheduler", RL_T_SCHEDULERS, OFF(policy.scheduler), "null",
+     .doc = "NeMo-RL's torch schedulers: a list of {name: torch.optim.lr_scheduler.LinearLR | "
+            "ConstantLR | CosineAnnealingLR, kwargs: {...}} and one {milestones: [...]} "
+            "(SequentialLR), or one {name, kwargs}; each rate is torch's closed form at the "
+            "optimizer step counted from the scheduler's milestone; null: policy.lr_schedule"},
     {"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
      .choices = "constant|linear_warmup|cosine|linear",
      .doc = "learning-rate schedule: after the warmup, constant and linear_warmup hold the "
@@ -559,6 +563,8 @@ const char *rl_key_type_name(const struct rl_key *k)
 		return "list of string";
 	case RL_T_AUTO_SECTION:
 		return "auto or section";
+	case RL_T_SCHEDULERS:
+		return "list of torch schedulers";
 	case RL_T_UNSUPPORTED:
 		return "not supported";
 	}

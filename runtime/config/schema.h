@@ -20,6 +20,7 @@ enum rl_key_type {
 	RL_T_FLOAT_LIST,   /* struct rl_float_list */
 	RL_T_STRING_LIST,  /* struct rl_str_list; null reads as empty */
 	RL_T_AUTO_SECTION, /* bool: the section is the word `auto` instead of a mapping */
+	RL_T_SCHEDULERS,   /* struct rl_cfg_sched_list: NeMo-RL's torch scheduler list */
 	RL_T_UNSUPPORTED,  /* a NeMo-RL key slurm-rl does not implement (no storage) */
 };
 

@@ -204,6 +204,8 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 	case RL_T_FLOAT_LIST:
 	case RL_T_STRING_LIST:
 		return read_list(k, v, path, dst, d);
+	case RL_T_SCHEDULERS:
+		return rl_cfg_read_schedulers(v, path, dst, d);
 	case RL_T_AUTO_SECTION:
 	case RL_T_UNSUPPORTED:
 		break;

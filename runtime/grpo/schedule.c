@@ -44,8 +44,57 @@ void rl_lr_schedule_warmup_from(struct rl_lr_schedule *s, double init)
 	s->warmup_init = init;
 }
 
+int rl_lr_schedule_torch(struct rl_lr_schedule *s, double peak, const struct rl_lr_phase *phases,
+                         int n, const int64_t *milestones, char *err, size_t errlen)
+{
+	if (n < 1 || n > RL_LR_MAX_PHASES) {
+		snprintf(err, errlen, "policy.scheduler: %d schedulers (1 to %d)", n,
+		         RL_LR_MAX_PHASES);
+		return -1;
+	}
+	*s = (struct rl_lr_schedule){.kind = RL_LR_TORCH, .peak = peak, .n_phases = n};
+	for (int i = 0; i < n; i++) {
+		s->phases[i] = phases[i];
+		if ((phases[i].kind == RL_PHASE_LINEAR || phases[i].kind == RL_PHASE_COSINE) &&
+		    phases[i].n < 1) {
+			snprintf(err, errlen,
+			         "policy.scheduler[%d]: total_iters / T_max must be >= 1", i);
+			return -1;
+		}
+		if (i + 1 < n) {
+			s->milestones[i] = milestones[i];
+			if (milestones[i] < 0 || (i > 0 && milestones[i] <= milestones[i - 1])) {
+				snprintf(err, errlen, "policy.scheduler: milestones must increase");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+static double torch_at(const struct rl_lr_schedule *s, int64_t k)
+{
+	int i = 0;
+	while (i + 1 < s->n_phases && k >= s->milestones[i])
+		i++;
+	const struct rl_lr_phase *p = &s->phases[i];
+	int64_t e = i ? k - s->milestones[i - 1] : k;
+	switch (p->kind) {
+	case RL_PHASE_LINEAR:
+		return s->peak *
+		       (p->a + (p->b - p->a) * (double)(e < p->n ? e : p->n) / (double)p->n);
+	case RL_PHASE_CONSTANT:
+		return s->peak * (e < p->n ? p->a : 1.0);
+	case RL_PHASE_COSINE:
+		return p->b + (s->peak - p->b) * (1.0 + cos(M_PI * (double)e / (double)p->n)) / 2;
+	}
+	return s->peak;
+}
+
 double rl_lr_at(const struct rl_lr_schedule *s, int64_t k)
 {
+	if (s->kind == RL_LR_TORCH)
+		return torch_at(s, k);
 	if (k < s->warmup && s->has_warmup_init)
 		return s->warmup_init + (s->peak - s->warmup_init) * (double)k / (double)s->warmup;
 	if (k < s->warmup)

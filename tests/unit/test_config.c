@@ -200,12 +200,16 @@ Test(config, nemo_rl_keys_we_lack_say_not_supported)
 	struct rl_diags d = {0};
 	const char *text = MINIMAL "logger:\n  wandb_enabled: false\n  tensorboard_enabled: true\n"
 	                           "policy_x: 1\n";
-	char *ov[] = {"policy.dtensor_cfg.enabled=true"};
-	cr_assert_neq(load_text(text, ov, 1, &c, &d), 0);
+	/* an enabled block NeMo-RL has and slurm-rl lacks, inside an enabled
+	 * backend block */
+	char *ov[] = {"policy.dtensor_cfg.enabled=true",
+	              "policy.dtensor_cfg.lora_cfg.enabled=true"};
+	cr_assert_neq(load_text(text, ov, 2, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 3, "%s", t);
 	expect_contains(t, "logger.tensorboard_enabled: not supported yet");
-	expect_contains(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet");
+	expect_contains(t, "<command line>:2:1: error: policy.dtensor_cfg.lora_cfg: not supported "
+	                   "yet");
 	expect_contains(t, "policy_x: unknown key; did you mean policy?");
 	free(t);
 	rl_diags_free(&d);
@@ -227,18 +231,51 @@ Test(config, references_keep_types_and_interpolate_strings)
 	rl_diags_free(&d);
 }
 
+/* NeMo-RL's resolvers with Python's arithmetic, nested and relative
+ * references: values worked by hand. */
+Test(config, nemo_rl_resolvers_nest_and_keep_python_types)
+{
+	struct rl_config c;
+	struct rl_diags d = {0};
+	setenv("RL_TEST_RESOLVER_DIR", "from-env", 1);
+	const char *text = MINIMAL
+	    "grpo:\n  seed: 7\n  max_num_steps: ${mul:${grpo.seed}, ${mul:2, 3}}\n"
+	    "  max_num_epochs: ${max:${.seed}, 3}\n  val_period: ${min:${..grpo.seed}, 3}\n"
+	    "  val_batch_size: ${add:1,${grpo.seed}}\n"
+	    "loss_fn:\n  reference_policy_kl_penalty: ${div:7,2}\n"
+	    "  ratio_clip_max: ${div:4,2}\n"
+	    "logger:\n  log_dir: ${oc.env:RL_TEST_RESOLVER_DIR}/${oc.env:RL_NO_SUCH_VAR_X,dflt}\n";
+	cr_assert_eq(load_text(text, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
+	cr_expect_eq(c.grpo.max_num_steps, 42);
+	cr_expect_eq(c.grpo.max_num_epochs, 7);
+	cr_expect_eq(c.grpo.val_period, 3);
+	cr_expect_eq(c.grpo.val_batch_size, 8);
+	cr_expect_float_eq(c.loss_fn.reference_policy_kl_penalty, 3.5, 0);
+	/* true division: a float even when exact */
+	cr_expect_float_eq(c.loss_fn.ratio_clip_max, 2.0, 0);
+	cr_expect_str_eq(c.logger.log_dir, "from-env/dflt");
+	rl_config_free(&c);
+	rl_diags_free(&d);
+	/* div gives a float, which an int key refuses, as NeMo-RL's would */
+	const char *bad = MINIMAL "grpo:\n  max_num_steps: ${div:4,2}\n";
+	cr_assert_neq(load_text(bad, NULL, 0, &c, &d), 0);
+	char *t = diag_text(&d);
+	expect_contains(t, "grpo.max_num_steps: expected an integer, got 2.0");
+	free(t);
+	rl_diags_free(&d);
+}
+
 Test(config, reference_errors)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text =
 	    MINIMAL "grpo:\n  seed: ${grpo.max_num_steps}\n  max_num_steps: ${grpo.seed}\n"
-	            "  max_num_epochs: ${mul:2,3}\n";
+	            "  max_num_epochs: ${nope:2,3}\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	expect_contains(t, "reference cycle");
-	expect_contains(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not "
-	                   "supported: ${mul:2,3}");
+	expect_contains(t, ":8:19: error: grpo.max_num_epochs: unknown resolver nope");
 	free(t);
 	rl_diags_free(&d);
 }
