@@ -419,7 +419,7 @@ static void resolve_scalar(struct refs *r, struct rl_ynode *n, const char *key, 
 				n->text = copy->text;
 				n->plain = copy->plain;
 				n->kind = copy->kind;
-				n->items = copy->items;
+				n->items = copy->items; /* a scalar had no key index */
 				n->n = copy->n;
 				n->cap = copy->cap;
 				free(copy);

@@ -217,8 +217,9 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 
 struct walk {
 	const struct rl_ynode *root;
-	char *ignored; /* "a, b, c": switched-off blocks, for one note */
-	char *inert;   /* "a, b": NeMo-RL keys that change nothing here */
+	char *ignored;  /* "a, b, c": switched-off blocks, for one note */
+	char *inert;    /* "a, b": NeMo-RL keys that change nothing here */
+	size_t unknown; /* unknown keys so far */
 	struct rl_config *cfg;
 	struct rl_key_pos *pos;
 	struct rl_diags *d;
@@ -244,14 +245,24 @@ static void store_defaults(void *base, bool env, struct rl_diags *d)
 	}
 }
 
-static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, struct rl_diags *d)
+/* The entry of env.NAME. The walk visits env.NAME once (a mapping's keys
+ * are unique), creating it (`fresh`), and its keys right after: looking at
+ * the newest entry first keeps a config of many envs linear. */
+static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, bool fresh,
+                                    struct rl_diags *d)
 {
-	const struct rl_cfg_env *found = rl_config_env(cfg, name);
+	if (cfg->n_env && strcmp(cfg->env[cfg->n_env - 1].name, name) == 0)
+		return &cfg->env[cfg->n_env - 1];
+	const struct rl_cfg_env *found = fresh ? NULL : rl_config_env(cfg, name);
 	if (found)
 		return (struct rl_cfg_env *)found; /* cfg is ours to change */
-	struct rl_cfg_env *v = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
+	struct rl_cfg_env *v = cfg->env;
+	if ((cfg->n_env & (cfg->n_env - 1)) == 0) {
+		/* capacity doubles at each power of two */
+		v = realloc(cfg->env, (cfg->n_env ? 2 * cfg->n_env : 1) * sizeof(*v));
+		if (!v)
+			return NULL;
+	}
 	cfg->env = v;
 	struct rl_cfg_env *e = &v[cfg->n_env];
 	*e = (struct rl_cfg_env){.name = strdup(name)};
@@ -349,7 +360,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 	if (!k) {
 		if (rl_schema_is_section(path)) {
 			char *env = env_name(path);
-			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env, w->d))
+			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env, true, w->d))
 				rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
 			free(env);
 			if (v->kind == RL_Y_MAP)
@@ -358,8 +369,11 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 				bad(w->d, v, path, "a mapping of keys");
 			return;
 		}
+		/* a suggestion compares against every key: past the errors anyone
+		 * reads, a huge broken file would spend its time there */
 		char near[256];
-		if (rl_schema_suggest(path, near, sizeof(near)))
+		if (++w->unknown <= 4 * RL_DIAGS_PRINT_MAX &&
+		    rl_schema_suggest(path, near, sizeof(near)))
 			rl_diag_add(w->d, v->file, e->line, e->col, path,
 			            "unknown key; did you mean %s?", near);
 		else
@@ -391,7 +405,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 	void *base = w->cfg;
 	if (k->flags & RL_K_IN_ENV) {
 		char *env = env_name(path);
-		base = env ? env_entry(w->cfg, env, w->d) : NULL;
+		base = env ? env_entry(w->cfg, env, false, w->d) : NULL;
 		free(env);
 		if (!base) {
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
