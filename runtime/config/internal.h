@@ -19,6 +19,11 @@ void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
  * policy.generation.backend and vllm_cfg into slurm-rl's keys, with notes. */
 void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags);
 
+/* paths.c: resolves the relative input paths of the tree against the
+ * directory of the file each was written in (the working directory for an
+ * override). */
+void rl_cfg_resolve_paths(struct rl_ynode *root);
+
 /* overrides.c: applies "key.path=value" arguments to the tree. */
 void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root, char *const *overrides,
                             size_t n, struct rl_diags *diags);

@@ -4,6 +4,7 @@
 #include "tests/unit/helpers.h"
 
 #include <math.h>
+#include <sys/stat.h>
 
 static const char *srcdir(void)
 {
@@ -309,7 +310,8 @@ Test(config, env_entries_get_defaults)
 	cr_assert_eq(c.n_env, 2);
 	const struct rl_cfg_env *e = rl_config_env(&c, "judge");
 	cr_assert_not_null(e);
-	cr_expect_str_eq(e->command, "./judge.py");
+	/* beside the config file (see relative_paths_resolve_...) */
+	cr_expect(e->command[0] == '/' && strstr(e->command, "/judge.py"), "%s", e->command);
 	cr_expect_float_eq(e->timeout, 5.0, 0);
 	cr_expect_eq(e->num_workers, 1);
 	cr_expect_null(rl_config_env(&c, "math")->command);
@@ -471,4 +473,63 @@ Test(config, sizes_are_bounded_before_they_multiply)
 	                   "integer, got 99999999999999999999");
 	free(t);
 	rl_diags_free(&d);
+}
+
+/* Relative input paths name files beside the file that wrote them: a
+ * parent in another directory resolves against its own; an override
+ * against the working directory; a model name only where it exists there. */
+Test(config, relative_paths_resolve_against_their_files_directory)
+{
+	char *dir = tmp_dir(), *sub = NULL, *base = NULL, *model = NULL, *cwd = getcwd(NULL, 0);
+	cr_assert_geq(asprintf(&sub, "%s/sub", dir), 0);
+	cr_assert_geq(asprintf(&base, "%s/base", dir), 0);
+	cr_assert_geq(asprintf(&model, "%s/sub/my-model", dir), 0);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	cr_assert_eq(mkdir(base, 0700), 0);
+	cr_assert_eq(mkdir(model, 0700), 0);
+	char *parent = write_file(base, "parent.yaml",
+	                          "data:\n  validation:\n    path: val.jsonl\n"
+	                          "  system_prompt_file: ../prompts/system.txt\n");
+	char *child = write_file(sub, "child.yaml",
+	                         "defaults: ../base/parent.yaml\n"
+	                         "policy:\n  model_name: my-model\n  tokenizer:\n"
+	                         "    name: Qwen/Qwen3-8B\n"
+	                         "data:\n  train:\n    path: ./data/train.jsonl\n"
+	                         "  prompt_file: /abs/prompt.txt\n"
+	                         "env:\n  judge:\n    command: rewards/judge.sh --strict\n"
+	                         "  py:\n    command: python3 score.py\n");
+	char *ov[] = {"data.prompt_file=p.txt"};
+	struct rl_config c;
+	struct rl_diags d = {0};
+	cr_assert_eq(rl_config_load(child, ov, 1, &c, &d), 0, "%s", diag_text(&d));
+	char *want = NULL;
+	cr_assert_geq(asprintf(&want, "%s/data/train.jsonl", sub), 0);
+	cr_expect_str_eq(c.data.train_path, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/val.jsonl", base), 0);
+	cr_expect_str_eq(c.data.validation_path, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/../prompts/system.txt", base), 0);
+	cr_expect_str_eq(c.data.system_prompt_file, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/p.txt", cwd), 0);
+	cr_expect_str_eq(c.data.prompt_file, want, "an override resolves against the cwd");
+	free(want);
+	cr_expect_str_eq(c.policy.model_name, model, "exists beside the config");
+	cr_expect_str_eq(c.policy.tokenizer_name, "Qwen/Qwen3-8B", "a hub name stays as written");
+	cr_assert_geq(asprintf(&want, "%s/rewards/judge.sh --strict", sub), 0);
+	cr_expect_str_eq(rl_config_env(&c, "judge")->command, want);
+	free(want);
+	cr_expect_str_eq(rl_config_env(&c, "py")->command, "python3 score.py",
+	                 "a program without a slash is looked up in PATH");
+	rl_config_free(&c);
+	rl_diags_free(&d);
+	remove_tree(dir);
+	free(parent);
+	free(child);
+	free(dir);
+	free(sub);
+	free(base);
+	free(model);
+	free(cwd);
 }
