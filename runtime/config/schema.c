@@ -248,7 +248,7 @@ const struct rl_key rl_schema[] = {
          "first_fit_decreasing|modified_first_fit_decreasing|first_fit_shuffle|concatenative",
      .doc = "NeMo-RL's bin-packing names, all read as first_fit_decreasing: slurm-rl's loss "
             "is normalised over the whole step, so the partition into micro-batches changes "
-            "how many run (speed), not the update"},
+            "how many run (speed), not the update beyond the order of sums"},
     {"policy.sequence_packing.sequence_length_round", RL_T_INT,
      OFF(policy.sequence_packing.sequence_length_round), "64", AT_LEAST(1),
      .doc = "round packed lengths up to a multiple of this"},
@@ -270,7 +270,8 @@ const struct rl_key rl_schema[] = {
      .doc = "NeMo-RL's torch schedulers: a list of {name: torch.optim.lr_scheduler.LinearLR | "
             "ConstantLR | CosineAnnealingLR, kwargs: {...}} and one {milestones: [...]} "
             "(SequentialLR), or one {name, kwargs}; each rate is torch's closed form at the "
-            "optimizer step counted from the scheduler's milestone; null: policy.lr_schedule"},
+            "optimizer step counted from the scheduler's milestone (NeMo-RL steps once per GRPO "
+            "step: the same with one optimizer step per GRPO step); null: policy.lr_schedule"},
     {"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
      .choices = "constant|linear_warmup|cosine|linear",
      .doc = "learning-rate schedule: after the warmup, constant and linear_warmup hold the "
