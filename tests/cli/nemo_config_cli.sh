@@ -166,4 +166,31 @@ expect_status 2 "an unknown resolver is an error" -- \
 	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over 'policy.logprob_batch_size=${pow:2,3}'
 expect_grep "$WORK/err" 'policy\.logprob_batch_size: unknown resolver pow' "  naming it"
 
+# ---- the trainer runs the schedules: lr of each step in metrics.jsonl ----
+# one optimizer step per GRPO step (64 x 16 samples in one global batch);
+# values worked by hand from torch's and Megatron's formulas, peak 0.001
+lr_of_steps() { sed -nE 's/.*"lr":([-0-9.eE+]+).*/\1/p' "$1" | tr '\n' ' '; }
+tiny=$top_srcdir/etc/examples/grpo-tiny.yaml
+(cd "$WORK" && "$RLRUN" train "$tiny" grpo.max_num_steps=4 policy.train_global_batch_size=1024 \
+	policy.lr_schedule.type=constant policy.lr_schedule.min_lr=0 checkpointing.enabled=false \
+	logger.log_dir=torch-lr \
+	'policy.scheduler=[{name: torch.optim.lr_scheduler.LinearLR, kwargs: {start_factor: 0.5, total_iters: 2}}, {name: torch.optim.lr_scheduler.ConstantLR, kwargs: {factor: 0.25, total_iters: 100}}, {milestones: [3]}]' \
+	>"$WORK/out" 2>"$WORK/err")
+# LinearLR 0.5 -> 1 over 2 steps, then ConstantLR's factor 0.25 from step 3
+got=$(lr_of_steps "$WORK/torch-lr/metrics.jsonl")
+if [ "$got" = "0.0005 0.00075 0.001 0.00025 " ]; then ok "torch schedulers drive the lr: $got"; else
+	not_ok "torch schedulers: lr per step '$got', expected 0.0005 0.00075 0.001 0.00025"
+	sed 's/^/  | /' "$WORK/err" | head
+fi
+(cd "$WORK" && "$RLRUN" train "$tiny" grpo.max_num_steps=4 policy.train_global_batch_size=1024 \
+	policy.lr_schedule.type=cosine policy.lr_schedule.min_lr=0 policy.lr_schedule.warmup_steps=2 \
+	policy.lr_schedule.warmup_init=0.0001 policy.lr_schedule.decay_steps=4 \
+	checkpointing.enabled=false logger.log_dir=megatron-lr >"$WORK/out" 2>"$WORK/err")
+# Megatron: 0.0001 + 0.0009 k / 2 while k < 2, then 0.0005 (1 + cos(pi (k - 2) / 2))
+got=$(lr_of_steps "$WORK/megatron-lr/metrics.jsonl")
+if [ "$got" = "0.0001 0.00055 0.001 0.0005 " ]; then ok "Megatron's schedule drives the lr: $got"; else
+	not_ok "Megatron's schedule: lr per step '$got', expected 0.0001 0.00055 0.001 0.0005"
+	sed 's/^/  | /' "$WORK/err" | head
+fi
+
 finish
