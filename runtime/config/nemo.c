@@ -48,6 +48,10 @@ static const struct rule megatron_rules[] = {
     {"moe_router_load_balancing_type", SPECIAL, NULL},
     {"moe_router_bias_update_rate", BOUND, "0"},
     {"mtp_num_layers", BOUND, "0"},
+    /* with no MTP layers, their loss and layout mean nothing */
+    {"mtp_loss_scaling_factor", INERT, NULL},
+    {"mtp_use_repeated_layer", INERT, NULL},
+    {"mtp_detach_heads", INERT, NULL},
     {"use_fused_linear_logprobs", BOUND, "false"},
     {"model_overrides", BOUND, "{}"},
     {"peft", OFF_BLOCK, NULL},
@@ -142,12 +146,47 @@ static const struct rule vllm_rules[] = {
     {"quantization", BOUND, "null"},
 };
 
+/* grpo.adv_estimator: the GRPO estimator, with its two switches the same
+ * as grpo's own (NeMo-RL's defaults refer to them) */
+static const struct rule adv_rules[] = {
+    {"name", BOUND, "grpo"},
+    {"normalize_rewards", MAP, "grpo.normalize_rewards"},
+    {"use_leave_one_out_baseline", MAP, "grpo.use_leave_one_out_baseline"},
+    {"minus_baseline", INERT, NULL}, /* Reinforce++ only */
+};
+
+/* reward_penalties: NeMo-Gym's reward zeroing, accepted switched off */
+static const struct rule penalty_rules[] = {
+    {"penalize_duplicated_reasoning", BOUND, "false"},
+    {"penalize_empty_final_answer", BOUND, "false"},
+    {"penalize_unwanted_tokens", BOUND, "false"},
+    {"penalize_malformed_think_tag", BOUND, "false"},
+    {"token_ids", INERT, NULL},
+};
+
+/* NeMo-RL's newer data layout: data.default holds what every data set
+ * shares, data.train and data.validation name the sets. */
+#define DATA_SET_RULES(set)                                                                        \
+	{"dataset_name", MAP, "data.dataset_name"}, {"data_path", MAP, "data." set ".path"},       \
+	    {"input_key", MAP, "data.input_key"}, {"output_key", MAP, "data.output_key"},          \
+	    {"prompt_file", MAP, "data.prompt_file"},                                              \
+	    {"system_prompt_file", MAP, "data.system_prompt_file"},                                \
+	    {"env_name", MAP, "data.env_name"}, {"processor", SPECIAL, NULL},                      \
+	    {"split_validation_size", BOUND, "0"},                                                 \
+	{                                                                                          \
+		"seed", INERT, NULL                                                                \
+	}
+static const struct rule data_default_rules[] = {DATA_SET_RULES("train")};
+static const struct rule data_train_rules[] = {DATA_SET_RULES("train")};
+static const struct rule data_validation_rules[] = {DATA_SET_RULES("validation")};
+
 struct nemo {
 	struct rl_ynode *root;
 	struct rl_diags *d;
 	const char *block; /* the block's dotted path */
 	char *mapped, *inert;
-	bool vllm; /* keys without a rule are inert, not unknown */
+	bool vllm;    /* keys without a rule are inert, not unknown */
+	bool partial; /* keys without a rule are slurm-rl's: left alone */
 };
 
 static void list_add(char **list, const char *fmt, const char *a, const char *b)
@@ -313,6 +352,8 @@ static void walk(struct nemo *nm, const struct rule *rules, size_t n_rules, spec
 		struct rl_ynode *v = e->value;
 		if (!r && rule_section(rules, n_rules, key) && v->kind == RL_Y_MAP) {
 			walk(nm, rules, n_rules, special, block, v, key);
+		} else if (!r && nm->partial) {
+			/* a key of slurm-rl's own, for the validator */
 		} else if (!r && nm->vllm) {
 			list_add(&nm->inert, "%s%s", key, "");
 		} else if (!r) {
@@ -469,6 +510,21 @@ static void vllm_special(struct nemo *nm, const char *path, const char *key,
 		list_add(&nm->mapped, "%s >= %s", key, ours);
 }
 
+static void data_special(struct nemo *nm, const char *path, const char *key,
+                         const struct rl_yentry *e, struct rl_ynode *block)
+{
+	(void)block, (void)key;
+	/* the math processors: the prompt file and the chat template, as
+	 * slurm-rl applies them */
+	const struct rl_ynode *v = e->value;
+	if (matches(v, "math_hf_data_processor") || matches(v, "math_data_processor"))
+		list_add(&nm->mapped, "processor %s = %s", v->text, "data.prompt_file");
+	else
+		rl_diag_add(nm->d, v->file, e->line, e->col, path,
+		            "not supported yet: math_hf_data_processor (data.prompt_file and the "
+		            "chat template)");
+}
+
 static void finish_note(struct nemo *nm, const char *what)
 {
 	if (nm->mapped || nm->inert)
@@ -536,12 +592,73 @@ static void backends(struct nemo *nm)
 	}
 }
 
+/* A block read by rules and taken out of the tree, or (partial) only its
+ * keys that have a rule. */
+static void translate_block(struct nemo *nm, const char *path, const struct rule *rules, size_t n,
+                            special_fn *special, bool partial)
+{
+	struct rl_yentry *e = entry_at(nm->root, path);
+	if (!e || e->value->kind != RL_Y_MAP)
+		return;
+	nm->partial = partial;
+	translate(nm, path, rules, n, special);
+	nm->partial = false;
+	e = entry_at(nm->root, path);
+	if (!e)
+		return;
+	if (partial) {
+		for (size_t i = 0; i < n; i++)
+			rl_ynode_free(rl_ymap_take(e->value, rules[i].key));
+		return;
+	}
+	/* the block itself, from the mapping that holds it */
+	const char *dot = strrchr(path, '.');
+	char *up = dot ? strndup(path, (size_t)(dot - path)) : NULL;
+	struct rl_yentry *ue = up ? entry_at(nm->root, up) : NULL;
+	struct rl_ynode *holder = dot ? (ue ? ue->value : NULL) : nm->root;
+	if (holder)
+		rl_ynode_free(rl_ymap_take(holder, dot ? dot + 1 : path));
+	free(up);
+}
+
+/* NeMo-RL's validation sampling keys: slurm-rl validates with the training
+ * sampling, so they must say the same. */
+static void validation_sampling(struct nemo *nm, struct rl_ynode *gen)
+{
+	static const char *const keys[][3] = {{"val_temperature", "temperature", "1.0"},
+	                                      {"val_top_p", "top_p", "1.0"},
+	                                      {"val_top_k", "top_k", "null"}};
+	for (size_t i = 0; i < 3; i++) {
+		struct rl_yentry *ve = rl_ymap_find(gen, keys[i][0]);
+		if (!ve)
+			continue;
+		const struct rl_yentry *te = rl_ymap_find(gen, keys[i][1]);
+		struct rl_ynode *def = te ? NULL : scalar(ve->value, keys[i][2]);
+		const struct rl_ynode *train = te ? te->value : def;
+		bool both_null =
+		    train && rl_yscalar_is_null(ve->value) && rl_yscalar_is_null(train);
+		if (train && !both_null && !same_value(ve->value, train)) {
+			char *path = NULL;
+			if (asprintf(&path, "policy.generation.%s", keys[i][0]) >= 0)
+				rl_diag_add(
+				    nm->d, ve->value->file, ve->line, ve->col, path,
+				    "not supported yet: validation samples as training does; "
+				    "set it equal to policy.generation.%s",
+				    keys[i][1]);
+			free(path);
+		}
+		rl_ynode_free(def);
+		rl_ynode_free(rl_ymap_take(gen, keys[i][0]));
+	}
+}
+
 static void generation(struct nemo *nm)
 {
 	struct rl_yentry *ge = entry_at(nm->root, "policy.generation");
 	if (!ge || ge->value->kind != RL_Y_MAP)
 		return;
 	struct rl_ynode *gen = ge->value;
+	validation_sampling(nm, gen);
 	struct rl_yentry *be = rl_ymap_find(gen, "backend");
 	if (be) {
 		const struct rl_ynode *v = be->value;
@@ -573,4 +690,16 @@ void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags)
 	struct nemo nm = {.root = root, .d = diags};
 	backends(&nm);
 	generation(&nm);
+	translate_block(&nm, "grpo.adv_estimator", adv_rules,
+	                sizeof(adv_rules) / sizeof(adv_rules[0]), dtensor_special, false);
+	translate_block(&nm, "reward_penalties", penalty_rules,
+	                sizeof(penalty_rules) / sizeof(penalty_rules[0]), dtensor_special, false);
+	translate_block(&nm, "data.default", data_default_rules,
+	                sizeof(data_default_rules) / sizeof(data_default_rules[0]), data_special,
+	                false);
+	translate_block(&nm, "data.train", data_train_rules,
+	                sizeof(data_train_rules) / sizeof(data_train_rules[0]), data_special, true);
+	translate_block(&nm, "data.validation", data_validation_rules,
+	                sizeof(data_validation_rules) / sizeof(data_validation_rules[0]),
+	                data_special, true);
 }

@@ -61,6 +61,22 @@ const struct rl_key rl_schema[] = {
      .doc = "clip advantages below this value; null: no clip"},
     {"grpo.advantage_clip_high", RL_T_OPT_FLOAT, OFF(grpo.advantage_clip_high), "null", ANY_NUMBER,
      .doc = "clip advantages above this value; null: no clip"},
+    NOT_YET_UNLESS("grpo.val_start_at", "-1",
+                   "a delay before periodic validation is not implemented"),
+    NOT_YET_UNLESS("grpo.val_at_end", "false",
+                   "a validation after the last step is not implemented; use val_period"),
+    NOT_YET_UNLESS("grpo.val_num_generations_per_prompt", "1",
+                   "validation generates one response per prompt (no pass@k)"),
+    NOT_YET_UNLESS("grpo.stop_at_validation_metric", "null",
+                   "early stopping on a validation metric is not implemented"),
+    NOT_YET_UNLESS("grpo.stop_at_validation_threshold", "null",
+                   "early stopping on a validation metric is not implemented"),
+    NOT_YET_UNLESS("grpo.seq_logprob_error_threshold", "null",
+                   "filtering sequences by logprob error is not implemented"),
+    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null", "tool calls are not implemented"),
+    NOT_YET_UNLESS("grpo.malformed_thinking_advantage", "null",
+                   "advantages for malformed thinking tags are not implemented; score them in "
+                   "an env command"),
     NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
                    "dynamic sampling (DAPO) is not implemented"),
     NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
@@ -72,6 +88,8 @@ const struct rl_key rl_schema[] = {
      OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
      .doc = "steps between the weights that generate a rollout and those it trains; "
             "that many rollouts are generated while a step trains"},
+    NOT_YET_UNLESS("grpo.async_grpo.max_generation_failures", "0",
+                   "a failed generation stops the run"),
     NOT_YET_UNLESS("grpo.async_grpo.in_flight_weight_updates", "false",
                    "weights are updated between rollouts"),
     NOT_YET_UNLESS("grpo.async_grpo.recompute_kv_cache_after_weight_updates", "false",
@@ -122,6 +140,9 @@ const struct rl_key rl_schema[] = {
     {"loss_fn.force_on_policy_ratio", RL_T_BOOL, OFF(loss_fn.force_on_policy_ratio), "false",
      .doc = "ratio fixed at 1 (one update per rollout)"},
     NOT_YET_UNLESS("loss_fn.use_kl_in_reward", "false", "the KL penalty lives in the loss"),
+    NOT_YET_UNLESS("loss_fn.use_cispo", "false", "the CISPO loss is not implemented"),
+    NOT_YET_UNLESS("loss_fn.positive_example_nll_weight", "0",
+                   "the NLL term on correct samples (VAPO) is not implemented"),
 
     /* checkpointing */
     {"checkpointing.enabled", RL_T_BOOL, OFF(checkpointing.enabled), "true",
@@ -149,6 +170,8 @@ const struct rl_key rl_schema[] = {
      .doc = "write checkpoints in the background after a host copy"},
     NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",
                    "slurm-rl saves on the preemption signal and the job's end time instead"),
+    NOT_YET_UNLESS("checkpointing.save_optimizer", "true",
+                   "checkpoints always hold the optimizer state, so that a run resumes"),
     NOT_YET_UNLESS("checkpointing.save_consolidated", "false",
                    "use `rlrun ckpt export` to write Hugging Face files"),
 
@@ -160,8 +183,12 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE, .doc = "directory with tokenizer.json; null: policy.model_name"},
     NOT_YET_UNLESS("policy.tokenizer.chat_template", "null",
                    "chat templates are not implemented yet"),
+    NOT_YET_UNLESS("policy.tokenizer.use_fastokens", "*",
+                   "a tokenizer implementation choice of NeMo-RL's"),
     NOT_YET_UNLESS("policy.tokenizer.chat_template_kwargs", "null",
                    "extra chat template variables are not implemented yet"),
+    NOT_YET_UNLESS("policy.offload_optimizer_for_logprob", "*",
+                   "a memory placement choice of NeMo-RL's"),
     NOT_YET_UNLESS("policy.hf_config_overrides", "{}",
                    "the model is read as its config.json says; edit that file instead"),
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
@@ -249,6 +276,8 @@ const struct rl_key rl_schema[] = {
      .doc = "NeMo-RL's bin-packing names, all read as first_fit_decreasing: slurm-rl's loss "
             "is normalised over the whole step, so the partition into micro-batches changes "
             "how many run (speed), not the update beyond the order of sums"},
+    NOT_YET_UNLESS("policy.sequence_packing.microbatch_order", "*",
+                   "the order micro-batches run in changes only the order of sums"),
     {"policy.sequence_packing.sequence_length_round", RL_T_INT,
      OFF(policy.sequence_packing.sequence_length_round), "64", AT_LEAST(1),
      .doc = "round packed lengths up to a multiple of this"},
@@ -318,6 +347,16 @@ const struct rl_key rl_schema[] = {
      "null", AT_LEAST(1),
      .doc = "blocks of 16 tokens in the paged KV cache; null: enough for "
             "generation_batch_size sequences of the longest length"},
+    NOT_YET_UNLESS("policy.generation.port_range_low", "*", "ports of NeMo-RL's vLLM servers"),
+    NOT_YET_UNLESS("policy.generation.port_range_high", "*", "ports of NeMo-RL's vLLM servers"),
+    NOT_YET_UNLESS("policy.generation.refit_transport", "*",
+                   "how NeMo-RL moves weights to vLLM; slurm-rl refits in place"),
+    NOT_YET_UNLESS("policy.generation.refit_cfg", "*",
+                   "how NeMo-RL moves weights to vLLM; slurm-rl refits in place"),
+    NOT_YET_UNLESS("policy.generation.real_quant_export_cpu_offload", "*",
+                   "a memory placement choice of NeMo-RL's"),
+    NOT_YET_UNLESS("policy.generation.mcore_generation_config", "*",
+                   "tuning of Megatron's inference engine; slurm-rl generates with its own"),
     NOT_YET("policy.generation.vllm_cfg",
             "NeMo-RL's vLLM block: tensor_parallel_size and gpu_memory_utilization are read "
             "into the keys of those names here, max_model_len and precision are checked, the "
@@ -359,6 +398,8 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE, .doc = "system prompt file"},
     {"data.system_prompt", RL_T_STRING, OFF(data.system_prompt), "null", .flags = RL_K_NULLABLE,
      .doc = "inline system prompt"},
+    NOT_YET_UNLESS("data.use_multiple_dataloader", "false",
+                   "one data set per run; several data loaders are not implemented"),
     NOT_YET_UNLESS("data.num_workers", "*",
                    "NeMo-RL's data-loader processes; slurm-rl reads data in the rank"),
     {"data.shuffle", RL_T_BOOL, OFF(data.shuffle), "true",
@@ -396,10 +437,15 @@ const struct rl_key rl_schema[] = {
      .doc = "GPUs per node when not under Slurm (0: CPU backend)"},
     {"cluster.num_nodes", RL_T_INT, OFF(cluster.num_nodes), "1", AT_LEAST(1),
      .doc = "nodes when not under Slurm"},
+    NOT_YET_UNLESS("cluster.master_port_range_low", "*", "ports of NeMo-RL's Ray cluster"),
+    NOT_YET_UNLESS("cluster.master_port_range_high", "*", "ports of NeMo-RL's Ray cluster"),
+    NOT_YET_UNLESS("cluster.segment_size", "*",
+                   "placement follows the topology slurm-rl reads from the node"),
     {"cluster.collective_timeout", RL_T_FLOAT, OFF(cluster.collective_timeout), "600", AT_LEAST(0),
      .flags = RL_K_MIN_OPEN,
      .doc = "seconds a collective may wait for the other ranks; then every rank names the "
             "stuck one and exits"},
+    NOT_YET_UNLESS("on_policy_distillation", "null", "on-policy distillation is not implemented"),
 };
 
 const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);

@@ -284,7 +284,16 @@ static bool matches_accept(const struct rl_key *k, const struct rl_ynode *v)
 		return (v->kind == RL_Y_MAP && v->n == 0) || rl_yscalar_is_null(v);
 	if (strcmp(k->accept, "null") == 0)
 		return rl_yscalar_is_null(v);
-	return v->kind == RL_Y_SCALAR && v->plain && strcmp(v->text, k->accept) == 0;
+	if (v->kind != RL_Y_SCALAR || !v->plain)
+		return false;
+	/* the same value in another spelling: 0.0 for 0, False for false */
+	double x, y;
+	bool p, q;
+	if (rl_scalar_float(v->text, &x) && rl_scalar_float(k->accept, &y))
+		return x == y;
+	if (rl_scalar_bool(v->text, &p) && rl_scalar_bool(k->accept, &q))
+		return p == q;
+	return strcmp(v->text, k->accept) == 0;
 }
 
 /* The env name in "env.NAME" or "env.NAME.key", or NULL. */

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Stock NeMo-RL GRPO configs (tests/configs/nemo-rl: v0.4.0's, kept as
-# published) load with `rlrun config`, differing only by note lines and the
+# Stock NeMo-RL GRPO configs (tests/configs/nemo-rl: v0.4.0's, and main's
+# of 2026-08 in main-2026-08/, kept as published) load with `rlrun config`, differing only by note lines and the
 # documented overrides below; what their backend, generation and scheduler
 # blocks say lands in slurm-rl's keys; an enabled block slurm-rl lacks is
 # still an error.
@@ -8,7 +8,9 @@
 nemo=$top_srcdir/tests/configs/nemo-rl
 
 # The documented differences: data.dataset_name OpenMathInstruct-2 is a
-# Hugging Face dataset, which a config cannot fetch (arithmetic stands in).
+# Hugging Face dataset, which a config cannot fetch (arithmetic stands in);
+# main's data.train also splits a validation set off it
+# (split_validation_size), which slurm-rl does not.
 # logger.monitor_gpus and env.*.math_verify_impl belong to rows of their
 # own (GPU monitoring, reward programs): while those rows refuse the stock
 # values, the copies drop them, and say so.
@@ -20,7 +22,9 @@ if awk '/^logger.monitor_gpus$/ {getline; exit !/not supported yet/}' "$WORK/sch
 	echo "note: logger.monitor_gpus is not implemented here yet: overridden to false"
 fi
 if awk '/^env.\*.math_verify_impl$/ {getline; exit !/not supported yet/}' "$WORK/schema"; then
-	for f in "$WORK"/nemo/*.yaml; do sed -i '/math_verify_impl:/d' "$f"; done
+	for f in "$WORK"/nemo/*.yaml "$WORK"/nemo/main-2026-08/*.yaml; do
+		sed -i '/math_verify_impl:/d' "$f"
+	done
 	echo "note: env.*.math_verify_impl is refused here yet: dropped from the copies"
 fi
 
@@ -68,6 +72,8 @@ expect_value "$WORK/1b.yaml" policy.sequence_packing.train_mb_tokens 2048
 expect_value "$WORK/1b.yaml" policy.sequence_packing.algorithm modified_first_fit_decreasing
 expect_value "$WORK/1b.yaml" policy.generation.gpu_memory_utilization 0.6
 expect_value "$WORK/1b.yaml" policy.generation.tensor_parallel_size 1
+# a relative path names a file beside the config
+expect_value "$WORK/1b.yaml" data.prompt_file "$WORK/nemo/examples/prompts/cot.txt"
 expect_grep "$WORK/1b.yaml" '^  - name: torch\.optim\.lr_scheduler\.LinearLR$' "  scheduler 1 is LinearLR"
 expect_grep "$WORK/1b.yaml" '^    kwargs: \{start_factor: 0\.1, end_factor: 1, total_iters: 50\}$' \
 	"  with the file's kwargs"
@@ -136,6 +142,33 @@ expect_value "$WORK/8b.yaml" policy.lr_schedule.warmup_init 3e-08
 expect_value "$WORK/8b.yaml" policy.max_total_sequence_length 4096
 expect_value "$WORK/8b.yaml" policy.generation.max_new_tokens 4096
 expect_value "$WORK/8b.yaml" cluster.gpus_per_node 8
+
+# ---- main's configs of 2026-08: the newer keys ----
+main="data.train.dataset_name=arithmetic data.train.split_validation_size=0 ${over#data.dataset_name=arithmetic}"
+for f in grpo_math_1B grpo_math_1B_megatron grpo_math_8B_megatron; do
+	# shellcheck disable=SC2086
+	expect_status 0 "main-2026-08/$f.yaml loads" -- \
+		"$RLRUN" config "$WORK/nemo/main-2026-08/$f.yaml" $main
+	only_notes "  with only notes"
+	cp "$WORK/out" "$WORK/main-$f.yaml"
+	cp "$WORK/err" "$WORK/main-$f.err"
+done
+expect_grep "$WORK/main-grpo_math_1B.err" '^note: data\.default: mapped prompt_file -> data\.prompt_file' \
+	"  data.default is read into data.*"
+expect_grep "$WORK/main-grpo_math_1B.err" '^note: grpo\.adv_estimator: mapped normalize_rewards' \
+	"  the GRPO advantage estimator is read"
+expect_grep "$WORK/main-grpo_math_1B.err" '^note: ignored \(switched off\): .*policy\.draft.*logger\.swanlab.*data_plane' \
+	"  the newer switched-off blocks are named"
+expect_value "$WORK/main-grpo_math_1B.yaml" data.prompt_file "$WORK/nemo/main-2026-08/examples/prompts/cot.txt"
+expect_value "$WORK/main-grpo_math_1B.yaml" data.env_name math
+expect_value "$WORK/main-grpo_math_1B.yaml" data.dataset_name arithmetic
+expect_value "$WORK/main-grpo_math_8B_megatron.yaml" policy.parallel.pipeline 2
+expect_value "$WORK/main-grpo_math_8B_megatron.yaml" policy.optimizer.kwargs.lr 3e-07
+# shellcheck disable=SC2086
+expect_status 2 "  validation sampling unlike training's is an error" -- \
+	"$RLRUN" config "$WORK/nemo/main-2026-08/grpo_math_1B.yaml" $main policy.generation.val_temperature=0.5
+expect_grep "$WORK/err" 'policy\.generation\.val_temperature: not supported yet: validation samples as training does' \
+	"  naming it"
 
 # ---- what stays an error ----
 # shellcheck disable=SC2086
