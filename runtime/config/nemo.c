@@ -487,7 +487,8 @@ static void vllm_special(struct nemo *nm, const char *path, const char *key,
 	const struct rl_yentry *have = entry_at(nm->root, ours);
 	if (strcmp(key, "precision") == 0) {
 		/* generation runs in the training precision */
-		const char *p = have ? have->value->text : "bfloat16";
+		const char *p =
+		    have && have->value->kind == RL_Y_SCALAR ? have->value->text : "bfloat16";
 		if (v->kind != RL_Y_SCALAR || strcmp(v->text, p) != 0)
 			rl_diag_add(nm->d, v->file, e->line, e->col, path,
 			            "not supported yet: generation runs in policy.precision (%s)",
