@@ -24,6 +24,12 @@
 	{                                                                                          \
 		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, NULL, 0                          \
 	}
+/* NeMo-RL's blocks that nemo.c reads into slurm-rl's keys; the validator
+ * meets them only switched off (ignored) or malformed */
+#define NEMO_BLOCK(p, why)                                                                         \
+	{                                                                                          \
+		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, RL_K_NEMO, why, NULL, 0                  \
+	}
 #define NOT_YET_UNLESS(p, ok, why)                                                                 \
 	{                                                                                          \
 		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, ok, 0                            \
@@ -252,13 +258,13 @@ const struct rl_key rl_schema[] = {
      .doc = "a mixture of experts: the routers are not trained (NeMo-RL's freeze_moe_router)"},
     {"policy.moe.aux_loss_coef", RL_T_OPT_FLOAT, OFF(policy.moe.aux_loss_coef), "null", AT_LEAST(0),
      .doc = "coefficient of the load-balancing loss; null: config.json's router_aux_loss_coef"},
-    NOT_YET("policy.dtensor_cfg",
-            "NeMo-RL's DTensor block: when enabled, its sizes are read into policy.parallel "
-            "(see NEMO-RL CONFIGS in rl-config(5)); switched off, it is ignored"),
-    NOT_YET("policy.megatron_cfg",
-            "NeMo-RL's Megatron block: when enabled, its sizes, optimizer and scheduler are "
-            "read into policy.parallel, policy.optimizer and policy.lr_schedule (see NEMO-RL "
-            "CONFIGS in rl-config(5)); switched off, it is ignored"),
+    NEMO_BLOCK("policy.dtensor_cfg",
+               "NeMo-RL's DTensor block: when enabled, its sizes are read into policy.parallel "
+               "(see NEMO-RL CONFIGS in rl-config(5)); switched off, it is ignored"),
+    NEMO_BLOCK("policy.megatron_cfg",
+               "NeMo-RL's Megatron block: when enabled, its sizes, optimizer and scheduler are "
+               "read into policy.parallel, policy.optimizer and policy.lr_schedule (see NEMO-RL "
+               "CONFIGS in rl-config(5)); switched off, it is ignored"),
     NOT_YET_UNLESS("policy.dynamic_batching", NULL, "use policy.sequence_packing"),
     {"policy.sequence_packing.enabled", RL_T_BOOL, OFF(policy.sequence_packing.enabled), "true",
      .doc = "pack sequences into micro-batches of train_mb_tokens"},
@@ -317,9 +323,9 @@ const struct rl_key rl_schema[] = {
      AT_LEAST(0),
      .doc = "Megatron's lr_warmup_init: step k < warmup_steps uses warmup_init + (lr - "
             "warmup_init) * k / warmup_steps; null: lr * (k + 1) / warmup_steps"},
-    NOT_YET_UNLESS("policy.generation.backend", NULL,
-                   "NeMo-RL's engine: vllm or megatron, both read as slurm-rl's own engine "
-                   "(with a note)"),
+    NEMO_BLOCK("policy.generation.backend",
+               "NeMo-RL's engine: vllm or megatron, both read as slurm-rl's own engine "
+               "(with a note)"),
     {"policy.generation.max_new_tokens", RL_T_OPT_INT, OFF(policy.generation.max_new_tokens),
      "null", AT_LEAST(1), .doc = "response length limit; null: max_total_sequence_length"},
     {"policy.generation.temperature", RL_T_FLOAT, OFF(policy.generation.temperature), "1.0",
@@ -357,10 +363,10 @@ const struct rl_key rl_schema[] = {
                    "a memory placement choice of NeMo-RL's"),
     NOT_YET_UNLESS("policy.generation.mcore_generation_config", "*",
                    "tuning of Megatron's inference engine; slurm-rl generates with its own"),
-    NOT_YET("policy.generation.vllm_cfg",
-            "NeMo-RL's vLLM block: tensor_parallel_size and gpu_memory_utilization are read "
-            "into the keys of those names here, max_model_len and precision are checked, the "
-            "rest is noted (see NEMO-RL CONFIGS in rl-config(5))"),
+    NEMO_BLOCK("policy.generation.vllm_cfg",
+               "NeMo-RL's vLLM block: tensor_parallel_size and gpu_memory_utilization are read "
+               "into the keys of those names here, max_model_len and precision are checked, the "
+               "rest is noted (see NEMO-RL CONFIGS in rl-config(5))"),
     NOT_YET_UNLESS("policy.generation.vllm_kwargs", "{}", "slurm-rl does not use vLLM"),
     {"policy.generation.colocated.enabled", RL_T_BOOL, OFF(policy.generation.colocated.enabled),
      "true", .doc = "generation shares the training GPUs"},

@@ -29,6 +29,7 @@ enum {
 	RL_K_NULLABLE = 1u << 1, /* STRING / ENUM: null is a valid value */
 	RL_K_MIN_OPEN = 1u << 2, /* the lower bound itself is excluded */
 	RL_K_IN_ENV = 1u << 3,   /* offset is into struct rl_cfg_env (path env.*.x) */
+	RL_K_NEMO = 1u << 4,     /* UNSUPPORTED: a NeMo-RL block nemo.c reads into our keys */
 };
 
 struct rl_key {
