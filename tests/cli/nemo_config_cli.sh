@@ -6,6 +6,8 @@
 # still an error.
 . "$(dirname "$0")/lib.sh"
 nemo=$top_srcdir/tests/configs/nemo-rl
+# notes are said by the first task of a launch only: be no later task
+unset RL_RANK PMI_RANK OMPI_COMM_WORLD_RANK SLURM_PROCID
 
 # The documented differences: data.dataset_name OpenMathInstruct-2 is a
 # Hugging Face dataset, which a config cannot fetch (arithmetic stands in);
@@ -85,6 +87,13 @@ tail -n +2 "$WORK/out" >"$WORK/1b-again.yaml"
 if cmp -s "$WORK/1b-body.yaml" "$WORK/1b-again.yaml"; then ok "  to the same config"; else
 	not_ok "  round trip differs:"
 	diff "$WORK/1b-body.yaml" "$WORK/1b-again.yaml" | head
+fi
+
+# shellcheck disable=SC2086
+expect_status 0 "  as a later task of a launch" -- \
+	env SLURM_PROCID=3 "$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over
+if [ -s "$WORK/err" ]; then not_ok "  it says no notes: the first task speaks for all"; else
+	ok "  it says no notes: the first task speaks for all"
 fi
 
 # ---- grpo_math_1B_megatron.yaml: Megatron's sizes, optimizer and scheduler ----
