@@ -471,7 +471,8 @@ static void megatron_special(struct nemo *nm, const char *path, const char *key,
 	}
 }
 
-static void dtensor_special(struct nemo *nm, const char *path, const char *key,
+/* For blocks whose only SPECIAL key is `enabled`, the switch already read. */
+static void nothing_special(struct nemo *nm, const char *path, const char *key,
                             const struct rl_yentry *e, struct rl_ynode *block)
 {
 	(void)nm, (void)path, (void)key, (void)e, (void)block;
@@ -588,7 +589,7 @@ static void backends(struct nemo *nm)
 	}
 	if (dt_on) {
 		translate(nm, "policy.dtensor_cfg", dtensor_rules,
-		          sizeof(dtensor_rules) / sizeof(dtensor_rules[0]), dtensor_special);
+		          sizeof(dtensor_rules) / sizeof(dtensor_rules[0]), nothing_special);
 		rl_ynode_free(rl_ymap_take(policy, "dtensor_cfg"));
 	}
 }
@@ -692,9 +693,9 @@ void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags)
 	backends(&nm);
 	generation(&nm);
 	translate_block(&nm, "grpo.adv_estimator", adv_rules,
-	                sizeof(adv_rules) / sizeof(adv_rules[0]), dtensor_special, false);
+	                sizeof(adv_rules) / sizeof(adv_rules[0]), nothing_special, false);
 	translate_block(&nm, "reward_penalties", penalty_rules,
-	                sizeof(penalty_rules) / sizeof(penalty_rules[0]), dtensor_special, false);
+	                sizeof(penalty_rules) / sizeof(penalty_rules[0]), nothing_special, false);
 	translate_block(&nm, "data.default", data_default_rules,
 	                sizeof(data_default_rules) / sizeof(data_default_rules[0]), data_special,
 	                false);
