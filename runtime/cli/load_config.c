@@ -1,9 +1,25 @@
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cli/load_config.h"
 #include "runtime/cli/commands.h"
+
+/* Under a launcher every task loads the config: the first speaks for all,
+ * so that notes are said once (the rank variables of identity.c, in its
+ * order). */
+static bool first_task(void)
+{
+	static const char *const vars[] = {"RL_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK",
+	                                   "SLURM_PROCID"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && *v)
+			return strcmp(v, "0") == 0;
+	}
+	return true;
+}
 
 int rl_cli_load_config(const char *cmd, const char *usage, char **args, int n,
                        struct rl_config *cfg)
@@ -41,6 +57,8 @@ int rl_cli_load_config(const char *cmd, const char *usage, char **args, int n,
 	                                    rl_default_config_len, NULL, overrides, n_overrides,
 	                                    cfg, &diags);
 	free(overrides);
+	if (first_task())
+		rl_notes_print(&diags, stderr);
 	if (rc != 0) {
 		rl_diags_print(&diags, stderr);
 		fprintf(stderr, "rlrun %s: %zu error%s in %s\n", cmd, diags.n,

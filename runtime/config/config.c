@@ -30,6 +30,9 @@ static void free_fields(void *base, bool env)
 			free(((struct rl_int_list *)f)->v);
 			*(struct rl_int_list *)f = (struct rl_int_list){0};
 			break;
+		case RL_T_SCHEDULERS:
+			rl_cfg_sched_list_free(f);
+			break;
 		case RL_T_FLOAT_LIST:
 			free(((struct rl_float_list *)f)->v);
 			*(struct rl_float_list *)f = (struct rl_float_list){0};

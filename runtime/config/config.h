@@ -36,6 +36,24 @@ struct rl_str_list {
 	char **v;
 };
 
+/* One torch LR scheduler of policy.scheduler (NeMo-RL's list form). */
+enum rl_torch_sched_kind { RL_TS_LINEAR, RL_TS_CONSTANT, RL_TS_COSINE };
+struct rl_cfg_torch_sched {
+	enum rl_torch_sched_kind kind;
+	double start_factor, end_factor; /* LinearLR */
+	double factor;                   /* ConstantLR */
+	int64_t total_iters;             /* LinearLR, ConstantLR */
+	int64_t t_max;                   /* CosineAnnealingLR */
+	double eta_min;                  /* CosineAnnealingLR */
+};
+/* The list: torch's SequentialLR over v with n - 1 milestones (a single
+ * scheduler has none); n == 0 when policy.scheduler is null. */
+struct rl_cfg_sched_list {
+	size_t n;
+	struct rl_cfg_torch_sched *v;
+	int64_t *milestones;
+};
+
 struct rl_cfg_grpo {
 	int64_t num_prompts_per_step;
 	int64_t num_generations_per_prompt;
@@ -146,11 +164,13 @@ struct rl_cfg_policy {
 		bool foreach;
 		bool fused;
 	} optimizer;
+	struct rl_cfg_sched_list scheduler;
 	struct {
 		char *type;
 		int64_t warmup_steps;
 		struct rl_opt_int decay_steps;
 		double min_lr;
+		struct rl_opt_float warmup_init; /* null: warm up from peak / warmup_steps */
 	} lr_schedule;
 	struct {
 		struct rl_opt_int max_new_tokens; /* null resolves to max_total_sequence_length */

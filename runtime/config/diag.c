@@ -53,7 +53,8 @@ void rl_diags_print(struct rl_diags *d, FILE *out)
 	/* Sorted by position so that the output reads like the file, whatever
 	 * order the checks ran in. */
 	qsort(d->v, d->n, sizeof(*d->v), cmp_diag);
-	for (size_t i = 0; i < d->n; i++) {
+	size_t shown = d->n < RL_DIAGS_PRINT_MAX ? d->n : RL_DIAGS_PRINT_MAX;
+	for (size_t i = 0; i < shown; i++) {
 		const struct rl_diag *e = &d->v[i];
 		if (e->line > 0)
 			fprintf(out, "%s:%d:%d: error: ", e->file ? e->file : "<config>", e->line,
@@ -64,6 +65,35 @@ void rl_diags_print(struct rl_diags *d, FILE *out)
 			fprintf(out, "%s: ", e->key);
 		fprintf(out, "%s\n", e->msg ? e->msg : "(out of memory)");
 	}
+	if (shown < d->n)
+		fprintf(out, "... and %zu more error%s\n", d->n - shown,
+		        d->n - shown == 1 ? "" : "s");
+}
+
+void rl_note_add(struct rl_diags *d, const char *fmt, ...)
+{
+	if (d->n_notes == d->cap_notes) {
+		size_t cap = d->cap_notes ? 2 * d->cap_notes : 4;
+		char **v = realloc(d->notes, cap * sizeof(*v));
+		if (!v)
+			return;
+		d->notes = v;
+		d->cap_notes = cap;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = NULL;
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		d->notes[d->n_notes++] = msg;
+}
+
+void rl_notes_print(const struct rl_diags *d, FILE *out)
+{
+	for (size_t i = 0; i < d->n_notes; i++)
+		fprintf(out, "note: %s\n", d->notes[i]);
 }
 
 void rl_diags_free(struct rl_diags *d)
@@ -74,5 +104,8 @@ void rl_diags_free(struct rl_diags *d)
 		free(d->v[i].msg);
 	}
 	free(d->v);
+	for (size_t i = 0; i < d->n_notes; i++)
+		free(d->notes[i]);
+	free(d->notes);
 	*d = (struct rl_diags){0};
 }

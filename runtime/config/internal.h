@@ -15,6 +15,15 @@ struct rl_key_pos {
 /* refs.c: replaces every `${a.b.c}` in the tree. */
 void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 
+/* nemo.c: reads an enabled policy.megatron_cfg or policy.dtensor_cfg,
+ * policy.generation.backend and vllm_cfg into slurm-rl's keys, with notes. */
+void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags);
+
+/* paths.c: resolves the relative input paths of the tree against the
+ * directory of the file each was written in (the working directory for an
+ * override). */
+void rl_cfg_resolve_paths(struct rl_ynode *root);
+
 /* overrides.c: applies "key.path=value" arguments to the tree. */
 void rl_cfg_apply_overrides(struct rl_ysources *src, struct rl_ynode *root, char *const *overrides,
                             size_t n, struct rl_diags *diags);
@@ -26,6 +35,14 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 /* Stores one value for key k at base (cfg, or an env element). */
 bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, const char *path,
                   struct rl_diags *diags);
+
+/* torch_sched.c: reads policy.scheduler into *out (freed and replaced);
+ * false after reporting. */
+bool rl_cfg_read_schedulers(const struct rl_ynode *v, const char *path,
+                            struct rl_cfg_sched_list *out, struct rl_diags *d);
+void rl_cfg_sched_list_free(struct rl_cfg_sched_list *l);
+/* The torch class name of a kind. */
+const char *rl_torch_sched_name(enum rl_torch_sched_kind kind);
 
 /* rules.c: constraints between keys, checked after every key is valid. */
 void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,

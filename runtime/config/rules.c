@@ -60,6 +60,19 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	    p->sequence_packing.logprob_mb_tokens.value < p->max_total_sequence_length)
 		rule_error(&r, "policy.sequence_packing.logprob_mb_tokens",
 		           "must hold one sequence of policy.max_total_sequence_length tokens");
+	/* one LR schedule: NeMo-RL's torch list or slurm-rl's own keys, which
+	 * then keep their defaults (the printed config shows them) */
+	const bool lr_set[] = {strcmp(p->lr_schedule.type, "constant") != 0,
+	                       p->lr_schedule.warmup_steps != 0, p->lr_schedule.decay_steps.set,
+	                       p->lr_schedule.min_lr != 0, p->lr_schedule.warmup_init.set};
+	static const char *const lr_keys[] = {
+	    "policy.lr_schedule.type", "policy.lr_schedule.warmup_steps",
+	    "policy.lr_schedule.decay_steps", "policy.lr_schedule.min_lr",
+	    "policy.lr_schedule.warmup_init"};
+	for (size_t i = 0; p->scheduler.n && i < sizeof(lr_keys) / sizeof(lr_keys[0]); i++)
+		if (lr_set[i])
+			rule_error(&r, lr_keys[i],
+			           "set together with policy.scheduler; give one LR schedule");
 	if (cfg->data.env_name && strcmp(cfg->data.env_name, "math") != 0 &&
 	    strcmp(cfg->data.env_name, "exact") != 0) {
 		const struct rl_cfg_env *e = rl_config_env(cfg, cfg->data.env_name);

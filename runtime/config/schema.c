@@ -24,6 +24,12 @@
 	{                                                                                          \
 		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, NULL, 0                          \
 	}
+/* NeMo-RL's blocks that nemo.c reads into slurm-rl's keys; the validator
+ * meets them only switched off (ignored) or malformed */
+#define NEMO_BLOCK(p, why)                                                                         \
+	{                                                                                          \
+		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, RL_K_NEMO, why, NULL, 0                  \
+	}
 #define NOT_YET_UNLESS(p, ok, why)                                                                 \
 	{                                                                                          \
 		p, RL_T_UNSUPPORTED, 0, NULL, 0, 0, NULL, 0, why, ok, 0                            \
@@ -61,12 +67,39 @@ const struct rl_key rl_schema[] = {
      .doc = "clip advantages below this value; null: no clip"},
     {"grpo.advantage_clip_high", RL_T_OPT_FLOAT, OFF(grpo.advantage_clip_high), "null", ANY_NUMBER,
      .doc = "clip advantages above this value; null: no clip"},
+    NOT_YET_UNLESS("grpo.val_start_at", "-1",
+                   "a delay before periodic validation is not implemented"),
+    NOT_YET_UNLESS("grpo.val_at_end", "false",
+                   "a validation after the last step is not implemented; use val_period"),
+    NOT_YET_UNLESS("grpo.val_num_generations_per_prompt", "1",
+                   "validation generates one response per prompt (no pass@k)"),
+    NOT_YET_UNLESS("grpo.stop_at_validation_metric", "null",
+                   "early stopping on a validation metric is not implemented"),
+    NOT_YET_UNLESS("grpo.stop_at_validation_threshold", "null",
+                   "early stopping on a validation metric is not implemented"),
+    NOT_YET_UNLESS("grpo.seq_logprob_error_threshold", "null",
+                   "filtering sequences by logprob error is not implemented"),
+    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null", "tool calls are not implemented"),
+    NOT_YET_UNLESS("grpo.malformed_thinking_advantage", "null",
+                   "advantages for malformed thinking tags are not implemented; score them in "
+                   "an env command"),
+    NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
+                   "dynamic sampling (DAPO) is not implemented"),
+    NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
+                   "read only with grpo.use_dynamic_sampling, which is false here"),
+    NOT_YET_UNLESS("grpo.batch_multiplier", "1", "used by dynamic sampling only"),
     {"grpo.async_grpo.enabled", RL_T_BOOL, OFF(grpo.async_grpo.enabled), "false",
      .doc = "train on a replay buffer while generation continues"},
     {"grpo.async_grpo.max_trajectory_age_steps", RL_T_INT,
      OFF(grpo.async_grpo.max_trajectory_age_steps), "1", AT_LEAST(1),
      .doc = "steps between the weights that generate a rollout and those it trains; "
             "that many rollouts are generated while a step trains"},
+    NOT_YET_UNLESS("grpo.async_grpo.max_generation_failures", "0",
+                   "a failed generation stops the run"),
+    NOT_YET_UNLESS("grpo.async_grpo.in_flight_weight_updates", "false",
+                   "weights are updated between rollouts"),
+    NOT_YET_UNLESS("grpo.async_grpo.recompute_kv_cache_after_weight_updates", "false",
+                   "weights are updated between rollouts"),
     NOT_YET_UNLESS("grpo.reward_shaping", NULL,
                    "reward shaping is not implemented; shape rewards in an env command"),
     NOT_YET_UNLESS("grpo.reward_scaling", NULL,
@@ -113,6 +146,9 @@ const struct rl_key rl_schema[] = {
     {"loss_fn.force_on_policy_ratio", RL_T_BOOL, OFF(loss_fn.force_on_policy_ratio), "false",
      .doc = "ratio fixed at 1 (one update per rollout)"},
     NOT_YET_UNLESS("loss_fn.use_kl_in_reward", "false", "the KL penalty lives in the loss"),
+    NOT_YET_UNLESS("loss_fn.use_cispo", "false", "the CISPO loss is not implemented"),
+    NOT_YET_UNLESS("loss_fn.positive_example_nll_weight", "0",
+                   "the NLL term on correct samples (VAPO) is not implemented"),
 
     /* checkpointing */
     {"checkpointing.enabled", RL_T_BOOL, OFF(checkpointing.enabled), "true",
@@ -143,6 +179,8 @@ const struct rl_key rl_schema[] = {
      .doc = "write checkpoints in the background after a host copy"},
     NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",
                    "slurm-rl saves on the preemption signal and the job's end time instead"),
+    NOT_YET_UNLESS("checkpointing.save_optimizer", "true",
+                   "checkpoints always hold the optimizer state, so that a run resumes"),
     NOT_YET_UNLESS("checkpointing.save_consolidated", "false",
                    "use `rlrun ckpt export` to write Hugging Face files"),
 
@@ -168,6 +206,12 @@ const struct rl_key rl_schema[] = {
     {"policy.tokenizer.chat_template_kwargs", RL_T_JSON_MAP, OFF(policy.chat_template_kwargs),
      "null", .flags = RL_K_NULLABLE,
      .doc = "more variables for the chat template, as in NeMo-RL (enable_thinking: false)"},
+    NOT_YET_UNLESS("policy.tokenizer.use_fastokens", "*",
+                   "a tokenizer implementation choice of NeMo-RL's"),
+    NOT_YET_UNLESS("policy.offload_optimizer_for_logprob", "*",
+                   "a memory placement choice of NeMo-RL's"),
+    NOT_YET_UNLESS("policy.hf_config_overrides", "{}",
+                   "the model is read as its config.json says; edit that file instead"),
     {"policy.backend", RL_T_ENUM, OFF(policy.backend), "auto", .choices = "auto|cpu|cuda",
      .doc = "op backend; auto: cuda where this build has it and a GPU is visible, else cpu"},
     {"policy.train_global_batch_size", RL_T_INT, OFF(policy.train_global_batch_size), "512",
@@ -229,10 +273,13 @@ const struct rl_key rl_schema[] = {
      .doc = "a mixture of experts: the routers are not trained (NeMo-RL's freeze_moe_router)"},
     {"policy.moe.aux_loss_coef", RL_T_OPT_FLOAT, OFF(policy.moe.aux_loss_coef), "null", AT_LEAST(0),
      .doc = "coefficient of the load-balancing loss; null: config.json's router_aux_loss_coef"},
-    NOT_YET("policy.dtensor_cfg",
-            "slurm-rl has no DTensor backend; set sizes under policy.parallel"),
-    NOT_YET("policy.megatron_cfg",
-            "slurm-rl is its own Megatron-style backend; set sizes under policy.parallel"),
+    NEMO_BLOCK("policy.dtensor_cfg",
+               "NeMo-RL's DTensor block: when enabled, its sizes are read into policy.parallel "
+               "(see NEMO-RL CONFIGS in rl-config(5)); switched off, it is ignored"),
+    NEMO_BLOCK("policy.megatron_cfg",
+               "NeMo-RL's Megatron block: when enabled, its sizes, optimizer and scheduler are "
+               "read into policy.parallel, policy.optimizer and policy.lr_schedule (see NEMO-RL "
+               "CONFIGS in rl-config(5)); switched off, it is ignored"),
     NOT_YET_UNLESS("policy.dynamic_batching", NULL, "use policy.sequence_packing"),
     {"policy.sequence_packing.enabled", RL_T_BOOL, OFF(policy.sequence_packing.enabled), "true",
      .doc = "pack sequences into micro-batches of train_mb_tokens"},
@@ -244,7 +291,14 @@ const struct rl_key rl_schema[] = {
      OFF(policy.sequence_packing.logprob_mb_tokens), "null", AT_LEAST(1),
      .doc = "tokens per logprob micro-batch; null: max_total_sequence_length x logprob_batch_size"},
     {"policy.sequence_packing.algorithm", RL_T_ENUM, OFF(policy.sequence_packing.algorithm),
-     "first_fit_decreasing", .choices = "first_fit_decreasing", .doc = "bin-packing algorithm"},
+     "first_fit_decreasing",
+     .choices =
+         "first_fit_decreasing|modified_first_fit_decreasing|first_fit_shuffle|concatenative",
+     .doc = "NeMo-RL's bin-packing names, all read as first_fit_decreasing: slurm-rl's loss "
+            "is normalised over the whole step, so the partition into micro-batches changes "
+            "how many run (speed), not the update beyond the order of sums"},
+    NOT_YET_UNLESS("policy.sequence_packing.microbatch_order", "*",
+                   "the order micro-batches run in changes only the order of sums"),
     {"policy.sequence_packing.sequence_length_round", RL_T_INT,
      OFF(policy.sequence_packing.sequence_length_round), "64", AT_LEAST(1),
      .doc = "round packed lengths up to a multiple of this"},
@@ -262,17 +316,31 @@ const struct rl_key rl_schema[] = {
      .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
     {"policy.optimizer.kwargs.fused", RL_T_BOOL, OFF(policy.optimizer.fused), "false",
      .doc = "a PyTorch implementation choice, read for NeMo-RL compatibility; no effect here"},
-    NOT_YET("policy.scheduler", "torch scheduler lists are not read; use policy.lr_schedule"),
+    {"policy.scheduler", RL_T_SCHEDULERS, OFF(policy.scheduler), "null",
+     .doc = "NeMo-RL's torch schedulers: a list of {name: torch.optim.lr_scheduler.LinearLR | "
+            "ConstantLR | CosineAnnealingLR, kwargs: {...}} and one {milestones: [...]} "
+            "(SequentialLR), or one {name, kwargs}; each rate is torch's closed form at the "
+            "optimizer step counted from the scheduler's milestone (NeMo-RL steps once per GRPO "
+            "step: the same with one optimizer step per GRPO step); null: policy.lr_schedule"},
     {"policy.lr_schedule.type", RL_T_ENUM, OFF(policy.lr_schedule.type), "constant",
-     .choices = "constant|linear_warmup|cosine", .doc = "learning-rate schedule"},
+     .choices = "constant|linear_warmup|cosine|linear",
+     .doc = "learning-rate schedule: after the warmup, constant and linear_warmup hold the "
+            "peak, cosine and linear fall to min_lr by decay_steps (Megatron's "
+            "lr_decay_style cosine and linear)"},
     {"policy.lr_schedule.warmup_steps", RL_T_INT, OFF(policy.lr_schedule.warmup_steps), "0",
      AT_LEAST(0), .doc = "optimizer steps of linear warmup (any type): step k < N uses lr*(k+1)/N"},
     {"policy.lr_schedule.decay_steps", RL_T_OPT_INT, OFF(policy.lr_schedule.decay_steps), "null",
-     AT_LEAST(1), .doc = "cosine: optimizer step at which min_lr is reached; null: the last step"},
+     AT_LEAST(1),
+     .doc = "cosine, linear: optimizer step at which min_lr is reached; null: the last step"},
     {"policy.lr_schedule.min_lr", RL_T_FLOAT, OFF(policy.lr_schedule.min_lr), "0", AT_LEAST(0),
-     .doc = "cosine: floor of the learning rate"},
-    NOT_YET_UNLESS("policy.generation.backend", NULL,
-                   "slurm-rl generates with its own engine; remove the key"),
+     .doc = "cosine, linear: floor of the learning rate"},
+    {"policy.lr_schedule.warmup_init", RL_T_OPT_FLOAT, OFF(policy.lr_schedule.warmup_init), "null",
+     AT_LEAST(0),
+     .doc = "Megatron's lr_warmup_init: step k < warmup_steps uses warmup_init + (lr - "
+            "warmup_init) * k / warmup_steps; null: lr * (k + 1) / warmup_steps"},
+    NEMO_BLOCK("policy.generation.backend",
+               "NeMo-RL's engine: vllm or megatron, both read as slurm-rl's own engine "
+               "(with a note)"),
     {"policy.generation.max_new_tokens", RL_T_OPT_INT, OFF(policy.generation.max_new_tokens),
      "null", AT_LEAST(1), .doc = "response length limit; null: max_total_sequence_length"},
     {"policy.generation.temperature", RL_T_FLOAT, OFF(policy.generation.temperature), "1.0",
@@ -300,7 +368,20 @@ const struct rl_key rl_schema[] = {
      "null", AT_LEAST(1),
      .doc = "blocks of 16 tokens in the paged KV cache; null: enough for "
             "generation_batch_size sequences of the longest length"},
-    NOT_YET("policy.generation.vllm_cfg", "slurm-rl does not use vLLM"),
+    NOT_YET_UNLESS("policy.generation.port_range_low", "*", "ports of NeMo-RL's vLLM servers"),
+    NOT_YET_UNLESS("policy.generation.port_range_high", "*", "ports of NeMo-RL's vLLM servers"),
+    NOT_YET_UNLESS("policy.generation.refit_transport", "*",
+                   "how NeMo-RL moves weights to vLLM; slurm-rl refits in place"),
+    NOT_YET_UNLESS("policy.generation.refit_cfg", "*",
+                   "how NeMo-RL moves weights to vLLM; slurm-rl refits in place"),
+    NOT_YET_UNLESS("policy.generation.real_quant_export_cpu_offload", "*",
+                   "a memory placement choice of NeMo-RL's"),
+    NOT_YET_UNLESS("policy.generation.mcore_generation_config", "*",
+                   "tuning of Megatron's inference engine; slurm-rl generates with its own"),
+    NEMO_BLOCK("policy.generation.vllm_cfg",
+               "NeMo-RL's vLLM block: tensor_parallel_size and gpu_memory_utilization are read "
+               "into the keys of those names here, max_model_len and precision are checked, the "
+               "rest is noted (see NEMO-RL CONFIGS in rl-config(5))"),
     NOT_YET_UNLESS("policy.generation.vllm_kwargs", "{}", "slurm-rl does not use vLLM"),
     {"policy.generation.colocated.enabled", RL_T_BOOL, OFF(policy.generation.colocated.enabled),
      "true", .doc = "generation shares the training GPUs"},
@@ -338,6 +419,10 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_NULLABLE, .doc = "system prompt file: the system turn of the chat template"},
     {"data.system_prompt", RL_T_STRING, OFF(data.system_prompt), "null", .flags = RL_K_NULLABLE,
      .doc = "inline system prompt"},
+    NOT_YET_UNLESS("data.use_multiple_dataloader", "false",
+                   "one data set per run; several data loaders are not implemented"),
+    NOT_YET_UNLESS("data.num_workers", "*",
+                   "NeMo-RL's data-loader processes; slurm-rl reads data in the rank"),
     {"data.shuffle", RL_T_BOOL, OFF(data.shuffle), "true",
      .doc = "shuffle each epoch by grpo.seed"},
     {"data.max_input_seq_length", RL_T_OPT_INT, OFF(data.max_input_seq_length), "null", AT_LEAST(1),
@@ -359,7 +444,9 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_IN_ENV,
      .doc = "copies of the reward program run at a time, each scoring a share of the rank's "
             "samples; null: as many as the rank has CPUs (its CPU affinity)"},
-    NOT_YET_UNLESS("env.*.math_verify_impl", NULL, "slurm-rl's math reward is built in"),
+    NOT_YET_UNLESS("env.*.math_verify_impl", "*",
+                   "NeMo-RL's choice of math checker (hf_math_verify, dapo_math_verify); "
+                   "slurm-rl's math reward is its own, built in"),
 
     /* logger */
     {"logger.log_dir", RL_T_STRING, OFF(logger.log_dir), "logs",
@@ -395,13 +482,46 @@ const struct rl_key rl_schema[] = {
      .doc = "GPUs per node when not under Slurm (0: CPU backend)"},
     {"cluster.num_nodes", RL_T_INT, OFF(cluster.num_nodes), "1", AT_LEAST(1),
      .doc = "nodes when not under Slurm"},
+    NOT_YET_UNLESS("cluster.master_port_range_low", "*", "ports of NeMo-RL's Ray cluster"),
+    NOT_YET_UNLESS("cluster.master_port_range_high", "*", "ports of NeMo-RL's Ray cluster"),
+    NOT_YET_UNLESS("cluster.segment_size", "*",
+                   "placement follows the topology slurm-rl reads from the node"),
     {"cluster.collective_timeout", RL_T_FLOAT, OFF(cluster.collective_timeout), "600", AT_LEAST(0),
      .flags = RL_K_MIN_OPEN,
      .doc = "seconds a collective may wait for the other ranks; then every rank names the "
             "stuck one and exits"},
+    NOT_YET_UNLESS("on_policy_distillation", "null", "on-policy distillation is not implemented"),
 };
 
 const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);
+
+/* Blocks NeMo-RL's configs carry switched off. One table, not a flag per
+ * row, so that a block with no row at all (policy.draft, data_plane) is
+ * covered the same way as an UNSUPPORTED one. */
+static const struct {
+	const char *block, *switch_key;
+} switches[] = {
+    {"grpo.reward_shaping", "enabled"},
+    {"grpo.reward_scaling", "enabled"},
+    {"policy.dtensor_cfg", "enabled"},
+    {"policy.megatron_cfg", "enabled"},
+    {"policy.dynamic_batching", "enabled"},
+    {"policy.draft", "enabled"},
+    {"data_plane", "enabled"},
+    {"logger.wandb", "logger.wandb_enabled"},
+    {"logger.tensorboard", "logger.tensorboard_enabled"},
+    {"logger.mlflow", "logger.mlflow_enabled"},
+    {"logger.swanlab", "logger.swanlab_enabled"},
+    {"logger.gpu_monitoring", "logger.monitor_gpus"},
+};
+
+const char *rl_schema_switch(const char *path)
+{
+	for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++)
+		if (strcmp(switches[i].block, path) == 0)
+			return switches[i].switch_key;
+	return NULL;
+}
 
 /* Matches the first plen characters of a schema path (with `*` components)
  * against the start of a concrete dotted path; returns the length of path
@@ -537,6 +657,8 @@ const char *rl_key_type_name(const struct rl_key *k)
 		return "mapping or null";
 	case RL_T_AUTO_SECTION:
 		return "auto or section";
+	case RL_T_SCHEDULERS:
+		return "list of torch schedulers";
 	case RL_T_UNSUPPORTED:
 		return "not supported";
 	}

@@ -21,6 +21,7 @@ enum rl_key_type {
 	RL_T_STRING_LIST,  /* struct rl_str_list; null reads as empty */
 	RL_T_JSON_MAP,     /* char *: a mapping (of any values) as JSON object text; null: NULL */
 	RL_T_AUTO_SECTION, /* bool: the section is the word `auto` instead of a mapping */
+	RL_T_SCHEDULERS,   /* struct rl_cfg_sched_list: NeMo-RL's torch scheduler list */
 	RL_T_UNSUPPORTED,  /* a NeMo-RL key slurm-rl does not implement (no storage) */
 };
 
@@ -29,6 +30,7 @@ enum {
 	RL_K_NULLABLE = 1u << 1, /* STRING / ENUM: null is a valid value */
 	RL_K_MIN_OPEN = 1u << 2, /* the lower bound itself is excluded */
 	RL_K_IN_ENV = 1u << 3,   /* offset is into struct rl_cfg_env (path env.*.x) */
+	RL_K_NEMO = 1u << 4,     /* UNSUPPORTED: a NeMo-RL block nemo.c reads into our keys */
 };
 
 struct rl_key {
@@ -50,6 +52,12 @@ extern const size_t rl_schema_len;
 /* Finds the entry for a dotted path (with env.<name>. matching env.*.), or for
  * an UNSUPPORTED section that contains it. NULL when unknown. */
 const struct rl_key *rl_schema_find(const char *path);
+/* NeMo-RL's switched blocks: the key that switches the block at `path` on,
+ * either a key inside it ("enabled") or a dotted path elsewhere
+ * ("logger.wandb_enabled"); NULL when `path` is not such a block. A block we
+ * do not implement is accepted and ignored, with a note, while it is
+ * switched off (validate.c). */
+const char *rl_schema_switch(const char *path);
 /* True when some key lives below `path` (it names a section). */
 bool rl_schema_is_section(const char *path);
 /* Writes the known key or section nearest to `path` by edit distance into

@@ -41,7 +41,11 @@ void rl_schema_print(FILE *out, enum rl_schema_format format)
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
 		char what[256];
-		if (k->type == RL_T_UNSUPPORTED)
+		if (k->type == RL_T_UNSUPPORTED && (k->flags & RL_K_NEMO))
+			snprintf(what, sizeof(what), "NeMo-RL's; read into slurm-rl's keys");
+		else if (k->type == RL_T_UNSUPPORTED && k->accept && strcmp(k->accept, "*") == 0)
+			snprintf(what, sizeof(what), "NeMo-RL's; any value, no effect here");
+		else if (k->type == RL_T_UNSUPPORTED)
 			snprintf(what, sizeof(what), "not supported yet%s%s",
 			         k->accept ? "; accepted only as " : "",
 			         k->accept ? k->accept : "");

@@ -281,6 +281,8 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 		return read_list(k, v, path, dst, d);
 	case RL_T_JSON_MAP:
 		return read_json_map(v, path, dst, d);
+	case RL_T_SCHEDULERS:
+		return rl_cfg_read_schedulers(v, path, dst, d);
 	case RL_T_AUTO_SECTION:
 	case RL_T_UNSUPPORTED:
 		break;
@@ -291,6 +293,10 @@ bool rl_cfg_store(const struct rl_key *k, const struct rl_ynode *v, void *base, 
 /* ---- walking the tree ---- */
 
 struct walk {
+	const struct rl_ynode *root;
+	char *ignored;  /* "a, b, c": switched-off blocks, for one note */
+	char *inert;    /* "a, b": NeMo-RL keys that change nothing here */
+	size_t unknown; /* unknown keys so far */
 	struct rl_config *cfg;
 	struct rl_key_pos *pos;
 	struct rl_diags *d;
@@ -316,14 +322,24 @@ static void store_defaults(void *base, bool env, struct rl_diags *d)
 	}
 }
 
-static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, struct rl_diags *d)
+/* The entry of env.NAME. The walk visits env.NAME once (a mapping's keys
+ * are unique), creating it (`fresh`), and its keys right after: looking at
+ * the newest entry first keeps a config of many envs linear. */
+static struct rl_cfg_env *env_entry(struct rl_config *cfg, const char *name, bool fresh,
+                                    struct rl_diags *d)
 {
-	const struct rl_cfg_env *found = rl_config_env(cfg, name);
+	if (cfg->n_env && strcmp(cfg->env[cfg->n_env - 1].name, name) == 0)
+		return &cfg->env[cfg->n_env - 1];
+	const struct rl_cfg_env *found = fresh ? NULL : rl_config_env(cfg, name);
 	if (found)
 		return (struct rl_cfg_env *)found; /* cfg is ours to change */
-	struct rl_cfg_env *v = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
+	struct rl_cfg_env *v = cfg->env;
+	if ((cfg->n_env & (cfg->n_env - 1)) == 0) {
+		/* capacity doubles at each power of two */
+		v = realloc(cfg->env, (cfg->n_env ? 2 * cfg->n_env : 1) * sizeof(*v));
+		if (!v)
+			return NULL;
+	}
 	cfg->env = v;
 	struct rl_cfg_env *e = &v[cfg->n_env];
 	*e = (struct rl_cfg_env){.name = strdup(name)};
@@ -339,11 +355,22 @@ static bool matches_accept(const struct rl_key *k, const struct rl_ynode *v)
 {
 	if (!k->accept)
 		return false;
+	if (strcmp(k->accept, "*") == 0)
+		return true;
 	if (strcmp(k->accept, "{}") == 0)
 		return (v->kind == RL_Y_MAP && v->n == 0) || rl_yscalar_is_null(v);
 	if (strcmp(k->accept, "null") == 0)
 		return rl_yscalar_is_null(v);
-	return v->kind == RL_Y_SCALAR && v->plain && strcmp(v->text, k->accept) == 0;
+	if (v->kind != RL_Y_SCALAR || !v->plain)
+		return false;
+	/* the same value in another spelling: 0.0 for 0, False for false */
+	double x, y;
+	bool p, q;
+	if (rl_scalar_float(v->text, &x) && rl_scalar_float(k->accept, &y))
+		return x == y;
+	if (rl_scalar_bool(v->text, &p) && rl_scalar_bool(k->accept, &q))
+		return p == q;
+	return strcmp(v->text, k->accept) == 0;
 }
 
 /* The env name in "env.NAME" or "env.NAME.key", or NULL. */
@@ -356,6 +383,51 @@ static char *env_name(const char *path)
 
 static void walk_map(struct walk *w, const struct rl_ynode *map, const char *prefix);
 
+static const struct rl_ynode *find_path(const struct rl_ynode *root, const char *path)
+{
+	const struct rl_ynode *n = root;
+	while (n && *path) {
+		size_t len = strcspn(path, ".");
+		char *name = strndup(path, len);
+		const struct rl_yentry *e = name ? rl_ymap_find(n, name) : NULL;
+		free(name);
+		n = e ? e->value : NULL;
+		path += len + (path[len] == '.');
+	}
+	return n;
+}
+
+/* A block that NeMo-RL switches with a boolean is off when that boolean is
+ * false or absent (NeMo-RL's default), or when the block is empty. */
+static bool switched_off(const struct walk *w, const char *path, const struct rl_ynode *v)
+{
+	const char *sw = rl_schema_switch(path);
+	if (!sw)
+		return false;
+	if (rl_yscalar_is_null(v) || (v->kind == RL_Y_MAP && v->n == 0))
+		return true;
+	const struct rl_ynode *flag;
+	if (strchr(sw, '.'))
+		flag = find_path(w->root, sw);
+	else if (v->kind == RL_Y_MAP)
+		flag = find_path(v, sw);
+	else
+		return false;
+	bool on = false;
+	if (!flag || rl_yscalar_is_null(flag))
+		return true;
+	return flag->kind == RL_Y_SCALAR && flag->plain && rl_scalar_bool(flag->text, &on) && !on;
+}
+
+static void list_add(char **list, const char *path)
+{
+	char *more = NULL;
+	if (asprintf(&more, "%s%s%s", *list ? *list : "", *list ? ", " : "", path) < 0)
+		return;
+	free(*list);
+	*list = more;
+}
+
 static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 {
 	const struct rl_ynode *v = e->value;
@@ -367,10 +439,14 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		return;
 	}
 	const struct rl_key *k = rl_schema_find(path);
+	if ((!k || k->type == RL_T_UNSUPPORTED) && switched_off(w, path, v)) {
+		list_add(&w->ignored, path);
+		return;
+	}
 	if (!k) {
 		if (rl_schema_is_section(path)) {
 			char *env = env_name(path);
-			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env, w->d))
+			if (env && !strchr(path + 4, '.') && !env_entry(w->cfg, env, true, w->d))
 				rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
 			free(env);
 			if (v->kind == RL_Y_MAP)
@@ -379,8 +455,11 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 				bad(w->d, v, path, "a mapping of keys");
 			return;
 		}
+		/* a suggestion compares against every key: past the errors anyone
+		 * reads, a huge broken file would spend its time there */
 		char near[256];
-		if (rl_schema_suggest(path, near, sizeof(near)))
+		if (++w->unknown <= 4 * RL_DIAGS_PRINT_MAX &&
+		    rl_schema_suggest(path, near, sizeof(near)))
 			rl_diag_add(w->d, v->file, e->line, e->col, path,
 			            "unknown key; did you mean %s?", near);
 		else
@@ -391,6 +470,8 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 		if (!matches_accept(k, v))
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "not supported yet: %s",
 			            k->doc);
+		else if (strcmp(k->accept, "*") == 0)
+			list_add(&w->inert, path);
 		return;
 	}
 	size_t idx = (size_t)(k - rl_schema);
@@ -410,7 +491,7 @@ static void visit(struct walk *w, const struct rl_yentry *e, const char *path)
 	void *base = w->cfg;
 	if (k->flags & RL_K_IN_ENV) {
 		char *env = env_name(path);
-		base = env ? env_entry(w->cfg, env, w->d) : NULL;
+		base = env ? env_entry(w->cfg, env, false, w->d) : NULL;
 		free(env);
 		if (!base) {
 			rl_diag_add(w->d, v->file, e->line, e->col, path, "out of memory");
@@ -477,8 +558,14 @@ void rl_cfg_from_tree(const struct rl_ynode *root, struct rl_config *cfg, struct
 {
 	size_t errors_before = diags->n;
 	store_defaults(cfg, false, diags);
-	struct walk w = {.cfg = cfg, .pos = pos, .d = diags};
+	struct walk w = {.root = root, .cfg = cfg, .pos = pos, .d = diags};
 	walk_map(&w, root, "");
+	if (w.ignored)
+		rl_note_add(diags, "ignored (switched off): %s", w.ignored);
+	free(w.ignored);
+	if (w.inert)
+		rl_note_add(diags, "no effect here: %s", w.inert);
+	free(w.inert);
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
 		if (!(k->flags & RL_K_REQUIRED) || pos[i].file)

@@ -140,6 +140,52 @@ static void json_map(struct out *o, const char *text)
 	rl_diags_free(&d);
 }
 
+/* policy.scheduler in NeMo-RL's own list form, milestones last. */
+static void schedulers(struct out *o, const struct rl_cfg_sched_list *l)
+{
+	if (!l->n) {
+		scalar(o, "null", false);
+		return;
+	}
+	begin(o, false, false);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct rl_cfg_torch_sched *s = &l->v[i];
+		begin(o, true, false);
+		scalar(o, "name", false);
+		string(o, rl_torch_sched_name(s->kind));
+		scalar(o, "kwargs", false);
+		begin(o, true, true);
+		if (s->kind == RL_TS_LINEAR) {
+			scalar(o, "start_factor", false);
+			number_float(o, s->start_factor);
+			scalar(o, "end_factor", false);
+			number_float(o, s->end_factor);
+		} else if (s->kind == RL_TS_CONSTANT) {
+			scalar(o, "factor", false);
+			number_float(o, s->factor);
+		}
+		if (s->kind == RL_TS_COSINE) {
+			scalar(o, "T_max", false);
+			number_int(o, s->t_max);
+			scalar(o, "eta_min", false);
+			number_float(o, s->eta_min);
+		} else {
+			scalar(o, "total_iters", false);
+			number_int(o, s->total_iters);
+		}
+		end(o, true);
+		end(o, true);
+	}
+	begin(o, true, false);
+	scalar(o, "milestones", false);
+	begin(o, false, true);
+	for (size_t i = 0; i + 1 < l->n; i++)
+		number_int(o, l->milestones[i]);
+	end(o, false);
+	end(o, true);
+	end(o, false);
+}
+
 static void value(struct out *o, const struct rl_key *k, const void *base)
 {
 	const void *f = (const char *)base + k->offset;
@@ -204,6 +250,9 @@ static void value(struct out *o, const struct rl_key *k, const void *base)
 	}
 	case RL_T_JSON_MAP:
 		json_map(o, *(char *const *)f);
+		break;
+	case RL_T_SCHEDULERS:
+		schedulers(o, f);
 		break;
 	case RL_T_AUTO_SECTION:
 	case RL_T_UNSUPPORTED:

@@ -58,6 +58,7 @@ void rl_ynode_free(struct rl_ynode *n)
 		rl_ynode_free(n->items[i].value);
 	}
 	free(n->items);
+	free(n->index);
 	free(n->text);
 	free(n);
 }
@@ -102,10 +103,64 @@ fail:
 	return NULL;
 }
 
-struct rl_yentry *rl_ymap_find(const struct rl_ynode *map, const char *key)
+/* Small mappings are searched in order; the index starts at this size. */
+enum { INDEX_FROM = 16 };
+
+static size_t hash_key(const char *s)
 {
-	if (!map || map->kind != RL_Y_MAP)
+	size_t h = 1469598103934665603u; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	return h;
+}
+
+static void index_drop(struct rl_ynode *map)
+{
+	free(map->index);
+	map->index = NULL;
+	map->index_cap = map->indexed = 0;
+}
+
+/* Brings the index up to date with items[0 .. n); false when out of
+ * memory (the caller then searches in order). */
+static bool index_update(struct rl_ynode *map)
+{
+	if (map->indexed == map->n && map->index)
+		return true;
+	if (2 * map->n >= map->index_cap) {
+		size_t cap = map->index_cap ? map->index_cap : 64;
+		while (2 * map->n >= cap)
+			cap *= 2;
+		size_t *v = calloc(cap, sizeof(*v));
+		if (!v)
+			return false;
+		free(map->index);
+		map->index = v;
+		map->index_cap = cap;
+		map->indexed = 0;
+	}
+	for (; map->indexed < map->n; map->indexed++) {
+		size_t h = hash_key(map->items[map->indexed].key) & (map->index_cap - 1);
+		while (map->index[h])
+			h = (h + 1) & (map->index_cap - 1);
+		map->index[h] = map->indexed + 1;
+	}
+	return true;
+}
+
+struct rl_yentry *rl_ymap_find(const struct rl_ynode *cmap, const char *key)
+{
+	if (!cmap || cmap->kind != RL_Y_MAP)
 		return NULL;
+	/* the index is a cache: finding does not change the mapping */
+	struct rl_ynode *map = (struct rl_ynode *)cmap;
+	if (map->n >= INDEX_FROM && index_update(map)) {
+		for (size_t h = hash_key(key) & (map->index_cap - 1); map->index[h];
+		     h = (h + 1) & (map->index_cap - 1))
+			if (strcmp(map->items[map->index[h] - 1].key, key) == 0)
+				return &map->items[map->index[h] - 1];
+		return NULL;
+	}
 	for (size_t i = 0; i < map->n; i++)
 		if (strcmp(map->items[i].key, key) == 0)
 			return &map->items[i];
@@ -142,6 +197,7 @@ struct rl_ynode *rl_ymap_take(struct rl_ynode *map, const char *key)
 	size_t i = (size_t)(e - map->items);
 	memmove(&map->items[i], &map->items[i + 1], (map->n - i - 1) * sizeof(*e));
 	map->n--;
+	index_drop(map); /* positions moved */
 	return v;
 }
 

@@ -160,8 +160,14 @@ static int pick(const char *file_path, const char *file_key, const char *inline_
 		            inline_name);
 	if (file_path) {
 		*out = read_text(file_path, err, errlen);
-		if (!*out)
+		if (!*out) {
+			/* the key too: the path alone may not say which file it was */
+			char *msg = strdup(err);
+			if (msg)
+				snprintf(err, errlen, "%s: %s", file_key, msg);
+			free(msg);
 			return -1;
+		}
 	} else if (inline_text) {
 		size_t len = strlen(inline_text), bad = rl_utf8_check(inline_text, len), line, col;
 

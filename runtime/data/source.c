@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,16 @@
 /* Synthetic validation problems are numbered from here, far past any
  * training run, so the two sets never share a problem stream. */
 #define VAL_PROBLEM_BASE (UINT64_C(1) << 62)
+
+/* Puts the config key in front of a loader's message, which names the path
+ * only. */
+static void name_key(char *err, size_t errlen, const char *key)
+{
+	char *msg = strdup(err);
+	if (msg)
+		snprintf(err, errlen, "%s: %s", key, msg);
+	free(msg);
+}
 
 int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
                         char *err, size_t errlen)
@@ -32,12 +43,16 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 	}
 	/* answers are optional only when an external reward program decides */
 	if (rl_dataset_load_jsonl(c->train_path, c->input_key, c->output_key, false, &d->train, err,
-	                          errlen))
+	                          errlen)) {
+		name_key(err, errlen, "data.train.path");
 		goto fail;
+	}
 	if (c->validation_path) {
 		if (rl_dataset_load_jsonl(c->validation_path, c->input_key, c->output_key, false,
-		                          &d->val, err, errlen))
+		                          &d->val, err, errlen)) {
+			name_key(err, errlen, "data.validation.path");
 			goto fail;
+		}
 		d->has_val = true;
 	}
 	if (rl_data_order_init(&d->order, d->train.n, per_step, c->shuffle, d->seed,

@@ -314,11 +314,34 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	} else if (rl_optimizer_init(&t->opt, t->model, &hp, err, errlen)) {
 		return -1;
 	}
-	return rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr,
-	                           p->lr_schedule.min_lr, p->lr_schedule.warmup_steps,
-	                           p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
-	                                                          : 0,
-	                           total, err, errlen);
+	if (p->scheduler.n) {
+		/* NeMo-RL's torch schedulers, from the config's own kinds */
+		struct rl_lr_phase ph[RL_LR_MAX_PHASES];
+		int n =
+		    (int)(p->scheduler.n < RL_LR_MAX_PHASES ? p->scheduler.n : RL_LR_MAX_PHASES);
+		for (int i = 0; i < n; i++) {
+			const struct rl_cfg_torch_sched *c = &p->scheduler.v[i];
+			ph[i] =
+			    c->kind == RL_TS_LINEAR
+			        ? (struct rl_lr_phase){RL_PHASE_LINEAR, c->start_factor,
+			                               c->end_factor, c->total_iters}
+			    : c->kind == RL_TS_CONSTANT
+			        ? (struct rl_lr_phase){RL_PHASE_CONSTANT, c->factor, 0,
+			                               c->total_iters}
+			        : (struct rl_lr_phase){RL_PHASE_COSINE, 0, c->eta_min, c->t_max};
+		}
+		return rl_lr_schedule_torch(&t->lr, p->optimizer.lr, ph, n, p->scheduler.milestones,
+		                            err, errlen);
+	}
+	if (rl_lr_schedule_init(&t->lr, p->lr_schedule.type, p->optimizer.lr, p->lr_schedule.min_lr,
+	                        p->lr_schedule.warmup_steps,
+	                        p->lr_schedule.decay_steps.set ? p->lr_schedule.decay_steps.value
+	                                                       : 0,
+	                        total, err, errlen))
+		return -1;
+	if (p->lr_schedule.warmup_init.set)
+		rl_lr_schedule_warmup_from(&t->lr, p->lr_schedule.warmup_init.value);
+	return 0;
 }
 
 /* A generation rank (non-colocated) holds what generation needs: the model

@@ -4,6 +4,7 @@
 #include "tests/unit/helpers.h"
 
 #include <math.h>
+#include <sys/stat.h>
 
 static const char *srcdir(void)
 {
@@ -200,12 +201,16 @@ Test(config, nemo_rl_keys_we_lack_say_not_supported)
 	struct rl_diags d = {0};
 	const char *text = MINIMAL "logger:\n  wandb_enabled: false\n  mlflow_enabled: true\n"
 	                           "policy_x: 1\n";
-	char *ov[] = {"policy.dtensor_cfg.enabled=true"};
-	cr_assert_neq(load_text(text, ov, 1, &c, &d), 0);
+	/* an enabled block NeMo-RL has and slurm-rl lacks, inside an enabled
+	 * backend block */
+	char *ov[] = {"policy.dtensor_cfg.enabled=true",
+	              "policy.dtensor_cfg.lora_cfg.enabled=true"};
+	cr_assert_neq(load_text(text, ov, 2, &c, &d), 0);
 	char *t = diag_text(&d);
 	cr_assert_eq(d.n, 3, "%s", t);
 	expect_contains(t, "logger.mlflow_enabled: not supported yet");
-	expect_contains(t, "<command line>:1:1: error: policy.dtensor_cfg: not supported yet");
+	expect_contains(t, "<command line>:2:1: error: policy.dtensor_cfg.lora_cfg: not supported "
+	                   "yet");
 	expect_contains(t, "policy_x: unknown key; did you mean policy?");
 	free(t);
 	rl_diags_free(&d);
@@ -227,18 +232,51 @@ Test(config, references_keep_types_and_interpolate_strings)
 	rl_diags_free(&d);
 }
 
+/* NeMo-RL's resolvers with Python's arithmetic, nested and relative
+ * references: values worked by hand. */
+Test(config, nemo_rl_resolvers_nest_and_keep_python_types)
+{
+	struct rl_config c;
+	struct rl_diags d = {0};
+	setenv("RL_TEST_RESOLVER_DIR", "from-env", 1);
+	const char *text = MINIMAL
+	    "grpo:\n  seed: 7\n  max_num_steps: ${mul:${grpo.seed}, ${mul:2, 3}}\n"
+	    "  max_num_epochs: ${max:${.seed}, 3}\n  val_period: ${min:${..grpo.seed}, 3}\n"
+	    "  val_batch_size: ${add:1,${grpo.seed}}\n"
+	    "loss_fn:\n  reference_policy_kl_penalty: ${div:7,2}\n"
+	    "  ratio_clip_max: ${div:4,2}\n"
+	    "logger:\n  log_dir: ${oc.env:RL_TEST_RESOLVER_DIR}/${oc.env:RL_NO_SUCH_VAR_X,dflt}\n";
+	cr_assert_eq(load_text(text, NULL, 0, &c, &d), 0, "%s", diag_text(&d));
+	cr_expect_eq(c.grpo.max_num_steps, 42);
+	cr_expect_eq(c.grpo.max_num_epochs, 7);
+	cr_expect_eq(c.grpo.val_period, 3);
+	cr_expect_eq(c.grpo.val_batch_size, 8);
+	cr_expect_float_eq(c.loss_fn.reference_policy_kl_penalty, 3.5, 0);
+	/* true division: a float even when exact */
+	cr_expect_float_eq(c.loss_fn.ratio_clip_max, 2.0, 0);
+	cr_expect_str_eq(c.logger.log_dir, "from-env/dflt");
+	rl_config_free(&c);
+	rl_diags_free(&d);
+	/* div gives a float, which an int key refuses, as NeMo-RL's would */
+	const char *bad = MINIMAL "grpo:\n  max_num_steps: ${div:4,2}\n";
+	cr_assert_neq(load_text(bad, NULL, 0, &c, &d), 0);
+	char *t = diag_text(&d);
+	expect_contains(t, "grpo.max_num_steps: expected an integer, got 2.0");
+	free(t);
+	rl_diags_free(&d);
+}
+
 Test(config, reference_errors)
 {
 	struct rl_config c;
 	struct rl_diags d = {0};
 	const char *text =
 	    MINIMAL "grpo:\n  seed: ${grpo.max_num_steps}\n  max_num_steps: ${grpo.seed}\n"
-	            "  max_num_epochs: ${mul:2,3}\n";
+	            "  max_num_epochs: ${nope:2,3}\n";
 	cr_assert_neq(load_text(text, NULL, 0, &c, &d), 0);
 	char *t = diag_text(&d);
 	expect_contains(t, "reference cycle");
-	expect_contains(t, ":8:19: error: grpo.max_num_epochs: interpolation resolvers are not "
-	                   "supported: ${mul:2,3}");
+	expect_contains(t, ":8:19: error: grpo.max_num_epochs: unknown resolver nope");
 	free(t);
 	rl_diags_free(&d);
 }
@@ -273,7 +311,8 @@ Test(config, env_entries_get_defaults)
 	cr_assert_eq(c.n_env, 2);
 	const struct rl_cfg_env *e = rl_config_env(&c, "judge");
 	cr_assert_not_null(e);
-	cr_expect_str_eq(e->command, "./judge.py");
+	/* beside the config file (see relative_paths_resolve_...) */
+	cr_expect(e->command[0] == '/' && strstr(e->command, "/judge.py"), "%s", e->command);
 	cr_expect_float_eq(e->timeout, 5.0, 0);
 	cr_expect(e->sample_timeout.set && e->sample_timeout.value == 0.5);
 	cr_expect(!rl_config_env(&c, "math")->sample_timeout.set,
@@ -438,4 +477,66 @@ Test(config, sizes_are_bounded_before_they_multiply)
 	                   "integer, got 99999999999999999999");
 	free(t);
 	rl_diags_free(&d);
+}
+
+/* Relative input paths name files beside the file that wrote them: a
+ * parent in another directory resolves against its own; an override
+ * against the working directory; a model name only where it exists there. */
+Test(config, relative_paths_resolve_against_their_files_directory)
+{
+	char *dir = tmp_dir(), *sub = NULL, *base = NULL, *model = NULL, *cwd = getcwd(NULL, 0);
+	cr_assert_geq(asprintf(&sub, "%s/sub", dir), 0);
+	cr_assert_geq(asprintf(&base, "%s/base", dir), 0);
+	cr_assert_geq(asprintf(&model, "%s/sub/my-model", dir), 0);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	cr_assert_eq(mkdir(base, 0700), 0);
+	cr_assert_eq(mkdir(model, 0700), 0);
+	char *parent = write_file(base, "parent.yaml",
+	                          "data:\n  validation:\n    path: val.jsonl\n"
+	                          "  system_prompt_file: ../prompts/system.txt\n");
+	char *child = write_file(sub, "child.yaml",
+	                         "defaults: ../base/parent.yaml\n"
+	                         "policy:\n  model_name: my-model\n  tokenizer:\n"
+	                         "    name: Qwen/Qwen3-8B\n    chat_template: tpl/chat.jinja\n"
+	                         "data:\n  train:\n    path: ./data/train.jsonl\n"
+	                         "  prompt_file: /abs/prompt.txt\n"
+	                         "env:\n  judge:\n    command: rewards/judge.sh --strict\n"
+	                         "  py:\n    command: python3 score.py\n");
+	char *ov[] = {"data.prompt_file=p.txt"};
+	struct rl_config c;
+	struct rl_diags d = {0};
+	cr_assert_eq(rl_config_load(child, ov, 1, &c, &d), 0, "%s", diag_text(&d));
+	char *want = NULL;
+	cr_assert_geq(asprintf(&want, "%s/data/train.jsonl", sub), 0);
+	cr_expect_str_eq(c.data.train_path, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/val.jsonl", base), 0);
+	cr_expect_str_eq(c.data.validation_path, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/../prompts/system.txt", base), 0);
+	cr_expect_str_eq(c.data.system_prompt_file, want);
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/p.txt", cwd), 0);
+	cr_expect_str_eq(c.data.prompt_file, want, "an override resolves against the cwd");
+	free(want);
+	cr_expect_str_eq(c.policy.model_name, model, "exists beside the config");
+	cr_expect_str_eq(c.policy.tokenizer_name, "Qwen/Qwen3-8B", "a hub name stays as written");
+	cr_assert_geq(asprintf(&want, "%s/tpl/chat.jinja", sub), 0);
+	cr_expect_str_eq(c.policy.chat_template, want, "a .jinja template file beside the config");
+	free(want);
+	cr_assert_geq(asprintf(&want, "%s/rewards/judge.sh --strict", sub), 0);
+	cr_expect_str_eq(rl_config_env(&c, "judge")->command, want);
+	free(want);
+	cr_expect_str_eq(rl_config_env(&c, "py")->command, "python3 score.py",
+	                 "a program without a slash is looked up in PATH");
+	rl_config_free(&c);
+	rl_diags_free(&d);
+	remove_tree(dir);
+	free(parent);
+	free(child);
+	free(dir);
+	free(sub);
+	free(base);
+	free(model);
+	free(cwd);
 }

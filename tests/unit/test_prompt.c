@@ -244,18 +244,24 @@ Test(prompt, file_errors)
 	free(want);
 
 	cfg.prompt_file = utf;
-	cr_assert_geq(asprintf(&want, "%s:2:3: not valid UTF-8", utf), 0);
+	cr_assert_geq(asprintf(&want, "data.prompt_file: %s:2:3: not valid UTF-8", utf), 0);
 	expect_load_error(&cfg, want);
 	free(want);
 
 	cr_assert_geq(asprintf(&missing, "%s/none.txt", dir), 0);
 	cfg.prompt_file = missing;
-	cr_assert_geq(asprintf(&want, "%s: cannot open: No such file or directory", missing), 0);
+	cr_assert_geq(asprintf(&want,
+	                       "data.prompt_file: %s: cannot open: No such file or directory",
+	                       missing),
+	              0);
 	expect_load_error(&cfg, want);
 	free(want);
 
 	cfg = (struct rl_cfg_data){.system_prompt_file = missing};
-	cr_assert_geq(asprintf(&want, "%s: cannot open: No such file or directory", missing), 0);
+	cr_assert_geq(
+	    asprintf(&want, "data.system_prompt_file: %s: cannot open: No such file or directory",
+	             missing),
+	    0);
 	expect_load_error(&cfg, want);
 	free(want);
 

@@ -57,6 +57,82 @@ Test(schedule, cosine_needs_steps_after_warmup)
 	cr_expect_eq(rl_lr_schedule_init(&s, "step", 1, 0, 0, 0, 100, err, sizeof err), -1);
 }
 
+/* NeMo-RL's grpo_math_1B.yaml: LinearLR(0.1 -> 1.0 over 50) then
+ * ConstantLR(factor 1.0) from milestone 50; torch's LinearLR closed form is
+ * base * (start + (end - start) * min(e, total) / total). */
+Test(schedule, torch_linear_then_constant_as_nemo_rl_writes_it)
+{
+	struct rl_lr_schedule s;
+	char err[256];
+	const struct rl_lr_phase ph[2] = {{RL_PHASE_LINEAR, 0.1, 1.0, 50},
+	                                  {RL_PHASE_CONSTANT, 1.0, 0, 10000000000}};
+	const int64_t ms[1] = {50};
+	const int64_t k[6] = {0, 1, 25, 49, 50, 1000};
+	/* 5e-6 * 0.1, * 0.118, * 0.55, * 0.982, then the constant's factor 1 */
+	const double want[6] = {5e-7, 5.9e-7, 2.75e-6, 4.91e-6, 5e-6, 5e-6};
+
+	cr_assert_eq(rl_lr_schedule_torch(&s, 5e-6, ph, 2, ms, err, sizeof err), 0, "%s", err);
+	for (int i = 0; i < 6; i++)
+		cr_expect_float_eq(rl_lr_at(&s, k[i]), want[i], 1e-18, "step %lld",
+		                   (long long)k[i]);
+}
+
+/* ConstantLR(factor 0.5, total_iters 3) then LinearLR(0.25 -> 1 over 2)
+ * from milestone 4: the constant lifts to the base at its own step 3, and
+ * the linear one starts at its own step 0 (torch's SequentialLR calls
+ * step(0) on the scheduler that takes over). */
+Test(schedule, torch_sequential_restarts_each_scheduler_at_its_milestone)
+{
+	struct rl_lr_schedule s;
+	char err[256];
+	const struct rl_lr_phase ph[2] = {{RL_PHASE_CONSTANT, 0.5, 0, 3},
+	                                  {RL_PHASE_LINEAR, 0.25, 1.0, 2}};
+	const int64_t ms[1] = {4};
+	const double want[8] = {0.5, 0.5, 0.5, 1.0, 0.25, 0.625, 1.0, 1.0};
+
+	cr_assert_eq(rl_lr_schedule_torch(&s, 1.0, ph, 2, ms, err, sizeof err), 0, "%s", err);
+	for (int k = 0; k < 8; k++)
+		cr_expect_float_eq(rl_lr_at(&s, k), want[k], 1e-15, "step %d", k);
+}
+
+/* CosineAnnealingLR(T_max 4, eta_min 0.2), torch's closed form
+ * eta_min + (base - eta_min) * (1 + cos(pi e / T_max)) / 2, periodic past
+ * T_max as torch's is: 0.2 + 0.4 * (1 + cos(pi/4)) = 0.882842712474619. */
+Test(schedule, torch_cosine_annealing)
+{
+	struct rl_lr_schedule s;
+	char err[256];
+	const struct rl_lr_phase ph[1] = {{RL_PHASE_COSINE, 0, 0.2, 4}};
+	const double want[7] = {1.0, 0.882842712474619, 0.6, 0.317157287525381,
+	                        0.2, 0.317157287525381, 0.6};
+
+	cr_assert_eq(rl_lr_schedule_torch(&s, 1.0, ph, 1, NULL, err, sizeof err), 0, "%s", err);
+	for (int k = 0; k < 7; k++)
+		cr_expect_float_eq(rl_lr_at(&s, k), want[k], 1e-14, "step %d", k);
+}
+
+/* Megatron's OptimizerParamScheduler: init + (max - init) * k / warmup while
+ * k <= warmup, then the decay over (k - warmup) / (decay - warmup): cosine
+ * 0.5 (1 + cos(pi r)), linear 1 - r, min_lr after. init 0.1, max 1, min 0,
+ * warmup 4, decay 8. */
+Test(schedule, megatron_warmup_from_init_then_cosine_or_linear)
+{
+	struct rl_lr_schedule c, l;
+	char err[256];
+	const double want_cos[10] = {
+	    0.1, 0.325, 0.55, 0.775, 1.0, 0.853553390593274, 0.5, 0.146446609406726, 0.0, 0.0};
+	const double want_lin[10] = {0.1, 0.325, 0.55, 0.775, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0};
+
+	cr_assert_eq(rl_lr_schedule_init(&c, "cosine", 1.0, 0.0, 4, 8, 100, err, sizeof err), 0);
+	cr_assert_eq(rl_lr_schedule_init(&l, "linear", 1.0, 0.0, 4, 8, 100, err, sizeof err), 0);
+	rl_lr_schedule_warmup_from(&c, 0.1);
+	rl_lr_schedule_warmup_from(&l, 0.1);
+	for (int k = 0; k < 10; k++) {
+		cr_expect_float_eq(rl_lr_at(&c, k), want_cos[k], 1e-14, "cosine step %d", k);
+		cr_expect_float_eq(rl_lr_at(&l, k), want_lin[k], 1e-14, "linear step %d", k);
+	}
+}
+
 static void expect_plan(const struct rl_microbatches *mb, int n, const int *start, const int *items,
                         int n_items)
 {
