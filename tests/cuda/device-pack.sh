@@ -17,8 +17,8 @@
 # did; OUTDIR/logs/summary.txt has a line per check. Stages: the parity
 # tests (four at a time, T_TEST seconds each), the GRPO runs (GRPO_STEPS
 # steps, T_GRPO seconds each), the several-rank checks on the one GPU
-# (RL_PACK_RANKS=0 skips them: NCCL at world size 1, NCCL with a
-# NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
+# (T_RANKS seconds each, T_GRPO_RANKS for the GRPO runs; RL_PACK_RANKS=0
+# skips them: NCCL at world size 1, NCCL with a NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
 # against the single GPU rank, the tiny GRPO in dp2 and tp2; MPICH's
 # mpiexec travels with the pack), then bench_gemm, bench_attention and
 # bench_model_gpu (RL_BENCH_PRECISION=bfloat16). RL_PACK_BENCH=0 skips the
@@ -184,7 +184,7 @@ ranks() { # NAME N KEY=VALUE...: rlrun on N ranks of the GPU, its log kept
 	shift 2
 	rm -rf "/tmp/rl-ranks/$name"
 	mkdir -p /tmp/rl-ranks
-	(cd /tmp/rl-ranks && RL_GRAD_DUMP=/tmp/rl-ranks/$name.grads timeout "${T_RANKS:-120}" \
+	(cd /tmp/rl-ranks && RL_GRAD_DUMP=/tmp/rl-ranks/$name.grads timeout "${t_ranks:-${T_RANKS:-120}}" \
 		"$here/bin/mpiexec.hydra" -n "$n" "$here/bin/rlrun" train policy.backend=cuda \
 		policy.precision=float32 logger.log_dir="/tmp/rl-ranks/$name" "$@" \
 		>"$logs/ranks_$name.log" 2>&1)
@@ -247,7 +247,10 @@ data.env_name=digits"
 			set -- $l
 			name=grpo-$1 n=$2
 			shift 2
+			# tp2's 100 steps took 130 s on an H200 (staged transport)
+			t_ranks=${T_GRPO_RANKS:-240}
 			ranks "$name" "$n" grpo.max_num_steps="${GRPO_STEPS:-100}" "$@"
+			t_ranks=
 			say "  $name rewards: $(awk -F'"reward_mean":' 'NF > 1 { split($2, a, ","); r = a[1] + 0;
 				n++; l[n] = r } END { s = 0; k = 0; for (i = n; i > n - 10 && i > 0; i--) {
 				s += l[i]; k++ } if (n) printf "%d steps, last 10 %.4f", n, s / k }' \

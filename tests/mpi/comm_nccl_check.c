@@ -403,20 +403,22 @@ int main(int argc, char **argv)
 	check_group(&par, pid);
 	check_group(&mpar, mid);
 
-	/* every rank passes a negative color, so nobody waits for a group */
+	/* every rank passes a negative color: comm.h's contract is that such a
+	 * rank takes part in the split (NCCL's and MPI's are collective) and
+	 * joins no group, with success and no communicator */
 	init_group(&neg, "negative color", 0, 0, NULL);
 	err[0] = 0;
 	checks++;
-	if (!rl_comm_nccl_backend.split(&world, -1, r, &neg, err, sizeof err) || neg.impl ||
-	    !err[0]) {
-		fprintf(stderr, "FAIL: split with color -1 did not fail with a message\n");
+	if (rl_comm_nccl_backend.split(&world, -1, r, &neg, err, sizeof err) || neg.impl) {
+		fprintf(stderr, "FAIL: split with color -1 did not join no group: %s\n", err);
 		failures++;
 	}
 	err[0] = 0;
 	checks++;
-	if (!rl_comm_nccl_from_mpi(&mpi, -1, r, &neg, err, sizeof err) || neg.impl || !err[0]) {
+	if (rl_comm_nccl_from_mpi(&mpi, -1, r, &neg, err, sizeof err) || neg.impl) {
 		fprintf(stderr,
-		        "FAIL: rl_comm_nccl_from_mpi with color -1 did not fail with a message\n");
+		        "FAIL: rl_comm_nccl_from_mpi with color -1 did not join no group: %s\n",
+		        err);
 		failures++;
 	}
 
