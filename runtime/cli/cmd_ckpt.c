@@ -108,7 +108,13 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 				         rl_ckpt_kind_name(first->kind), first->tensor);
 				return -1;
 			}
-			sum += p->flat_len;
+			/* each run is backed by its bytes, but runs may share them */
+			if (__builtin_add_overflow(sum, p->flat_len, &sum)) {
+				snprintf(err, errlen,
+				         "%s of %s: its pieces hold more than 2^63 values",
+				         rl_ckpt_kind_name(first->kind), first->tensor);
+				return -1;
+			}
 		}
 		if (sum != global_numel(first)) {
 			snprintf(err, errlen,
