@@ -3,12 +3,14 @@
  *   verify DIR/step_N            every checksum, every shard, every tensor whole
  *   export DIR/step_N --hf OUT   the policy as a Hugging Face directory */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/ckpt/manifest.h"
@@ -140,9 +142,27 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 static int cmd_verify(const char *dir)
 {
 	struct opened o;
-	char err[2048];
+	struct stat st;
+	char err[2048], path[4300];
 	int n_tensors = 0;
 
+	if (stat(dir, &st)) {
+		fprintf(stderr, "rlrun ckpt verify: %s: %s\n", dir, strerror(errno));
+		return RL_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rlrun ckpt verify: %s: not a directory\n", dir);
+		return RL_EXIT_FAIL;
+	}
+	/* the run's directory given for one of its checkpoints */
+	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_LATEST);
+	if (access(path, F_OK) == 0) {
+		fprintf(stderr,
+		        "rlrun ckpt verify: %s holds checkpoints; name one of them "
+		        "(rlrun ckpt list %s)\n",
+		        dir, dir);
+		return RL_EXIT_FAIL;
+	}
 	if (open_verified(&o, dir, err, sizeof err) ||
 	    check_complete(&o, &n_tensors, err, sizeof err)) {
 		fprintf(stderr, "rlrun ckpt verify: %s\n", err);
@@ -167,12 +187,26 @@ static void metric_text(json_t *metrics, const char *name, char *buf, size_t len
 		snprintf(buf, len, "-");
 }
 
+/* Every checkpoint is listed; one that cannot be read is listed as broken,
+ * says why on stderr and makes the exit status 1, so that a script sees it. */
 static int cmd_list(const char *root)
 {
 	struct rl_ckpt_listing l;
+	struct stat st;
 	char err[1024], latest[64] = "", path[4300];
 	size_t len;
+	int broken = 0;
 
+	/* the run's scan takes a missing directory for a fresh start; asked
+	 * for by name, it is a mistake */
+	if (stat(root, &st)) {
+		fprintf(stderr, "rlrun ckpt list: %s: %s\n", root, strerror(errno));
+		return RL_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rlrun ckpt list: %s: not a directory\n", root);
+		return RL_EXIT_FAIL;
+	}
 	if (rl_ckpt_scan(root, &l, err, sizeof err)) {
 		fprintf(stderr, "rlrun ckpt list: %s\n", err);
 		return RL_EXIT_FAIL;
@@ -196,18 +230,24 @@ static int cmd_list(const char *root)
 
 		snprintf(name, sizeof name, "step_%" PRId64, l.steps[i]);
 		snprintf(dir, sizeof dir, "%s/%s", root, name);
-		if (rl_ckpt_manifest_read(dir, &man, err, sizeof err) == 0) {
+		int bad = rl_ckpt_manifest_read(dir, &man, err, sizeof err);
+		if (!bad) {
 			for (int k = 0; k < man.n_files; k++)
 				mb += (double)man.files[k].sum.bytes / 1e6;
 			rl_ckpt_manifest_free(&man);
+			bad = rl_ckpt_run_state_read(&s, dir, err, sizeof err);
 		}
-		if (rl_ckpt_run_state_read(&s, dir, err, sizeof err) == 0) {
-			snprintf(layout, sizeof layout, "%d ranks: tp%d pp%d cp%d dp%d",
-			         s.world_size, s.tensor, s.pipeline, s.context, s.data);
-			metric_text(s.metrics, "reward_mean", reward, sizeof reward);
-			metric_text(s.metrics, "val_reward", val, sizeof val);
-			json_decref(s.metrics);
+		if (bad) {
+			printf("%-12s  broken: cannot be loaded (see below)\n", name);
+			fprintf(stderr, "rlrun ckpt list: %s\n", err);
+			broken++;
+			continue;
 		}
+		snprintf(layout, sizeof layout, "%d ranks: tp%d pp%d cp%d dp%d", s.world_size,
+		         s.tensor, s.pipeline, s.context, s.data);
+		metric_text(s.metrics, "reward_mean", reward, sizeof reward);
+		metric_text(s.metrics, "val_reward", val, sizeof val);
+		json_decref(s.metrics);
 		printf("%-12s %10.1f  %-22s %10s %10s  %s\n", name, mb, layout, reward, val,
 		       strcmp(name, latest) == 0 ? "latest" : "");
 	}
@@ -215,6 +255,11 @@ static int cmd_list(const char *root)
 		printf("%-12s  left by a crash: never loaded, removed by the next run\n",
 		       l.leftovers[i]);
 	rl_ckpt_listing_free(&l);
+	if (broken) {
+		fprintf(stderr, "rlrun ckpt list: %d of the checkpoints in %s cannot be read\n",
+		        broken, root);
+		return RL_EXIT_FAIL;
+	}
 	return RL_EXIT_OK;
 }
 
