@@ -484,7 +484,8 @@ static int64_t param_bound(const struct rl_model_config *cfg)
 	over |= __builtin_add_overflow(layer, sparse, &layer);
 	over |= __builtin_add_overflow(layer, q + 2 * kv + 2 * hd + 6 * d + 2 * inter, &layer);
 	over |= __builtin_mul_overflow(layer, (int64_t)cfg->n_layers, &total);
-	over |= __builtin_add_overflow(total, embed + d, &total);
+	over |= __builtin_add_overflow(total, embed, &total);
+	over |= __builtin_add_overflow(total, d, &total); /* the final norm */
 	return over || total > MAX_PARAMS ? -1 : total;
 }
 
@@ -506,6 +507,7 @@ static int check_sizes(struct ctx *c, const struct rl_model_config *cfg)
 		            "parameters; no model is that large",
 		            cfg->vocab_size, cfg->hidden_size, cfg->intermediate_size,
 		            cfg->n_layers);
+	/* the layers' parameters bound layers * experts: this cannot overflow */
 	if ((int64_t)cfg->n_layers * (40 + 3 * (int64_t)cfg->moe.n_experts) > MAX_TENSORS)
 		return fail(c, "num_hidden_layers %d with %d experts make more than 2^24 tensors",
 		            cfg->n_layers, cfg->moe.n_experts);
