@@ -21,6 +21,8 @@ SEAL=$top_builddir/tests/tools/ckpt_seal
 if nm "$RLRUN" 2>/dev/null | grep -q __asan_init; then
 	limited() { "$@"; }
 else
+	# dash and bash both have ulimit -v
+	# shellcheck disable=SC3045
 	limited() {
 		(ulimit -v 1000000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec timeout 60 "$@")
 	}
