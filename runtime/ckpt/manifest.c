@@ -143,7 +143,9 @@ int rl_ckpt_manifest_read(const char *dir, struct rl_ckpt_manifest *m, char *err
 		goto out;
 	}
 	if (!json_is_integer(step) || json_integer_value(step) < 0 || !json_is_integer(world) ||
-	    json_integer_value(world) < 1 || !json_is_array(files) || json_array_size(files) == 0) {
+	    json_integer_value(world) < 1 || json_integer_value(world) > INT32_MAX ||
+	    !json_is_array(files) || json_array_size(files) == 0 ||
+	    json_array_size(files) > INT32_MAX) {
 		snprintf(err, errlen, "%s: step, world_size or files missing or not valid", path);
 		goto out;
 	}

@@ -88,6 +88,14 @@ static int get_int(json_t *root, const char *a, const char *b, int64_t *out)
 	return 0;
 }
 
+/* A count that is only shown: 0 (unknown) when missing or not an int. */
+static int get_small(json_t *obj, const char *key)
+{
+	int64_t v;
+
+	return get_int(obj, key, NULL, &v) || v < 0 || v > INT32_MAX ? 0 : (int)v;
+}
+
 int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_t len,
                             const char *path, char *err, size_t errlen)
 {
@@ -142,15 +150,13 @@ int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_
 		return -1;
 	}
 	strcpy(s->model_signature, sig);
-	int64_t v;
 	json_t *layout = json_object_get(o, "layout");
-	s->world_size = get_int(layout, "world_size", NULL, &v) ? 0 : (int)v;
-	s->tensor = get_int(layout, "tensor", NULL, &v) ? 0 : (int)v;
-	s->pipeline = get_int(layout, "pipeline", NULL, &v) ? 0 : (int)v;
-	s->context = get_int(layout, "context", NULL, &v) ? 0 : (int)v;
-	s->data = get_int(layout, "data", NULL, &v) ? 0 : (int)v;
-	s->restart_count =
-	    get_int(json_object_get(o, "slurm"), "restart_count", NULL, &v) ? 0 : (int)v;
+	s->world_size = get_small(layout, "world_size");
+	s->tensor = get_small(layout, "tensor");
+	s->pipeline = get_small(layout, "pipeline");
+	s->context = get_small(layout, "context");
+	s->data = get_small(layout, "data");
+	s->restart_count = get_small(json_object_get(o, "slurm"), "restart_count");
 	s->metrics = json_object_get(o, "metrics");
 	json_incref(s->metrics);
 	json_decref(o);

@@ -105,7 +105,12 @@ static int parse_entry(struct rl_ckpt_shard *s, struct rl_ckpt_piece *p, const c
 			         key, shape[d]);
 			return -1;
 		}
-		numel *= shape[d];
+		/* up to 8 dimensions of 2^31 each: the product can overflow */
+		if (__builtin_mul_overflow(numel, shape[d], &numel)) {
+			snprintf(err, errlen, "%s: tensor %s: its shape's element count overflows",
+			         s->path, key);
+			return -1;
+		}
 	}
 	if (!json_is_array(off) || json_array_size(off) != 2 ||
 	    !json_is_integer(json_array_get(off, 0)) || !json_is_integer(json_array_get(off, 1))) {
@@ -114,8 +119,10 @@ static int parse_entry(struct rl_ckpt_shard *s, struct rl_ckpt_piece *p, const c
 	}
 	json_int_t a = json_integer_value(json_array_get(off, 0));
 	json_int_t b = json_integer_value(json_array_get(off, 1));
-	if (a < 0 || b < a || (uint64_t)b > data_len || a % 4 ||
-	    (uint64_t)(b - a) != (uint64_t)p->flat_len * sizeof(float) || numel != p->flat_len) {
+	/* counts of floats compared, never bytes multiplied from a count: 2^62
+	 * floats are 0 bytes in 64 bits */
+	if (a < 0 || b < a || (uint64_t)b > data_len || a % 4 || (b - a) % 4 || p->flat_len < 0 ||
+	    (b - a) / 4 != p->flat_len || numel != p->flat_len) {
 		snprintf(err, errlen,
 		         "%s: tensor %s: bytes [%lld, %lld) do not hold its %" PRId64
 		         " floats inside the file's %" PRIu64 " bytes of data",

@@ -3,12 +3,14 @@
  *   verify DIR/step_N            every checksum, every shard, every tensor whole
  *   export DIR/step_N --hf OUT   the policy as a Hugging Face directory */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/base/plural.h"
@@ -110,7 +112,13 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 				         rl_ckpt_kind_name(first->kind), first->tensor);
 				return -1;
 			}
-			sum += p->flat_len;
+			/* each run is backed by its bytes, but runs may share them */
+			if (__builtin_add_overflow(sum, p->flat_len, &sum)) {
+				snprintf(err, errlen,
+				         "%s of %s: its pieces hold more than 2^63 values",
+				         rl_ckpt_kind_name(first->kind), first->tensor);
+				return -1;
+			}
 		}
 		if (sum != global_numel(first)) {
 			snprintf(err, errlen,
@@ -136,9 +144,27 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 static int cmd_verify(const char *dir)
 {
 	struct opened o;
-	char err[2048];
+	struct stat st;
+	char err[2048], path[4300];
 	int n_tensors = 0;
 
+	if (stat(dir, &st)) {
+		fprintf(stderr, "rlrun ckpt verify: %s: %s\n", dir, strerror(errno));
+		return RL_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rlrun ckpt verify: %s: not a directory\n", dir);
+		return RL_EXIT_FAIL;
+	}
+	/* the run's directory given for one of its checkpoints */
+	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_LATEST);
+	if (access(path, F_OK) == 0) {
+		fprintf(stderr,
+		        "rlrun ckpt verify: %s holds checkpoints; name one of them "
+		        "(rlrun ckpt list %s)\n",
+		        dir, dir);
+		return RL_EXIT_FAIL;
+	}
 	if (open_verified(&o, dir, err, sizeof err) ||
 	    check_complete(&o, &n_tensors, err, sizeof err)) {
 		fprintf(stderr, "rlrun ckpt verify: %s\n", err);
@@ -146,9 +172,9 @@ static int cmd_verify(const char *dir)
 		return RL_EXIT_FAIL;
 	}
 	printf("%s: step %" PRId64 ", %d file%s, %.1f MB: every checksum matches; %d tensor%s "
-	       "with their Adam moments, each complete\n",
+	       "with %s Adam moments, each complete\n",
 	       dir, o.man.step, o.man.n_files, rl_plural(o.man.n_files), (double)o.bytes / 1e6,
-	       n_tensors, rl_plural(n_tensors));
+	       n_tensors, rl_plural(n_tensors), n_tensors == 1 ? "its" : "their");
 	opened_close(&o);
 	return RL_EXIT_OK;
 }
@@ -164,12 +190,26 @@ static void metric_text(json_t *metrics, const char *name, char *buf, size_t len
 		snprintf(buf, len, "-");
 }
 
+/* Every checkpoint is listed; one that cannot be read is listed as broken,
+ * says why on stderr and makes the exit status 1, so that a script sees it. */
 static int cmd_list(const char *root)
 {
 	struct rl_ckpt_listing l;
+	struct stat st;
 	char err[1024], latest[64] = "", path[4300];
 	size_t len;
+	int broken = 0;
 
+	/* the run's scan takes a missing directory for a fresh start; asked
+	 * for by name, it is a mistake */
+	if (stat(root, &st)) {
+		fprintf(stderr, "rlrun ckpt list: %s: %s\n", root, strerror(errno));
+		return RL_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rlrun ckpt list: %s: not a directory\n", root);
+		return RL_EXIT_FAIL;
+	}
 	if (rl_ckpt_scan(root, &l, err, sizeof err)) {
 		fprintf(stderr, "rlrun ckpt list: %s\n", err);
 		return RL_EXIT_FAIL;
@@ -193,19 +233,24 @@ static int cmd_list(const char *root)
 
 		snprintf(name, sizeof name, "step_%" PRId64, l.steps[i]);
 		snprintf(dir, sizeof dir, "%s/%s", root, name);
-		if (rl_ckpt_manifest_read(dir, &man, err, sizeof err) == 0) {
+		int bad = rl_ckpt_manifest_read(dir, &man, err, sizeof err);
+		if (!bad) {
 			for (int k = 0; k < man.n_files; k++)
 				mb += (double)man.files[k].sum.bytes / 1e6;
 			rl_ckpt_manifest_free(&man);
+			bad = rl_ckpt_run_state_read(&s, dir, err, sizeof err);
 		}
-		if (rl_ckpt_run_state_read(&s, dir, err, sizeof err) == 0) {
-			snprintf(layout, sizeof layout, "%d rank%s: tp%d pp%d cp%d dp%d",
-			         s.world_size, rl_plural(s.world_size), s.tensor, s.pipeline,
-			         s.context, s.data);
-			metric_text(s.metrics, "reward_mean", reward, sizeof reward);
-			metric_text(s.metrics, "val_reward", val, sizeof val);
-			json_decref(s.metrics);
+		if (bad) {
+			printf("%-12s  broken: cannot be loaded (see below)\n", name);
+			fprintf(stderr, "rlrun ckpt list: %s\n", err);
+			broken++;
+			continue;
 		}
+		snprintf(layout, sizeof layout, "%d rank%s: tp%d pp%d cp%d dp%d", s.world_size,
+		         rl_plural(s.world_size), s.tensor, s.pipeline, s.context, s.data);
+		metric_text(s.metrics, "reward_mean", reward, sizeof reward);
+		metric_text(s.metrics, "val_reward", val, sizeof val);
+		json_decref(s.metrics);
 		printf("%-12s %10.1f  %-22s %10s %10s  %s\n", name, mb, layout, reward, val,
 		       strcmp(name, latest) == 0 ? "latest" : "");
 	}
@@ -213,6 +258,11 @@ static int cmd_list(const char *root)
 		printf("%-12s  left by a crash: never loaded, removed by the next run\n",
 		       l.leftovers[i]);
 	rl_ckpt_listing_free(&l);
+	if (broken) {
+		fprintf(stderr, "rlrun ckpt list: %d of the checkpoints in %s cannot be read\n",
+		        broken, root);
+		return RL_EXIT_FAIL;
+	}
 	return RL_EXIT_OK;
 }
 

@@ -455,6 +455,40 @@ static int parse_moe(struct ctx *c, struct rl_model_config *cfg)
 	return 0;
 }
 
+/* The largest model a config.json may describe: 2^44 parameters (DeepSeek-V3
+ * has 2^39.3) in at most 2^24 tensors. Below these, every element count and
+ * byte count the model's tables derive from the sizes fits in 64 bits (and
+ * the tensor count in an int), whatever a hostile file says. */
+#define MAX_PARAMS  (INT64_C(1) << 44)
+#define MAX_TENSORS (INT64_C(1) << 24)
+
+/* An upper bound on the parameter count, or -1 when it passes MAX_PARAMS.
+ * Called once num_attention_heads * head_dim is known to fit an int. */
+static int64_t param_bound(const struct rl_model_config *cfg)
+{
+	int64_t d = cfg->hidden_size, hd = cfg->head_dim, v = cfg->vocab_size;
+	int64_t q = (int64_t)cfg->n_heads * hd, kv = (int64_t)cfg->n_kv_heads * hd;
+	int64_t experts = cfg->moe.n_experts, inter = cfg->intermediate_size;
+	int64_t attn, dense, sparse, embed, layer, total;
+	bool over = false;
+
+	/* every sum of a few sizes fits; the products are checked */
+	over |= __builtin_mul_overflow(2 * q + 2 * kv, d, &attn); /* q, k, v, o */
+	over |=
+	    __builtin_mul_overflow(3 * inter + 3 * (int64_t)cfg->moe.shared_intermediate + experts,
+	                           d, &dense); /* the MLP, the shared expert, the router */
+	over |= __builtin_mul_overflow(3 * (int64_t)cfg->moe.intermediate, d, &sparse);
+	over |= __builtin_mul_overflow(sparse, experts, &sparse);
+	over |= __builtin_mul_overflow(2 * v, d, &embed); /* the embedding and the head */
+	over |= __builtin_add_overflow(attn, dense, &layer);
+	over |= __builtin_add_overflow(layer, sparse, &layer);
+	over |= __builtin_add_overflow(layer, q + 2 * kv + 2 * hd + 6 * d + 2 * inter, &layer);
+	over |= __builtin_mul_overflow(layer, (int64_t)cfg->n_layers, &total);
+	over |= __builtin_add_overflow(total, embed, &total);
+	over |= __builtin_add_overflow(total, d, &total); /* the final norm */
+	return over || total > MAX_PARAMS ? -1 : total;
+}
+
 static int check_sizes(struct ctx *c, const struct rl_model_config *cfg)
 {
 	if (cfg->n_heads % cfg->n_kv_heads)
@@ -466,6 +500,17 @@ static int check_sizes(struct ctx *c, const struct rl_model_config *cfg)
 		return fail(c, "head_dim %d is odd; rotary embeddings need it even", cfg->head_dim);
 	if ((long long)cfg->n_heads * cfg->head_dim > INT_MAX)
 		return fail(c, "num_attention_heads * head_dim is out of range");
+	if (param_bound(cfg) < 0)
+		return fail(c,
+		            "vocab_size %d, hidden_size %d, intermediate_size %d, "
+		            "num_hidden_layers %d and the expert sizes make more than 2^44 "
+		            "parameters; no model is that large",
+		            cfg->vocab_size, cfg->hidden_size, cfg->intermediate_size,
+		            cfg->n_layers);
+	/* the layers' parameters bound layers * experts: this cannot overflow */
+	if ((int64_t)cfg->n_layers * (40 + 3 * (int64_t)cfg->moe.n_experts) > MAX_TENSORS)
+		return fail(c, "num_hidden_layers %d with %d experts make more than 2^24 tensors",
+		            cfg->n_layers, cfg->moe.n_experts);
 	if (!(cfg->rms_norm_eps > 0) || !isfinite(cfg->rms_norm_eps))
 		return fail(c, "key rms_norm_eps: %g, must be positive", cfg->rms_norm_eps);
 	json_t *act = get(c->root, "hidden_act");

@@ -103,7 +103,10 @@ void rl_tok_merges_put(struct rl_tok_merges *m, int32_t a, int32_t b, int32_t ra
 const struct rl_tok_merge *rl_tok_merges_find(const struct rl_tok_merges *m, int32_t a, int32_t b);
 
 /* Each takes the object at JSON path NAME; fills tok. */
-int rl_tok_load_model(struct rl_tokenizer *tok, json_t *model, char *err, size_t errlen);
+/* n_added_listed: the length of added_tokens, which bounds the vocabulary's ids
+ * with its entries. */
+int rl_tok_load_model(struct rl_tokenizer *tok, json_t *model, size_t n_added_listed, char *err,
+                      size_t errlen);
 int rl_tok_load_normalizer(struct rl_tokenizer *tok, json_t *norm, const char *name, char *err,
                            size_t errlen);
 int rl_tok_load_pre_tokenizer(struct rl_tokenizer *tok, json_t *pre, char *err, size_t errlen);

@@ -291,7 +291,9 @@ static int load_root(struct rl_tokenizer *tok, json_t *root, char *err, size_t e
 		return rl_tok_err(err, errlen, tok->path,
 		                  "decoder.type: \"%s\" is not supported (only ByteLevel)",
 		                  decoder);
-	if (rl_tok_load_model(tok, json_object_get(root, "model"), err, errlen) ||
+	if (rl_tok_load_model(tok, json_object_get(root, "model"),
+	                      json_array_size(json_object_get(root, "added_tokens")), err,
+	                      errlen) ||
 	    rl_tok_load_normalizer(tok, json_object_get(root, "normalizer"), "normalizer", err,
 	                           errlen) ||
 	    load_added_tokens(tok, json_object_get(root, "added_tokens"), err, errlen) ||

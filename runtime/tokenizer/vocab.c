@@ -157,21 +157,36 @@ int rl_tok_add_id(struct rl_tokenizer *tok, int32_t id, char *s, size_t len)
 	return 0;
 }
 
-static int load_vocab(struct rl_tokenizer *tok, json_t *vocab, char *err, size_t errlen)
+/* The id tables are sized by the largest id, so ids are bounded by what the
+ * file holds before they size anything: real files number the vocabulary's
+ * entries, then the added tokens not in it, from 0, and a 1 KB file naming
+ * the id 2^31 - 2 must not ask for 28 GB. */
+static int load_vocab(struct rl_tokenizer *tok, json_t *vocab, size_t n_added_listed, char *err,
+                      size_t errlen)
 {
 	size_t bytes = 0;
-	json_int_t max_id = -1;
+	json_int_t max_id = -1, n_ids;
 
 	if (!json_is_object(vocab))
 		return rl_tok_err(err, errlen, tok->path, "model.vocab: expected an object");
+	n_ids = (json_int_t)json_object_size(vocab) + (json_int_t)n_added_listed;
+	if (n_ids > INT32_MAX)
+		n_ids = INT32_MAX;
 	for (void *it = json_object_iter(vocab); it; it = json_object_iter_next(vocab, it)) {
 		json_t *v = json_object_iter_value(it);
 		json_int_t id = json_integer_value(v);
 
-		if (!json_is_integer(v) || id < 0 || id >= INT32_MAX)
+		if (!json_is_integer(v) || id < 0)
 			return rl_tok_err(err, errlen, tok->path,
-			                  "model.vocab[\"%s\"]: expected an id in [0, 2^31 - 1)",
+			                  "model.vocab[\"%s\"]: expected a non-negative integer id",
 			                  json_object_iter_key(it));
+		if (id >= n_ids)
+			return rl_tok_err(err, errlen, tok->path,
+			                  "model.vocab[\"%s\"]: id %lld is past the %lld ids that "
+			                  "model.vocab's %zu entries and added_tokens' %zu can "
+			                  "have",
+			                  json_object_iter_key(it), (long long)id, (long long)n_ids,
+			                  json_object_size(vocab), n_added_listed);
 		max_id = id > max_id ? id : max_id;
 		bytes += json_object_iter_key_len(it) + 1;
 	}
@@ -308,7 +323,8 @@ static int bool_field(struct rl_tokenizer *tok, json_t *obj, const char *name, c
 	return 0;
 }
 
-int rl_tok_load_model(struct rl_tokenizer *tok, json_t *model, char *err, size_t errlen)
+int rl_tok_load_model(struct rl_tokenizer *tok, json_t *model, size_t n_added_listed, char *err,
+                      size_t errlen)
 {
 	json_t *type = json_object_get(model, "type"), *v;
 	bool byte_fallback = false;
@@ -333,7 +349,7 @@ int rl_tok_load_model(struct rl_tokenizer *tok, json_t *model, char *err, size_t
 		return rl_tok_err(
 		    err, errlen, tok->path,
 		    "model.byte_fallback: true is not supported (byte-level BPE only)");
-	if (load_vocab(tok, json_object_get(model, "vocab"), err, errlen) ||
+	if (load_vocab(tok, json_object_get(model, "vocab"), n_added_listed, err, errlen) ||
 	    load_merges(tok, json_object_get(model, "merges"), err, errlen))
 		return -1;
 

@@ -439,6 +439,47 @@ Test(hf_config, sanity_checks)
 	expect_contains(err, "t/config.json: line 1:");
 }
 
+/* Sizes from the file are bounded before the model's tables are sized from
+ * them: products that pass 2^44 parameters or 2^24 tensors (or int64) are
+ * refused; the largest real dense model is not. */
+Test(hf_config, sizes_bounded)
+{
+	struct rl_model_config c;
+
+	/* the embedding alone: 2 * (2^31 - 1) * (2^31 - 8) ~ 2^63 */
+	expect_fails("{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 2147483647, "
+	             "\"hidden_size\": 2147483640, \"intermediate_size\": 96, "
+	             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4}",
+	             "vocab_size 2147483647, hidden_size 2147483640, intermediate_size 96, "
+	             "num_hidden_layers 2 and the expert sizes make more than 2^44 parameters; no "
+	             "model is that large");
+	/* 2^31 - 1 small layers of 35616 parameters each: 2^46 */
+	expect_fails("{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 100, "
+	             "\"hidden_size\": 64, \"intermediate_size\": 96, "
+	             "\"num_hidden_layers\": 2147483647, \"num_attention_heads\": 4}",
+	             "vocab_size 100, hidden_size 64, intermediate_size 96, num_hidden_layers "
+	             "2147483647 and the expert sizes make more than 2^44 parameters; no model "
+	             "is that large");
+	/* experts: 3 * (2^31 - 1) * 64 * (2^31 - 1) passes int64 */
+	expect_fails("{\"architectures\": [\"Qwen3MoeForCausalLM\"], " SIZES
+	             ", \"num_experts\": 2147483647, \"num_experts_per_tok\": 1, "
+	             "\"moe_intermediate_size\": 2147483647}",
+	             "vocab_size 100, hidden_size 64, intermediate_size 96, num_hidden_layers 2 "
+	             "and the expert sizes make more than 2^44 parameters; no model is that "
+	             "large");
+	/* 10^6 layers of 8 wide: few parameters, 4 * 10^7 tensors */
+	expect_fails("{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 100, "
+	             "\"hidden_size\": 8, \"intermediate_size\": 8, "
+	             "\"num_hidden_layers\": 1000000, \"num_attention_heads\": 4}",
+	             "num_hidden_layers 1000000 with 0 experts make more than 2^24 tensors");
+	/* Llama 3.1 405B's published config.json sizes */
+	cr_expect_eq(parse(&c, "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": "
+	                       "128256, \"hidden_size\": 16384, \"intermediate_size\": 53248, "
+	                       "\"num_hidden_layers\": 126, \"num_attention_heads\": 128, "
+	                       "\"num_key_value_heads\": 8}"),
+	             0, "%s", err);
+}
+
 Test(hf_config, sliding_window)
 {
 	struct rl_model_config c;
