@@ -13,18 +13,23 @@
 
 cd "$WORK" || exit 1
 SEAL=$top_builddir/tests/tools/ckpt_seal
-# 1 GB of address space: rlrun needs about 400 MB here with one thread (the
-# libraries' threads would each add a stack and an arena on a bigger
-# machine), id 10^8 once asked for 1.3 GB more. The timeout: under a limit
-# too tight, UCX's mmap hook retries for ever. AddressSanitizer reserves
-# terabytes: no limit there (the plain build runs the limited one).
+# 1 GB of address space beyond the libraries rlrun maps: rlrun needs about
+# 400 MB here with one thread, 92 MB of it the CPU build's libraries (the
+# CUDA build maps 850 MB of them: cuBLASLt, NCCL...; the libraries'
+# threads would each add a stack and an arena on a bigger machine), id 10^8
+# once asked for 1.3 GB more. The timeout: under a limit too tight, UCX's
+# mmap hook retries for ever. AddressSanitizer reserves terabytes: no limit
+# there (the plain build runs the limited one).
 if nm "$RLRUN" 2>/dev/null | grep -q __asan_init; then
 	limited() { "$@"; }
 else
 	# dash and bash both have ulimit -v
 	# shellcheck disable=SC3045
+	libs_kb=$(ldd "$RLRUN" 2>/dev/null | awk '$3 ~ /^\// { print $3 }' | xargs -r ls -lL |
+		awk '{ s += $5 } END { printf "%d", s / 1024 }')
+	limit_kb=$((1000000 + ${libs_kb:-0}))
 	limited() {
-		(ulimit -v 1000000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec timeout 60 "$@")
+		(ulimit -v "$limit_kb" && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec timeout 60 "$@")
 	}
 fi
 
