@@ -10,16 +10,6 @@
 
 #include "runtime/chat/internal.h"
 
-static int fail(struct renderer *r, const struct node *n, const char *fmt, const char *a)
-{
-	return jfail(r->e, n->line, n->col, fmt, a);
-}
-static int oom(struct renderer *r, const struct node *n)
-{
-	return jfail(r->e, n->line, n->col,
-	             "out of memory (the render's memory limit is %zu bytes)", r->a->limit);
-}
-
 /* ---- arguments ---- */
 /* argument `pos` or keyword `name`; NULL when absent */
 const struct val *arg_get(const struct args *a, size_t pos, const char *name)
@@ -85,9 +75,9 @@ static int test_by_name(struct renderer *r, const struct node *n, const char *na
 		if (!strcmp(test_names[i], name))
 			k = i;
 	if (k < 0)
-		return fail(r, n, "the test '%s' is not supported", name);
+		return render_fail(r, n, "the test '%s' is not supported", name);
 	if (k >= 13 && k <= 26 && !other)
-		return fail(r, n, "the test '%s' needs an argument", name);
+		return render_fail(r, n, "the test '%s' needs an argument", name);
 	switch (k) {
 	case 0:
 		*out = v.t != V_UNDEF;
@@ -152,13 +142,13 @@ static int test_by_name(struct renderer *r, const struct node *n, const char *na
 			*out = dict_find(other->u.d, v) != NULL;
 			return 0;
 		}
-		return fail(r, n, "%s", "the test 'in' needs a string, list or mapping");
+		return render_fail(r, n, "%s", "the test 'in' needs a string, list or mapping");
 	}
 	case 27:
 	case 28:
 	case 29:
 		if (v.t != V_INT || (k == 29 && (!other || other->t != V_INT || other->u.i == 0)))
-			return fail(r, n, "the test '%s' needs integers", name);
+			return render_fail(r, n, "the test '%s' needs integers", name);
 		*out = k == 27   ? v.u.i % 2 != 0
 		       : k == 28 ? v.u.i % 2 == 0
 		                 : v.u.i % other->u.i == 0;
@@ -172,9 +162,10 @@ static int test_by_name(struct renderer *r, const struct node *n, const char *na
 		for (size_t i = 0; *out && i < v.u.s.n; i++) {
 			char ch = v.u.s.p[i];
 			if ((unsigned char)ch >= 0x80)
-				return fail(r, n, "%s",
-				            "the tests lower and upper on non-ASCII text are not "
-				            "supported");
+				return render_fail(
+				    r, n, "%s",
+				    "the tests lower and upper on non-ASCII text are not "
+				    "supported");
 			if (k == 31 ? (ch >= 'A' && ch <= 'Z') : (ch >= 'a' && ch <= 'z'))
 				*out = false;
 		}
@@ -193,7 +184,7 @@ int call_test(struct renderer *r, const struct node *n, struct val self, struct 
               size_t nargs, bool *out)
 {
 	if (nargs > 1)
-		return fail(r, n, "the test '%s' takes at most one argument", n->s);
+		return render_fail(r, n, "the test '%s' takes at most one argument", n->s);
 	return test_by_name(r, n, n->s, self, nargs ? &args[0] : NULL, out);
 }
 
@@ -210,8 +201,8 @@ int val_to_string(struct renderer *r, const struct node *n, struct val v, struct
 	}
 	if (!v_to_str(&b, v, &why)) {
 		free(b.p);
-		return why ? fail(r, n, "cannot make a string of this value: %s", why)
-		           : fail(r, n, "%s", "a string longer than the output limit");
+		return why ? render_fail(r, n, "cannot make a string of this value: %s", why)
+		           : render_fail(r, n, "%s", "a string longer than the output limit");
 	}
 	rc = arena_str(r, n, b.p ? b.p : "", b.n, out);
 	free(b.p);
@@ -230,9 +221,10 @@ static int select_items(struct renderer *r, const struct node *n, struct val seq
 	if (a->kw)
 		for (size_t i = 0; i < a->n; i++)
 			if (a->kw[i])
-				return fail(r, n, "%s: keyword arguments are not supported", n->s);
+				return render_fail(r, n, "%s: keyword arguments are not supported",
+				                   n->s);
 	if (a->n > first + 2)
-		return fail(r, n, "%s: more than one test argument is not supported", n->s);
+		return render_fail(r, n, "%s: more than one test argument is not supported", n->s);
 	if (by_attr && arg_want(r, n, attr, V_STR, n->s))
 		return -1;
 	if (test && arg_want(r, n, test, V_STR, n->s))
@@ -240,9 +232,9 @@ static int select_items(struct renderer *r, const struct node *n, struct val seq
 	if (!v_truthy(seq) || seq.t == V_LIST) /* Jinja selects nothing from a falsy value */
 		items = seq.t == V_LIST ? seq.u.l : NULL;
 	else
-		return fail(r, n, "%s needs a list", n->s);
+		return render_fail(r, n, "%s needs a list", n->s);
 	if (!(l = list_new(r, items ? items->n : 0)))
-		return oom(r, n);
+		return render_oom(r, n);
 	l->n = 0;
 	for (size_t i = 0; items && i < items->n; i++) {
 		struct val v = items->items[i];
@@ -250,7 +242,7 @@ static int select_items(struct renderer *r, const struct node *n, struct val seq
 
 		if (by_attr) {
 			if (v.t != V_DICT)
-				return fail(r, n, "%s: an item is not a mapping", n->s);
+				return render_fail(r, n, "%s: an item is not a mapping", n->s);
 			struct val *x = dict_get(v.u.d, attr->u.s.p, attr->u.s.n);
 			v = x ? *x : v_undef(attr->u.s.p);
 		}
@@ -293,16 +285,16 @@ static int dictsort(struct renderer *r, const struct node *n, struct val self, c
 		return -1;
 	if (by) {
 		if (by->t != V_STR || (strcmp(by->u.s.p, "key") && strcmp(by->u.s.p, "value")))
-			return fail(r, n, "%s", "dictsort: by must be 'key' or 'value'");
+			return render_fail(r, n, "%s", "dictsort: by must be 'key' or 'value'");
 		by_value = by->u.s.p[0] == 'v';
 	}
 	if (self.t != V_DICT)
-		return fail(r, n, "dictsort needs a mapping, not %s", v_type_name(self));
+		return render_fail(r, n, "dictsort needs a mapping, not %s", v_type_name(self));
 	items.s = "items";
 	if (call_filter(r, &items, self, NULL, 0, NULL, &pairs))
 		return -1;
 	if (!(keys = arena_alloc(r->a, (pairs.u.l->n + 1) * sizeof *keys)))
-		return oom(r, n);
+		return render_oom(r, n);
 	for (size_t i = 0; i < pairs.u.l->n; i++)
 		if (sort_key(r, n, pairs.u.l->items[i].u.l->items[by_value], case_sensitive,
 		             &keys[i]))
@@ -345,7 +337,7 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		if (!strcmp(filter_names[i], name))
 			k = i;
 	if (k < 0)
-		return fail(r, n, "the filter '%s' is not supported", name);
+		return render_fail(r, n, "the filter '%s' is not supported", name);
 	/* filters other than these need a defined value, as Jinja's do */
 	if (self.t == V_UNDEF && k != 1 && k != 2 && k != 5 && k != 7 && k != 8 && k != 9 &&
 	    k != 10 && k != 11 && k != 12 && k != 4 && k != 17 && k != 23)
@@ -374,7 +366,7 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		else if (self.t == V_UNDEF)
 			*out = v_int(0);
 		else
-			return fail(r, n, "%s has no length", v_type_name(self));
+			return render_fail(r, n, "%s has no length", v_type_name(self));
 		return 0;
 	case 3: { /* tojson: transformers' json.dumps(x, ensure_ascii=False, indent=None) */
 		const struct val *indent = arg_get(&a, 1, "indent"),
@@ -389,18 +381,21 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 			return -1;
 		if ((ascii && v_truthy(*ascii)) || (sep && sep->t != V_NONE) ||
 		    (sort && v_truthy(*sort)))
-			return fail(r, n, "%s",
-			            "tojson: only the argument indent is supported (ensure_ascii, "
-			            "separators and sort_keys must stay at their defaults)");
+			return render_fail(
+			    r, n, "%s",
+			    "tojson: only the argument indent is supported (ensure_ascii, "
+			    "separators and sort_keys must stay at their defaults)");
 		if (indent && indent->t != V_NONE &&
 		    (indent->t != V_INT || indent->u.i < 0 || indent->u.i > 64))
-			return fail(r, n, "%s", "tojson: indent must be an integer from 0 to 64");
+			return render_fail(r, n, "%s",
+			                   "tojson: indent must be an integer from 0 to 64");
 		if (!v_to_json(&b, self, indent && indent->t == V_INT ? (int)indent->u.i : -1, 0,
 		               &why)) {
 			free(b.p);
-			return why ? fail(r, n, "tojson: %s", why)
-			           : fail(r, n, "%s",
-			                  "tojson: the text is longer than the output limit");
+			return why ? render_fail(r, n, "tojson: %s", why)
+			           : render_fail(
+			                 r, n, "%s",
+			                 "tojson: the text is longer than the output limit");
 		}
 		rc = arena_str(r, n, b.p ? b.p : "", b.n, out);
 		free(b.p);
@@ -414,16 +409,17 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 			return -1;
 		if (self.t == V_UNDEF) {
 			*out = (struct val){.t = V_LIST, .u.l = list_new(r, 0)};
-			return out->u.l ? 0 : oom(r, n);
+			return out->u.l ? 0 : render_oom(r, n);
 		}
 		if (self.t != V_DICT)
-			return fail(r, n, "items needs a mapping, not %s", v_type_name(self));
+			return render_fail(r, n, "items needs a mapping, not %s",
+			                   v_type_name(self));
 		if (!(l = list_new(r, self.u.d->n)))
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i < self.u.d->n; i++) {
 			struct list *pair = list_new(r, 2);
 			if (!pair)
-				return oom(r, n);
+				return render_oom(r, n);
 			pair->tuple = true;
 			pair->items[0] = self.u.d->keys[i], pair->items[1] = self.u.d->vals[i];
 			l->items[i] = (struct val){.t = V_LIST, .u.l = pair};
@@ -441,18 +437,19 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		    (sep && arg_want(r, n, sep, V_STR, "join")))
 			return -1;
 		if (self.t != V_LIST)
-			return fail(r, n, "join needs a list, not %s", v_type_name(self));
+			return render_fail(r, n, "join needs a list, not %s", v_type_name(self));
 		for (size_t i = 0; i < self.u.l->n; i++) {
 			if (i && sep)
 				sb_put(&b, sep->u.s.p, sep->u.s.n);
 			if (!v_to_str(&b, self.u.l->items[i], &why) && why) {
 				free(b.p);
-				return fail(r, n, "join: %s", why);
+				return render_fail(r, n, "join: %s", why);
 			}
 		}
 		if (b.over) {
 			free(b.p);
-			return fail(r, n, "%s", "join: the text is longer than the output limit");
+			return render_fail(r, n, "%s",
+			                   "join: the text is longer than the output limit");
 		}
 		rc = arena_str(r, n, b.p ? b.p : "", b.n, out);
 		free(b.p);
@@ -500,15 +497,15 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 			*out = v_str(self.u.s.p + at, end - at);
 			return 0;
 		}
-		return fail(r, n, "%s needs a list or a string", name);
+		return render_fail(r, n, "%s needs a list or a string", name);
 	case 17: { /* list */
 		struct list *l;
 		if (args_check(r, n, &a, 0, NULL, name))
 			return -1;
 		if (self.t != V_LIST)
-			return fail(r, n, "list of %s is not supported", v_type_name(self));
+			return render_fail(r, n, "list of %s is not supported", v_type_name(self));
 		if (!(l = list_new(r, self.u.l->n)))
-			return oom(r, n);
+			return render_oom(r, n);
 		if (l->n)
 			memcpy(l->items, self.u.l->items, l->n * sizeof *l->items);
 		*out = (struct val){.t = V_LIST, .u.l = l};
@@ -543,7 +540,7 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 				                                             : self.u.b};
 			return 0;
 		}
-		return fail(r, n, "%s of anything but a number is not supported", name);
+		return render_fail(r, n, "%s of anything but a number is not supported", name);
 	case 21:
 		if (args_check(r, n, &a, 0, NULL, name))
 			return -1;
@@ -553,7 +550,7 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 			*out =
 			    (struct val){.t = V_FLOAT, .u.f = self.u.f < 0 ? -self.u.f : self.u.f};
 		else
-			return fail(r, n, "abs needs a number, not %s", v_type_name(self));
+			return render_fail(r, n, "abs needs a number, not %s", v_type_name(self));
 		return 0;
 	case 22:
 		return args_check(r, n, &a, 0, NULL, name) ? -1 : val_to_string(r, n, self, out);
@@ -562,16 +559,17 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		struct list *l;
 
 		if (args_check(r, n, &a, 1, "attribute", "map") || (!attr == !f))
-			return fail(r, n, "%s", "map: give either one filter name or attribute=");
+			return render_fail(r, n, "%s",
+			                   "map: give either one filter name or attribute=");
 		if (self.t == V_UNDEF) {
 			*out = (struct val){.t = V_LIST, .u.l = list_new(r, 0)};
-			return out->u.l ? 0 : oom(r, n);
+			return out->u.l ? 0 : render_oom(r, n);
 		}
 		if (self.t != V_LIST || (attr && arg_want(r, n, attr, V_STR, "map")) ||
 		    (f && arg_want(r, n, f, V_STR, "map")))
-			return self.t != V_LIST ? fail(r, n, "%s", "map needs a list") : -1;
+			return self.t != V_LIST ? render_fail(r, n, "%s", "map needs a list") : -1;
 		if (!(l = list_new(r, self.u.l->n)))
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i < self.u.l->n; i++) {
 			struct val v = self.u.l->items[i];
 			if (attr) {
@@ -594,10 +592,11 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 		if (args_check(r, n, &a, 0, NULL, name))
 			return -1;
 		if (self.t == V_STR)
-			return fail(r, n, "%s", "reverse of a string is not supported; use [::-1]");
+			return render_fail(r, n, "%s",
+			                   "reverse of a string is not supported; use [::-1]");
 		if (self.t != V_LIST || !(l = list_new(r, self.u.l->n)))
-			return self.t != V_LIST ? fail(r, n, "%s", "reverse needs a list")
-			                        : oom(r, n);
+			return self.t != V_LIST ? render_fail(r, n, "%s", "reverse needs a list")
+			                        : render_oom(r, n);
 		for (size_t i = 0; i < l->n; i++)
 			l->items[i] = self.u.l->items[l->n - 1 - i];
 		*out = (struct val){.t = V_LIST, .u.l = l};
@@ -606,5 +605,5 @@ int call_filter(struct renderer *r, const struct node *n, struct val self, struc
 	case 25:
 		return dictsort(r, n, self, &a, out);
 	}
-	return fail(r, n, "the filter '%s' is not supported", name);
+	return render_fail(r, n, "the filter '%s' is not supported", name);
 }

@@ -203,6 +203,10 @@ struct renderer {
 	int64_t now; /* seconds since the epoch, for strftime_now */
 };
 /* Runs the template's body over vars (which it does not change). */
+/* An error at node n: fmt with one string argument; the arena's limit
+ * when memory runs out. Both return -1. */
+int render_fail(struct renderer *r, const struct node *n, const char *fmt, const char *a);
+int render_oom(struct renderer *r, const struct node *n);
 int jinja_exec(struct renderer *r, const struct node *root, struct dict *vars);
 int eval(struct renderer *r, const struct node *n, struct val *out);
 /* filters, tests, global functions and methods (builtins.c) */

@@ -10,16 +10,6 @@
 
 #include "runtime/chat/internal.h"
 
-static int fail(struct renderer *r, const struct node *n, const char *fmt, const char *a)
-{
-	return jfail(r->e, n->line, n->col, fmt, a);
-}
-static int oom(struct renderer *r, const struct node *n)
-{
-	return jfail(r->e, n->line, n->col,
-	             "out of memory (the render's memory limit is %zu bytes)", r->a->limit);
-}
-
 static const char *const str_methods[] = {"startswith", "endswith", "split", "strip",
                                           "lstrip",     "rstrip",   "upper", "lower",
                                           "replace",    "find",     NULL};
@@ -81,7 +71,7 @@ static int call_str_method(struct renderer *r, const struct node *n, struct val 
 	case 0:
 	case 1:
 		if (args_check(r, n, a, 1, NULL, name) || !x || prefix_test(r, n, s, x, m == 1, &t))
-			return x ? -1 : fail(r, n, "%s needs a string", name);
+			return x ? -1 : render_fail(r, n, "%s needs a string", name);
 		*out = v_bool(t);
 		return 0;
 	case 2: {
@@ -121,7 +111,7 @@ static int call_str_method(struct renderer *r, const struct node *n, struct val 
 		return 0;
 	}
 	}
-	return fail(r, n, "the method '%s' is not supported", name);
+	return render_fail(r, n, "the method '%s' is not supported", name);
 }
 
 static int call_dict_method(struct renderer *r, const struct node *n, struct val d, int m,
@@ -134,7 +124,7 @@ static int call_dict_method(struct renderer *r, const struct node *n, struct val
 		const struct val *k = arg_get(a, 0, NULL), *dv = arg_get(a, 1, NULL);
 		struct val *v;
 		if (args_check(r, n, a, 2, NULL, name) || !k)
-			return k ? -1 : fail(r, n, "%s", "get needs a key");
+			return k ? -1 : render_fail(r, n, "%s", "get needs a key");
 		v = dict_find(d.u.d, *k);
 		*out = v ? *v : dv ? *dv : v_none();
 		return 0;
@@ -147,7 +137,7 @@ static int call_dict_method(struct renderer *r, const struct node *n, struct val
 		return call_filter(r, &f, d, NULL, 0, NULL, out);
 	}
 	if (!(l = list_new(r, d.u.d->n)))
-		return oom(r, n);
+		return render_oom(r, n);
 	for (size_t i = 0; i < l->n; i++)
 		l->items[i] = m == 1 ? d.u.d->keys[i] : d.u.d->vals[i];
 	*out = (struct val){.t = V_LIST, .u.l = l};
@@ -170,7 +160,7 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 		return jfail(r->e, n->line, n->col, "'%.*s' is undefined (it cannot be called)",
 		             (int)f.u.s.n, f.u.s.p ? f.u.s.p : "value");
 	if (f.t != V_FUNC)
-		return fail(r, n, "%s cannot be called", v_type_name(f));
+		return render_fail(r, n, "%s cannot be called", v_type_name(f));
 	switch (f.u.m.i) {
 	case 0: { /* raise_exception(message) */
 		struct val msg;
@@ -190,25 +180,26 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 		    arg_want(r, n, arg_get(&a, 0, NULL), V_STR, "strftime_now"))
 			return -1;
 		if (memchr(argv[0].u.s.p, '\0', argv[0].u.s.n) || !localtime_r(&now, &tm))
-			return fail(r, n, "%s",
-			            "strftime_now: a format with a NUL byte, or no local time");
+			return render_fail(
+			    r, n, "%s", "strftime_now: a format with a NUL byte, or no local time");
 		len = strftime(buf, sizeof buf, argv[0].u.s.p, &tm);
 		if (!len && argv[0].u.s.n)
-			return fail(r, n, "%s", "strftime_now: the formatted date is too long");
+			return render_fail(r, n, "%s",
+			                   "strftime_now: the formatted date is too long");
 		return arena_str(r, n, buf, len, out);
 	}
 	case 2: { /* namespace(k=v, ...) */
 		struct dict *d = arena_alloc(r->a, sizeof *d);
 
 		if (!d)
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i < nargs; i++) {
 			if (!kw || !kw[i])
-				return fail(
+				return render_fail(
 				    r, n, "%s",
 				    "namespace() with positional arguments is not supported");
 			if (dict_set(r->a, d, v_str(kw[i], strlen(kw[i])), argv[i]))
-				return oom(r, n);
+				return render_oom(r, n);
 		}
 		*out = (struct val){.t = V_NS, .u.d = d};
 		return 0;
@@ -217,18 +208,19 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 		struct dict *d = arena_alloc(r->a, sizeof *d);
 
 		if (!d)
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i < nargs; i++) {
 			if (kw && kw[i]) {
 				if (dict_set(r->a, d, v_str(kw[i], strlen(kw[i])), argv[i]))
-					return oom(r, n);
+					return render_oom(r, n);
 			} else if (i == 0 && argv[i].t == V_DICT) {
 				for (size_t k = 0; k < argv[i].u.d->n; k++)
 					if (dict_set(r->a, d, argv[i].u.d->keys[k],
 					             argv[i].u.d->vals[k]))
-						return oom(r, n);
+						return render_oom(r, n);
 			} else {
-				return fail(r, n, "%s", "dict() takes a mapping and keywords");
+				return render_fail(r, n, "%s",
+				                   "dict() takes a mapping and keywords");
 			}
 		}
 		*out = (struct val){.t = V_DICT, .u.d = d};
@@ -239,7 +231,7 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 		struct list *l;
 
 		if (args_check(r, n, &a, 3, NULL, "range") || nargs < 1)
-			return nargs ? -1 : fail(r, n, "%s", "range needs an argument");
+			return nargs ? -1 : render_fail(r, n, "%s", "range needs an argument");
 		for (size_t i = 0; i < nargs; i++)
 			if (arg_want(r, n, &argv[i], V_INT, "range"))
 				return -1;
@@ -249,17 +241,18 @@ int call_value(struct renderer *r, const struct node *n, struct val f, struct va
 		if (nargs > 2)
 			step = argv[2].u.i;
 		if (step == 0)
-			return fail(r, n, "%s", "range's step cannot be zero");
+			return render_fail(r, n, "%s", "range's step cannot be zero");
 		for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
 			if (++count > 100000)
-				return fail(r, n, "%s", "a range of more than 100000 numbers");
+				return render_fail(r, n, "%s",
+				                   "a range of more than 100000 numbers");
 		if (!(l = list_new(r, (size_t)count)))
-			return oom(r, n);
+			return render_oom(r, n);
 		for (int64_t i = 0; i < count; i++)
 			l->items[i] = v_int(start + i * step);
 		*out = (struct val){.t = V_LIST, .u.l = l};
 		return 0;
 	}
 	}
-	return fail(r, n, "%s", "internal error: an unknown function");
+	return render_fail(r, n, "%s", "internal error: an unknown function");
 }

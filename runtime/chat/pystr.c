@@ -9,16 +9,6 @@
 
 #include "runtime/chat/internal.h"
 
-static int fail(struct renderer *r, const struct node *n, const char *fmt, const char *a)
-{
-	return jfail(r->e, n->line, n->col, fmt, a);
-}
-static int oom(struct renderer *r, const struct node *n)
-{
-	return jfail(r->e, n->line, n->col,
-	             "out of memory (the render's memory limit is %zu bytes)", r->a->limit);
-}
-
 /* Python's whitespace (str.isspace) in UTF-8 */
 static size_t space_at(const char *s, size_t n) /* its length in bytes, 0 if none */
 {
@@ -116,19 +106,19 @@ int py_split(struct renderer *r, const struct node *n, struct val s, const struc
 	const char *p = s.u.s.p;
 
 	if (!l)
-		return oom(r, n);
+		return render_oom(r, n);
 	if (sep && sep->u.s.n == 0)
-		return fail(r, n, "%s", "split() with an empty separator");
+		return render_fail(r, n, "%s", "split() with an empty separator");
 	if (sep) {
 		const char *hit;
 		while ((maxsplit < 0 || (int64_t)l->n < maxsplit) &&
 		       (hit = memmem(p + start, s.u.s.n - start, sep->u.s.p, sep->u.s.n))) {
 			if (list_push(r, l, &cap, v_str(p + start, (size_t)(hit - p) - start)))
-				return oom(r, n);
+				return render_oom(r, n);
 			start = (size_t)(hit - p) + sep->u.s.n;
 		}
 		if (list_push(r, l, &cap, v_str(p + start, s.u.s.n - start)))
-			return oom(r, n);
+			return render_oom(r, n);
 	} else {
 		while (i < s.u.s.n) {
 			while (i < s.u.s.n && (sl = space_at(p + i, s.u.s.n - i)))
@@ -140,13 +130,13 @@ int py_split(struct renderer *r, const struct node *n, struct val s, const struc
 				struct val rest =
 				    py_strip(v_str(p + i, s.u.s.n - i), NULL, false, true);
 				if (list_push(r, l, &cap, rest))
-					return oom(r, n);
+					return render_oom(r, n);
 				break;
 			}
 			while (i < s.u.s.n && !space_at(p + i, s.u.s.n - i))
 				i += cp_len(p + i, s.u.s.n - i);
 			if (list_push(r, l, &cap, v_str(p + start, i - start)))
-				return oom(r, n);
+				return render_oom(r, n);
 		}
 	}
 	*out = (struct val){.t = V_LIST, .u.l = l};
@@ -162,7 +152,7 @@ int py_replace(struct renderer *r, const struct node *n, struct val s, struct va
 	int rc;
 
 	if (from.u.s.n == 0)
-		return fail(r, n, "%s", "replace() of an empty string is not supported");
+		return render_fail(r, n, "%s", "replace() of an empty string is not supported");
 	while (count != 0 && (hit = memmem(s.u.s.p + at, s.u.s.n - at, from.u.s.p, from.u.s.n))) {
 		sb_put(&b, s.u.s.p + at, (size_t)(hit - s.u.s.p) - at);
 		sb_put(&b, to.u.s.p, to.u.s.n);
@@ -172,7 +162,7 @@ int py_replace(struct renderer *r, const struct node *n, struct val s, struct va
 	sb_put(&b, s.u.s.p + at, s.u.s.n - at);
 	if (b.over) {
 		free(b.p);
-		return fail(r, n, "%s", "a string longer than the output limit");
+		return render_fail(r, n, "%s", "a string longer than the output limit");
 	}
 	rc = arena_str(r, n, b.p ? b.p : "", b.n, out);
 	free(b.p);
@@ -185,12 +175,12 @@ int py_change_case(struct renderer *r, const struct node *n, struct val s, bool 
 	char *p = arena_alloc(r->a, s.u.s.n + 1);
 
 	if (!p)
-		return oom(r, n);
+		return render_oom(r, n);
 	for (size_t i = 0; i < s.u.s.n; i++) {
 		char c = s.u.s.p[i];
 		if ((unsigned char)c >= 0x80)
-			return fail(r, n, "%s",
-			            "upper() and lower() of non-ASCII text are not supported");
+			return render_fail(
+			    r, n, "%s", "upper() and lower() of non-ASCII text are not supported");
 		p[i] = upper ? (c >= 'a' && c <= 'z' ? (char)(c - 32) : c)
 		             : (c >= 'A' && c <= 'Z' ? (char)(c + 32) : c);
 	}

@@ -20,11 +20,12 @@ struct scope {
 
 enum flow { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
 
-static int fail(struct renderer *r, const struct node *n, const char *fmt, const char *a)
+int render_fail(struct renderer *r, const struct node *n, const char *fmt, const char *a)
 {
 	return jfail(r->e, n->line, n->col, fmt, a);
 }
-static int oom(struct renderer *r, const struct node *n)
+
+int render_oom(struct renderer *r, const struct node *n)
 {
 	return jfail(r->e, n->line, n->col,
 	             "out of memory (the render's memory limit is %zu bytes)", r->a->limit);
@@ -35,7 +36,7 @@ int arena_str(struct renderer *r, const struct node *n, const char *p, size_t le
 	char *s = arena_alloc(r->a, len + 1);
 
 	if (!s)
-		return oom(r, n);
+		return render_oom(r, n);
 	if (len)
 		memcpy(s, p, len);
 	*out = v_str(s, len);
@@ -70,7 +71,7 @@ static struct val *lookup(struct renderer *r, const char *name)
 
 static int set_var(struct renderer *r, const struct node *n, const char *name, struct val v)
 {
-	return dict_set(r->a, &r->scope->vars, v_str(name, strlen(name)), v) ? oom(r, n) : 0;
+	return dict_set(r->a, &r->scope->vars, v_str(name, strlen(name)), v) ? render_oom(r, n) : 0;
 }
 
 /* Python's slice.indices() for a sequence of length len */
@@ -85,13 +86,13 @@ static int slice_indices(struct renderer *r, const struct node *n, struct val *i
 			continue;
 		}
 		if (ix[k].t != V_INT)
-			return fail(r, n, "slice indices must be integers, not %s",
-			            v_type_name(ix[k]));
+			return render_fail(r, n, "slice indices must be integers, not %s",
+			                   v_type_name(ix[k]));
 		v[k] = ix[k].u.i;
 	}
 	*step = v[2] == INT64_MIN ? 1 : v[2];
 	if (*step == 0)
-		return fail(r, n, "%s", "a slice step cannot be zero");
+		return render_fail(r, n, "%s", "a slice step cannot be zero");
 	if (v[0] == INT64_MIN) {
 		*start = *step < 0 ? len - 1 : 0;
 	} else {
@@ -121,7 +122,8 @@ static int do_slice(struct renderer *r, const struct node *n, struct val of, str
 	if (of.t == V_UNDEF)
 		return undefined_error(r, n, of);
 	if (of.t != V_LIST && of.t != V_STR)
-		return fail(r, n, "only lists and strings can be sliced, not %s", v_type_name(of));
+		return render_fail(r, n, "only lists and strings can be sliced, not %s",
+		                   v_type_name(of));
 	len = of.t == V_LIST ? (int64_t)of.u.l->n : (int64_t)u8_len(of.u.s.p, of.u.s.n);
 	if (slice_indices(r, n, ix, len, &start, &stop, &step))
 		return -1;
@@ -132,7 +134,7 @@ static int do_slice(struct renderer *r, const struct node *n, struct val of, str
 		size_t k = 0;
 
 		if (!l)
-			return oom(r, n);
+			return render_oom(r, n);
 		l->tuple = of.u.l->tuple;
 		for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
 			l->items[k++] = of.u.l->items[i];
@@ -144,7 +146,7 @@ static int do_slice(struct renderer *r, const struct node *n, struct val of, str
 		size_t o = 0;
 
 		if (!s)
-			return oom(r, n);
+			return render_oom(r, n);
 		for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
 			size_t at = u8_offset(of.u.s.p, of.u.s.n, (size_t)i),
 			       end = u8_offset(of.u.s.p, of.u.s.n, (size_t)i + 1);
@@ -169,7 +171,7 @@ static int get_item(struct renderer *r, const struct node *n, struct val of, str
 		struct val *self = arena_alloc(r->a, sizeof *self);
 
 		if (!self)
-			return oom(r, n);
+			return render_oom(r, n);
 		*self = of;
 		*out = (struct val){.t = V_METHOD, .u.m = {self, which}};
 		return 0;
@@ -217,12 +219,12 @@ static int get_item(struct renderer *r, const struct node *n, struct val of, str
 		else if (!strcmp(k, "nextitem") && l->index0 + 1 < l->length)
 			*out = l->items->items[l->index0 + 1];
 		else if (strcmp(k, "previtem") && strcmp(k, "nextitem"))
-			return fail(r, n, "loop.%s is not supported", k);
+			return render_fail(r, n, "loop.%s is not supported", k);
 	} else if (!attr_first && key.t == V_STR && (of.t == V_STR || of.t == V_DICT) &&
 	           builtin_method(of, key.u.s.p, &which)) {
 		return get_item(r, n, of, key, true, out);
 	} else if (of.t == V_FUNC || of.t == V_METHOD) {
-		return fail(r, n, "%s", "attributes of functions are not supported");
+		return render_fail(r, n, "%s", "attributes of functions are not supported");
 	}
 	return 0;
 }
@@ -243,7 +245,7 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 	if (op == '+' && a.t == V_STR && b.t == V_STR) {
 		char *s = arena_alloc(r->a, a.u.s.n + b.u.s.n + 1);
 		if (!s)
-			return oom(r, n);
+			return render_oom(r, n);
 		memcpy(s, a.u.s.p, a.u.s.n);
 		memcpy(s + a.u.s.n, b.u.s.p, b.u.s.n);
 		*out = v_str(s, a.u.s.n + b.u.s.n);
@@ -252,7 +254,7 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 	if (op == '+' && a.t == V_LIST && b.t == V_LIST) {
 		struct list *l = list_new(r, a.u.l->n + b.u.l->n);
 		if (!l)
-			return oom(r, n);
+			return render_oom(r, n);
 		if (a.u.l->n)
 			memcpy(l->items, a.u.l->items, a.u.l->n * sizeof *l->items);
 		if (b.u.l->n)
@@ -269,9 +271,9 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 	}
 	f = a.t == V_FLOAT ? a.u.f : (double)x, g = b.t == V_FLOAT ? b.u.f : (double)y;
 	if ((op == '/' || op == 'f' || op == '%') && g == 0)
-		return fail(r, n, "%s", "division by zero");
+		return render_fail(r, n, "%s", "division by zero");
 	if (op == 'p' && f == 0 && g < 0) /* Python: ZeroDivisionError */
-		return fail(r, n, "%s", "zero to a negative power");
+		return render_fail(r, n, "%s", "zero to a negative power");
 	if (ints && op != '/' && op != 'p') {
 		bool bad = false;
 		switch (op) {
@@ -298,8 +300,9 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 			break;
 		}
 		if (bad)
-			return fail(r, n, "%s",
-			            "an integer overflow (numbers past 64 bits are not supported)");
+			return render_fail(
+			    r, n, "%s",
+			    "an integer overflow (numbers past 64 bits are not supported)");
 		*out = v_int(z);
 		return 0;
 	}
@@ -311,7 +314,7 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 		z = 1;
 		for (int64_t k = 0; k < y; k++)
 			if (__builtin_mul_overflow(z, x, &z))
-				return fail(
+				return render_fail(
 				    r, n, "%s",
 				    "an integer overflow (numbers past 64 bits are not supported)");
 		*out = v_int(z);
@@ -340,7 +343,7 @@ static int arith(struct renderer *r, const struct node *n, int op, struct val a,
 		f = pow(f, g);
 		/* Python: OverflowError, or a complex number */
 		if ((isinf(f) && isfinite(a.t == V_FLOAT ? a.u.f : 0)) || isnan(f))
-			return fail(r, n, "%s", "a power out of the floats' range");
+			return render_fail(r, n, "%s", "a power out of the floats' range");
 		break;
 	}
 	*out = (struct val){.t = V_FLOAT, .u.f = f};
@@ -356,8 +359,8 @@ static int contains(struct renderer *r, const struct node *n, struct val x, stru
 		return 0;
 	case V_STR:
 		if (x.t != V_STR)
-			return fail(r, n, "'in <string>' needs a string on its left, not %s",
-			            v_type_name(x));
+			return render_fail(r, n, "'in <string>' needs a string on its left, not %s",
+			                   v_type_name(x));
 		*out = x.u.s.n == 0 || memmem(in.u.s.p, in.u.s.n, x.u.s.p, x.u.s.n);
 		return 0;
 	case V_LIST:
@@ -368,8 +371,9 @@ static int contains(struct renderer *r, const struct node *n, struct val x, stru
 		*out = dict_find(in.u.d, x) != NULL;
 		return 0;
 	default:
-		return fail(r, n, "'in' needs a string, list or mapping on its right, not %s",
-		            v_type_name(in));
+		return render_fail(r, n,
+		                   "'in' needs a string, list or mapping on its right, not %s",
+		                   v_type_name(in));
 	}
 }
 
@@ -379,7 +383,7 @@ static int eval_args(struct renderer *r, const struct node *n, struct val **args
 	if (!n->nkids)
 		return 0;
 	if (!(*args = arena_alloc(r->a, n->nkids * sizeof **args)))
-		return oom(r, n);
+		return render_oom(r, n);
 	for (size_t i = 0; i < n->nkids; i++)
 		if (eval(r, n->kids[i], &(*args)[i]))
 			return -1;
@@ -412,7 +416,7 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 		struct list *l = list_new(r, n->nkids);
 
 		if (!l)
-			return oom(r, n);
+			return render_oom(r, n);
 		l->tuple = n->k == N_TUPLE;
 		for (size_t i = 0; i < n->nkids; i++)
 			if (eval(r, n->kids[i], &l->items[i]))
@@ -424,16 +428,17 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 		struct dict *d = arena_alloc(r->a, sizeof *d);
 
 		if (!d)
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i + 1 < n->nkids; i += 2) {
 			if (eval(r, n->kids[i], &a) || eval(r, n->kids[i + 1], &b))
 				return -1;
 			if (a.t != V_STR && a.t != V_INT && a.t != V_BOOL && a.t != V_NONE &&
 			    a.t != V_FLOAT)
-				return fail(r, n->kids[i], "%s as a mapping key is not supported",
-				            v_type_name(a));
+				return render_fail(r, n->kids[i],
+				                   "%s as a mapping key is not supported",
+				                   v_type_name(a));
 			if (dict_set(r->a, d, a, b))
-				return oom(r, n);
+				return render_oom(r, n);
 		}
 		*out = (struct val){.t = V_DICT, .u.d = d};
 		return 0;
@@ -526,9 +531,9 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 
 			if (!v_to_str(&s, a, &why) || !v_to_str(&s, b, &why)) {
 				free(s.p);
-				return why ? fail(r, n, "cannot print this value: %s", why)
-				           : fail(r, n, "%s",
-				                  "a string longer than the output limit");
+				return why ? render_fail(r, n, "cannot print this value: %s", why)
+				           : render_fail(r, n, "%s",
+				                         "a string longer than the output limit");
 			}
 			rc = arena_str(r, n, s.p ? s.p : "", s.n, out);
 			free(s.p);
@@ -570,8 +575,8 @@ static int eval_inner(struct renderer *r, const struct node *n, struct val *out)
 		}
 		return eval(r, n->c, out);
 	default:
-		return fail(r, n, "%s",
-		            "internal error: a statement where an expression was expected");
+		return render_fail(r, n, "%s",
+		                   "internal error: a statement where an expression was expected");
 	}
 }
 
@@ -612,10 +617,10 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 		*out = v.u.l;
 		return 0;
 	case V_UNDEF:
-		return !(*out = list_new(r, 0)) ? oom(r, n) : 0;
+		return !(*out = list_new(r, 0)) ? render_oom(r, n) : 0;
 	case V_DICT:
 		if (!(l = list_new(r, v.u.d->n)))
-			return oom(r, n);
+			return render_oom(r, n);
 		if (v.u.d->n)
 			memcpy(l->items, v.u.d->keys, v.u.d->n * sizeof *l->items);
 		*out = l;
@@ -624,7 +629,7 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 		size_t count = u8_len(v.u.s.p, v.u.s.n), at = 0;
 
 		if (!(l = list_new(r, count)))
-			return oom(r, n);
+			return render_oom(r, n);
 		for (size_t i = 0; i < count; i++) {
 			size_t end = u8_offset(v.u.s.p, v.u.s.n, i + 1);
 			l->items[i] = v_str(v.u.s.p + at, end - at);
@@ -634,7 +639,7 @@ static int iterable(struct renderer *r, const struct node *n, struct val v, stru
 		return 0;
 	}
 	default:
-		return fail(r, n, "%s cannot be looped over", v_type_name(v));
+		return render_fail(r, n, "%s cannot be looped over", v_type_name(v));
 	}
 }
 
@@ -665,7 +670,7 @@ int call_macro(struct renderer *r, const struct node *n, struct val f, struct va
 	int rc = -1;
 
 	if (!s || !bound)
-		return oom(r, n);
+		return render_oom(r, n);
 	if (++r->depth > r->max_depth)
 		return jfail(r->e, n->line, n->col, "macros nested deeper than the limit of %d",
 		             r->max_depth);
@@ -740,13 +745,13 @@ static int exec_for(struct renderer *r, const struct node *n)
 		struct val ok;
 
 		if (!kept)
-			return oom(r, n);
+			return render_oom(r, n);
 		kept->n = 0;
 		for (size_t i = 0; i < items->n; i++) {
 			struct scope *s = arena_alloc(r->a, sizeof *s);
 
 			if (!s)
-				return oom(r, n);
+				return render_oom(r, n);
 			s->up = outer;
 			r->scope = s;
 			if (assign(r, n, items->items[i]) || eval(r, n->d, &ok)) {
@@ -766,7 +771,7 @@ static int exec_for(struct renderer *r, const struct node *n)
 		enum flow flow = FLOW_NEXT;
 
 		if (!s || !ls)
-			return oom(r, n);
+			return render_oom(r, n);
 		if (++r->steps > r->max_steps)
 			return jfail(
 			    r->e, n->line, n->col,
@@ -812,7 +817,7 @@ static int exec(struct renderer *r, const struct node *n, enum flow *flow)
 		if (eval(r, n->a, &v))
 			return -1;
 		if (!v_to_str(&r->out, v, &why))
-			return why ? fail(r, n->a, "cannot print this value: %s", why)
+			return why ? render_fail(r, n->a, "cannot print this value: %s", why)
 			           : jfail(r->e, n->line, n->col,
 			                   "the output is longer than the limit of %zu bytes",
 			                   r->out.limit);
@@ -844,7 +849,7 @@ static int exec(struct renderer *r, const struct node *n, enum flow *flow)
 				             "attributes can be set",
 				             n->s);
 			return dict_set(r->a, ns->u.d, v_str(n->kw[0], strlen(n->kw[0])), v)
-			           ? oom(r, n)
+			           ? render_oom(r, n)
 			           : 0;
 		}
 		return assign(r, n, v);
@@ -855,8 +860,8 @@ static int exec(struct renderer *r, const struct node *n, enum flow *flow)
 		*flow = n->k == S_BREAK ? FLOW_BREAK : FLOW_CONTINUE;
 		return 0;
 	default:
-		return fail(r, n, "%s",
-		            "internal error: an expression where a statement was expected");
+		return render_fail(r, n, "%s",
+		                   "internal error: an expression where a statement was expected");
 	}
 }
 
