@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,21 +142,30 @@ static int check_complete(const struct opened *o, int *n_tensors, char *err, siz
 	return 0;
 }
 
+/* A directory named on the command line, or a message saying why not. */
+static bool is_directory(const char *verb, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		fprintf(stderr, "rlrun ckpt %s: %s: %s\n", verb, path, strerror(errno));
+		return false;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rlrun ckpt %s: %s: not a directory\n", verb, path);
+		return false;
+	}
+	return true;
+}
+
 static int cmd_verify(const char *dir)
 {
 	struct opened o;
-	struct stat st;
 	char err[2048], path[4300];
 	int n_tensors = 0;
 
-	if (stat(dir, &st)) {
-		fprintf(stderr, "rlrun ckpt verify: %s: %s\n", dir, strerror(errno));
+	if (!is_directory("verify", dir))
 		return RL_EXIT_FAIL;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "rlrun ckpt verify: %s: not a directory\n", dir);
-		return RL_EXIT_FAIL;
-	}
 	/* the run's directory given for one of its checkpoints */
 	snprintf(path, sizeof path, "%s/%s", dir, RL_CKPT_LATEST);
 	if (access(path, F_OK) == 0) {
@@ -195,21 +205,14 @@ static void metric_text(json_t *metrics, const char *name, char *buf, size_t len
 static int cmd_list(const char *root)
 {
 	struct rl_ckpt_listing l;
-	struct stat st;
 	char err[1024], latest[64] = "", path[4300];
 	size_t len;
 	int broken = 0;
 
 	/* the run's scan takes a missing directory for a fresh start; asked
 	 * for by name, it is a mistake */
-	if (stat(root, &st)) {
-		fprintf(stderr, "rlrun ckpt list: %s: %s\n", root, strerror(errno));
+	if (!is_directory("list", root))
 		return RL_EXIT_FAIL;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "rlrun ckpt list: %s: not a directory\n", root);
-		return RL_EXIT_FAIL;
-	}
 	if (rl_ckpt_scan(root, &l, err, sizeof err)) {
 		fprintf(stderr, "rlrun ckpt list: %s\n", err);
 		return RL_EXIT_FAIL;
