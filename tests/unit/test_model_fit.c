@@ -7,34 +7,8 @@
 
 #include <criterion/criterion.h>
 
+#include "tests/unit/published_models.h"
 #include "topology/model_fit.h"
-
-/* Llama-3.1-8B: 32 layers, 32 heads, 8 KV heads, intermediate 14336,
- * vocab 128256. */
-static const struct rl_plan_model llama8b = {
-    .n_layers = 32,
-    .hidden = 4096,
-    .intermediate = 14336,
-    .n_heads = 32,
-    .n_kv_heads = 8,
-    .head_dim = 128,
-    .vocab = 128256,
-};
-/* Qwen3-30B-A3B: 48 layers, all MoE, 128 experts of 768, 32 heads, 4 KV
- * heads, dense intermediate 6144 (no dense layer uses it). */
-static const struct rl_plan_model qwen30b = {
-    .n_layers = 48,
-    .hidden = 2048,
-    .intermediate = 6144,
-    .n_heads = 32,
-    .n_kv_heads = 4,
-    .head_dim = 128,
-    .vocab = 151936,
-    .n_experts = 128,
-    .experts_per_token = 8,
-    .expert_intermediate = 768,
-    .n_moe_layers = 48,
-};
 
 static struct rl_fit_layout sizes(int tp, int pp, int cp, int ep)
 {
@@ -70,8 +44,8 @@ Test(model_fit, kv_heads_are_split_not_replicated)
 	                      "heads (M/config.json)") == err,
 	          "%s", err);
 	/* Qwen3-30B-A3B's 4 KV heads: tp 4 yes, 8 no */
-	cr_expect_eq(fit(&qwen30b, sizes(4, 1, 1, 1)), 0, "%s", err);
-	cr_expect_eq(fit(&qwen30b, sizes(8, 1, 1, 1)), -1);
+	cr_expect_eq(fit(&qwen3_30b_a3b, sizes(4, 1, 1, 1)), 0, "%s", err);
+	cr_expect_eq(fit(&qwen3_30b_a3b, sizes(8, 1, 1, 1)), -1);
 }
 
 Test(model_fit, dense_intermediate_only_where_a_layer_is_dense)
@@ -83,7 +57,7 @@ Test(model_fit, dense_intermediate_only_where_a_layer_is_dense)
 	cr_expect_eq(fit(&m, sizes(4, 1, 1, 1)), -1);
 	cr_expect(strstr(err, "MLP intermediate size 14338"), "%s", err);
 	/* every layer a mixture of experts: the dense size is never cut */
-	m = qwen30b;
+	m = qwen3_30b_a3b;
 	m.intermediate = 6145;
 	cr_expect_eq(fit(&m, sizes(4, 1, 1, 1)), 0, "%s", err);
 	m.n_moe_layers = 47;
@@ -102,8 +76,7 @@ Test(model_fit, vocabulary_may_split_unevenly)
 
 	cr_expect_eq(fit(&m, sizes(2, 1, 1, 1)), 0, "7 rows over 2 ranks: 4 and 3: %s", err);
 	cr_expect_eq(fit(&m, sizes(8, 1, 1, 1)), -1);
-	cr_expect(strstr(err, "tensor=8 is more than the model's 7 vocabulary entries"), "%s",
-	          err);
+	cr_expect(strstr(err, "tensor=8 is more than the model's 7 vocabulary entries"), "%s", err);
 }
 
 Test(model_fit, pipeline_stages)
@@ -137,8 +110,8 @@ Test(model_fit, pipeline_stages)
 
 Test(model_fit, experts)
 {
-	cr_expect_eq(fit(&qwen30b, sizes(1, 1, 1, 8)), 0, "%s", err);
-	cr_expect_eq(fit(&qwen30b, sizes(1, 1, 1, 3)), -1);
+	cr_expect_eq(fit(&qwen3_30b_a3b, sizes(1, 1, 1, 8)), 0, "%s", err);
+	cr_expect_eq(fit(&qwen3_30b_a3b, sizes(1, 1, 1, 3)), -1);
 	cr_expect_str_eq(err, "policy.parallel.expert=3 does not divide the model's 128 experts "
 	                      "(M/config.json)");
 	cr_expect_eq(fit(&llama8b, sizes(1, 1, 1, 2)), -1);
@@ -146,9 +119,9 @@ Test(model_fit, experts)
 	/* expert tensor parallelism cuts the experts' 768 */
 	struct rl_fit_layout l = sizes(1, 1, 1, 1);
 	l.etp = 256;
-	cr_expect_eq(fit(&qwen30b, l), 0, "%s", err);
+	cr_expect_eq(fit(&qwen3_30b_a3b, l), 0, "%s", err);
 	l.etp = 512;
-	cr_expect_eq(fit(&qwen30b, l), -1);
+	cr_expect_eq(fit(&qwen3_30b_a3b, l), -1);
 	cr_expect(strstr(err, "expert_tensor=512 does not divide the model's expert intermediate "
 	                      "size 768"),
 	          "%s", err);
@@ -164,7 +137,7 @@ Test(model_fit, context_parallelism_not_yet_with)
 	cr_expect(strstr(err, "together with sequence parallelism is not implemented"), "%s", err);
 	cr_expect_eq(fit(&llama8b, sizes(1, 2, 2, 1)), -1);
 	cr_expect(strstr(err, "together with pipeline parallelism is not implemented"), "%s", err);
-	cr_expect_eq(fit(&qwen30b, sizes(1, 1, 2, 1)), -1);
+	cr_expect_eq(fit(&qwen3_30b_a3b, sizes(1, 1, 2, 1)), -1);
 	cr_expect(strstr(err, "with a mixture of experts (M/config.json) is not implemented"), "%s",
 	          err);
 }
