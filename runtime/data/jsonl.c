@@ -162,9 +162,60 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 	return 1;
 }
 
-/* Parses one non-blank line into *ex. Returns 0 or -1 (reported). */
+/* The roles a conversation may hold, as chat templates know them. */
+static bool known_role(const char *r)
+{
+	return strcmp(r, "system") == 0 || strcmp(r, "user") == 0 ||
+	       strcmp(r, "assistant") == 0 || strcmp(r, "tool") == 0;
+}
+
+/* A chat line's conversation: root[key] is a list of {"role", "content"}
+ * objects with string contents, at least one from the user and one from
+ * the assistant. Fills ex->messages (a reference) and ex->problem (the
+ * first user message, for messages and the validation table). Returns 0
+ * or -1 (reported). */
+static int take_messages(const struct loader *l, json_t *root, const char *key,
+                         struct rl_example *ex)
+{
+	json_t *msgs = json_object_get(root, key), *m;
+	const char *first_user = NULL;
+	bool assistant = false;
+	size_t i;
+
+	if (!msgs)
+		return missing_field(l, root, key);
+	if (!json_is_array(msgs))
+		return fail(l, "field '%s' is %s, expected a list of messages", key,
+		            rl_json_type_name(msgs));
+	json_array_foreach(msgs, i, m)
+	{
+		json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+
+		if (!json_is_object(m))
+			return fail(l, "%s[%zu] is %s, expected an object with role and content", key,
+			            i, rl_json_type_name(m));
+		if (!json_is_string(role) || !known_role(json_string_value(role)))
+			return fail(l, "%s[%zu].role must be system, user, assistant or tool", key, i);
+		if (!json_is_string(content))
+			return fail(l, "%s[%zu].content is %s, expected a string", key, i,
+			            content ? rl_json_type_name(content) : "missing");
+		if (!first_user && strcmp(json_string_value(role), "user") == 0)
+			first_user = json_string_value(content);
+		assistant |= strcmp(json_string_value(role), "assistant") == 0;
+	}
+	if (!first_user || !assistant)
+		return fail(l, "field '%s' needs a user message and an assistant message", key);
+	if (!(ex->problem = strdup(first_user)))
+		return fail(l, "out of memory");
+	ex->messages = json_incref(msgs);
+	return 0;
+}
+
+/* Parses one non-blank line into *ex: a problem and answer, or with
+ * chat_key a conversation. Returns 0 or -1 (reported). */
 static int parse_line(const struct loader *l, const char *line, size_t len, const char *input_key,
-                      const char *output_key, bool need_answer, struct rl_example *ex)
+                      const char *output_key, const char *chat_key, bool need_answer,
+                      struct rl_example *ex)
 {
 	size_t bad = rl_utf8_check(line, len);
 	json_error_t jerr;
@@ -184,6 +235,10 @@ static int parse_line(const struct loader *l, const char *line, size_t len, cons
 	}
 	if (!json_is_object(root)) {
 		fail(l, "the line is %s, expected a JSON object", rl_json_type_name(root));
+		goto out;
+	}
+	if (chat_key) {
+		rc = take_messages(l, root, chat_key, ex);
 		goto out;
 	}
 	prob = json_object_get(root, input_key);
@@ -222,8 +277,9 @@ static bool is_blank(const char *s, size_t n)
 	return true;
 }
 
-int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *output_key,
-                          bool need_answer, struct rl_dataset *ds, char *err, size_t errlen)
+static int load(const char *path, const char *input_key, const char *output_key,
+                const char *chat_key, bool need_answer, struct rl_dataset *ds, char *err,
+                size_t errlen)
 {
 	struct loader l = {.path = path, .err = err, .errlen = errlen};
 	struct rl_dataset d = {0};
@@ -268,7 +324,8 @@ int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *o
 			cap = ncap;
 		}
 		d.ex[d.n] = (struct rl_example){0};
-		if (parse_line(&l, text, len, input_key, output_key, need_answer, &d.ex[d.n]))
+		if (parse_line(&l, text, len, input_key, output_key, chat_key, need_answer,
+		               &d.ex[d.n]))
 			goto fail;
 		d.n++;
 	}
@@ -293,11 +350,24 @@ fail:
 	return -1;
 }
 
+int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *output_key,
+                          bool need_answer, struct rl_dataset *ds, char *err, size_t errlen)
+{
+	return load(path, input_key, output_key, NULL, need_answer, ds, err, errlen);
+}
+
+int rl_dataset_load_chat(const char *path, const char *chat_key, struct rl_dataset *ds, char *err,
+                         size_t errlen)
+{
+	return load(path, NULL, NULL, chat_key, false, ds, err, errlen);
+}
+
 void rl_dataset_free(struct rl_dataset *ds)
 {
 	for (size_t i = 0; i < ds->n; i++) {
 		free(ds->ex[i].problem);
 		free(ds->ex[i].answer);
+		json_decref(ds->ex[i].messages);
 	}
 	free(ds->ex);
 	free(ds->path);
