@@ -152,7 +152,8 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 			return 1;
 		/* fall through */
 	default:
-		fail(l, "field '%s' is %s, expected a string or a number", key, rl_json_type_name(v));
+		fail(l, "field '%s' is %s, expected a string or a number", key,
+		     rl_json_type_name(v));
 		return 0;
 	}
 	if (!*out) {
@@ -165,8 +166,8 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 /* The roles a conversation may hold, as chat templates know them. */
 static bool known_role(const char *r)
 {
-	return strcmp(r, "system") == 0 || strcmp(r, "user") == 0 ||
-	       strcmp(r, "assistant") == 0 || strcmp(r, "tool") == 0;
+	return strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0 ||
+	       strcmp(r, "tool") == 0;
 }
 
 /* A chat line's conversation: root[key] is a list of {"role", "content"}
@@ -192,10 +193,11 @@ static int take_messages(const struct loader *l, json_t *root, const char *key,
 		json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
 
 		if (!json_is_object(m))
-			return fail(l, "%s[%zu] is %s, expected an object with role and content", key,
-			            i, rl_json_type_name(m));
+			return fail(l, "%s[%zu] is %s, expected an object with role and content",
+			            key, i, rl_json_type_name(m));
 		if (!json_is_string(role) || !known_role(json_string_value(role)))
-			return fail(l, "%s[%zu].role must be system, user, assistant or tool", key, i);
+			return fail(l, "%s[%zu].role must be system, user, assistant or tool", key,
+			            i);
 		if (!json_is_string(content))
 			return fail(l, "%s[%zu].content is %s, expected a string", key, i,
 			            content ? rl_json_type_name(content) : "missing");

@@ -19,6 +19,20 @@ static void name_key(char *err, size_t errlen, const char *key)
 	free(msg);
 }
 
+/* A data set as the run reads it: conversations (openai_format), or
+ * problems whose answers are optional only when an external reward
+ * program decides; SFT learns the answers, so it needs every one. */
+static int load(const struct rl_config *cfg, const char *path, struct rl_dataset *ds, char *err,
+                size_t errlen)
+{
+	const struct rl_cfg_data *c = &cfg->data;
+
+	if (strcmp(c->dataset_name, "openai_format") == 0)
+		return rl_dataset_load_chat(path, c->chat_key, ds, err, errlen);
+	return rl_dataset_load_jsonl(path, c->input_key, c->output_key,
+	                             cfg->algorithm == RL_ALGO_SFT, ds, err, errlen);
+}
+
 int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
                         char *err, size_t errlen)
 {
@@ -32,7 +46,8 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 		rl_prompt_free(&d->prompt);
 		return -1;
 	}
-	if (strcmp(c->dataset_name, "jsonl") != 0) {
+	if (strcmp(c->dataset_name, "jsonl") != 0 &&
+	    strcmp(c->dataset_name, "openai_format") != 0) {
 		d->synthetic = true;
 		if (rl_task_parse(c->dataset_name, &d->task)) {
 			snprintf(err, errlen, "data.dataset_name: no built-in task '%s'",
@@ -41,15 +56,12 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 		}
 		return 0;
 	}
-	/* answers are optional only when an external reward program decides */
-	if (rl_dataset_load_jsonl(c->train_path, c->input_key, c->output_key, false, &d->train, err,
-	                          errlen)) {
+	if (load(cfg, c->train_path, &d->train, err, errlen)) {
 		name_key(err, errlen, "data.train.path");
 		goto fail;
 	}
 	if (c->validation_path) {
-		if (rl_dataset_load_jsonl(c->validation_path, c->input_key, c->output_key, false,
-		                          &d->val, err, errlen)) {
+		if (load(cfg, c->validation_path, &d->val, err, errlen)) {
 			name_key(err, errlen, "data.validation.path");
 			goto fail;
 		}
@@ -124,6 +136,22 @@ int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char *
 			return -1;
 	}
 	return 1;
+}
+
+int rl_data_source_next_indices(struct rl_data_source *d, const size_t **idx)
+{
+	if (d->synthetic || !rl_data_order_next(&d->order, d->batch_idx))
+		return 0;
+	*idx = d->batch_idx;
+	return 1;
+}
+
+bool rl_data_source_last_batch(const struct rl_data_source *d)
+{
+	const struct rl_data_order *o = &d->order;
+
+	return !d->synthetic && (o->epoch >= o->max_epochs ||
+	                         (o->epoch == o->max_epochs - 1 && o->pos + o->batch > o->n));
 }
 
 size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max)

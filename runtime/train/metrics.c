@@ -129,12 +129,37 @@ static void put_num(json_t *o, const char *key, double v)
 	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
 }
 
+/* SFT's line: NeMo-RL's train/ and validation/ metrics of sft.py, and its
+ * timers */
+static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
+{
+	json_object_set_new(o, "step", json_integer(m->step));
+	if (m->has_val)
+		put_num(o, "val_loss", m->val_loss);
+	put_num(o, "loss", m->loss);
+	put_num(o, "grad_norm", m->grad_norm);
+	put_num(o, "lr", m->lr);
+	if (m->moe)
+		put_num(o, "moe_aux_loss", m->moe_aux_loss);
+	json_object_set_new(o, "global_valid_toks", json_integer(m->valid_tokens));
+	json_object_set_new(o, "tokens", json_integer(m->tokens));
+	put_num(o, "tokens_per_sec", m->tokens_per_sec);
+	put_num(o, "total_step_time", m->t.total_step_time);
+	put_num(o, "data_processing", m->t.data_processing);
+	put_num(o, "policy_training", m->t.policy_training);
+	put_num(o, "checkpointing", m->t.checkpointing);
+	put_num(o, "validation", m->t.validation);
+	return o;
+}
+
 json_t *rl_metrics_json(const struct rl_step_metrics *m)
 {
 	json_t *o = json_object();
 
 	if (!o)
 		return NULL;
+	if (m->supervised)
+		return supervised_json(o, m);
 	json_object_set_new(o, "step", json_integer(m->step));
 	put_num(o, "reward_mean", m->reward_mean);
 	put_num(o, "reward_std", m->reward_std);
@@ -194,17 +219,24 @@ static const struct {
 } renamed[] = {
     {"reward_mean", "train/reward"},
     {"val_reward", "validation/accuracy"},
+    {"val_loss", "validation/val_loss"},
     {"response_tokens_mean", "train/mean_gen_tokens_per_sample"},
     {"truncated_fraction", "train/truncation_rate"},
     {"tokens", "train/total_num_tokens"},
     {"tokens_per_sec", "performance/tokens_per_sec"},
     {"validation", "timing/validation/total_validation_time"},
 };
-static const char *const timers[] = {"total_step_time",    "generation",
-                                     "reward_calculation", "policy_and_reference_logprobs",
-                                     "policy_training",    "refit",
-                                     "checkpointing",      "exposed_generation",
-                                     "weight_sync",        "idle/buffer_starvation"};
+static const char *const timers[] = {"total_step_time",
+                                     "generation",
+                                     "data_processing",
+                                     "reward_calculation",
+                                     "policy_and_reference_logprobs",
+                                     "policy_training",
+                                     "refit",
+                                     "checkpointing",
+                                     "exposed_generation",
+                                     "weight_sync",
+                                     "idle/buffer_starvation"};
 
 const char *rl_metrics_tag(const char *key, char *buf, size_t len)
 {
@@ -289,11 +321,53 @@ void rl_metrics_close(struct rl_metrics_log *log)
 	memset(log, 0, sizeof *log);
 }
 
+static void gpu_line(FILE *out, const struct rl_step_metrics *m);
+
+/* SFT's two lines: the loss and its tokens, then the time */
+static void supervised_progress(FILE *out, const struct rl_step_metrics *m, long eta)
+{
+	const struct rl_step_timers *t = &m->t;
+
+	fprintf(
+	    out,
+	    "step %lld/%lld  loss %.4f  grad norm %.3g  lr %.2e  %lld tokens, %lld in the loss\n",
+	    (long long)m->step, (long long)m->total_steps, m->loss, m->grad_norm, m->lr,
+	    (long long)m->tokens, (long long)m->valid_tokens);
+	fprintf(out,
+	        "    data %.2fs  train %.2fs  ckpt %.2fs | %.2f s/step, %.0f tok/s, ETA %ld:%02ld",
+	        t->data_processing, t->policy_training, t->checkpointing, t->total_step_time,
+	        m->tokens_per_sec, eta / 60, eta % 60);
+	gpu_line(out, m);
+	if (m->has_val)
+		fprintf(out, "step %lld/%lld  validation loss %.4f (%.2fs)\n", (long long)m->step,
+		        (long long)m->total_steps, m->val_loss, t->validation);
+	fflush(out);
+}
+
+/* the fullest GPU and the mean utilisation, and the line's end */
+static void gpu_line(FILE *out, const struct rl_step_metrics *m)
+{
+	if (m->n_gpus > 0) {
+		double used = 0, total = 0, util = 0;
+		for (int i = 0; i < m->n_gpus; i++) {
+			if (m->gpus[i].mem_gb >= used)
+				used = m->gpus[i].mem_gb, total = m->gpus[i].mem_total_gb;
+			util += m->gpus[i].util / m->n_gpus;
+		}
+		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
+	}
+	fputc('\n', out);
+}
+
 void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s)
 {
 	const struct rl_step_timers *t = &m->t;
 	long eta = isfinite(eta_s) && eta_s > 0 ? lround(eta_s) : 0;
 
+	if (m->supervised) {
+		supervised_progress(out, m, eta);
+		return;
+	}
 	/* what NeMo-RL's users watch, then where the step's time went */
 	fprintf(out,
 	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  grad norm %.3g  lr %.2e"
@@ -307,17 +381,7 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	        t->generation, t->reward_calculation, t->policy_and_reference_logprobs,
 	        t->policy_training, t->refit, t->checkpointing, t->total_step_time,
 	        m->tokens_per_sec, eta / 60, eta % 60);
-	if (m->n_gpus > 0) {
-		/* the fullest GPU and the mean utilisation */
-		double used = 0, total = 0, util = 0;
-		for (int i = 0; i < m->n_gpus; i++) {
-			if (m->gpus[i].mem_gb >= used)
-				used = m->gpus[i].mem_gb, total = m->gpus[i].mem_total_gb;
-			util += m->gpus[i].util / m->n_gpus;
-		}
-		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
-	}
-	fputc('\n', out);
+	gpu_line(out, m);
 	if (m->has_val)
 		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
 		        (long long)m->total_steps, m->val_reward, t->validation);
@@ -326,6 +390,18 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 
 void rl_run_summary_add(struct rl_run_summary *s, const struct rl_step_metrics *m)
 {
+	if (m->supervised) {
+		/* the loss in the reward's place, lower is better: negated in,
+		 * negated out (rl_run_summary_print) */
+		struct rl_step_metrics n = *m;
+
+		n.supervised = false;
+		n.reward_mean = -m->loss;
+		n.val_reward = -m->val_loss;
+		rl_run_summary_add(s, &n);
+		s->supervised = true;
+		return;
+	}
 	if (s->steps++ == 0) {
 		s->first_step = m->step;
 		s->first_reward = m->reward_mean;
@@ -358,17 +434,17 @@ void rl_run_summary_print(FILE *out, const struct rl_run_summary *s, const char 
 	        (long long)s->steps, s->steps == 1 ? "" : "s", (long long)s->first_step,
 	        (long long)s->last_step, secs / 3600, secs / 60 % 60, secs % 60,
 	        s->seconds / (double)s->steps, s->seconds > 0 ? (double)s->tokens / s->seconds : 0);
-	fprintf(
-	    out,
-	    "rlrun train: reward %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
-	    s->first_reward, (long long)s->first_step, s->final_reward, (long long)s->last_step,
-	    s->best_reward, (long long)s->best_step);
+	double sign = s->supervised ? -1 : 1;
+	const char *what = s->supervised ? "loss" : "reward";
+	fprintf(out,
+	        "rlrun train: %s %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
+	        what, sign * s->first_reward, (long long)s->first_step, sign * s->final_reward,
+	        (long long)s->last_step, sign * s->best_reward, (long long)s->best_step);
 	if (isfinite(s->final_val))
-		fprintf(
-		    out,
-		    "rlrun train: validation reward %.3f at step %lld; best %.3f at step %lld\n",
-		    s->final_val, (long long)s->final_val_step, s->best_val,
-		    (long long)s->best_val_step);
+		fprintf(out,
+		        "rlrun train: validation %s %.3f at step %lld; best %.3f at step %lld\n",
+		        what, sign * s->final_val, (long long)s->final_val_step, sign * s->best_val,
+		        (long long)s->best_val_step);
 	fprintf(out, "rlrun train: metrics in %s/metrics.jsonl (plots: rlrun plot %s)\n", log_dir,
 	        log_dir);
 	if (tb_dir)

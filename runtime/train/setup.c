@@ -381,6 +381,14 @@ static void open_rollouts(struct rl_trainer *t)
 	                       c->grpo.async_grpo.enabled);
 }
 
+/* The examples a step takes from the data: GRPO's prompts, or SFT's
+ * global batch (it has no groups). */
+static size_t data_per_step(const struct rl_config *cfg)
+{
+	return (size_t)(cfg->algorithm == RL_ALGO_SFT ? cfg->policy.train_global_batch_size
+	                                              : cfg->grpo.num_prompts_per_step);
+}
+
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
                      FILE *progress, char *err, size_t errlen)
 {
@@ -415,9 +423,10 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	rl_stop_signal_set(&stop_signals);
 	if (rl_train_check(cfg, err, errlen) ||
 	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
-	    rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen) ||
-	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
-	                        errlen) ||
+	    /* SFT scores nothing: its answers are its data */
+	    (cfg->algorithm != RL_ALGO_SFT &&
+	     rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen)) ||
+	    rl_data_source_open(&t->data, cfg, data_per_step(cfg), err, errlen) ||
 	    load_policy(t, err, errlen) ||
 	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
 	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)))

@@ -21,6 +21,20 @@
 #include "runtime/train/train.h"
 #include "runtime/train/validate.h"
 
+/* SFT's second line: its steps are global batches of examples */
+static void describe_sft(const struct rl_trainer *t, FILE *out)
+{
+	const struct rl_config *c = t->cfg;
+
+	fprintf(out,
+	        "rlrun sft: %lld step%s of %lld example%s from %s (%zu), one optimizer update "
+	        "each; metrics in %s\n",
+	        (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
+	        (long long)c->policy.train_global_batch_size,
+	        rl_plural(c->policy.train_global_batch_size), c->data.train_path, t->data.train.n,
+	        t->log.path);
+}
+
 static void describe(const struct rl_trainer *t, FILE *out)
 {
 	const struct rl_config *c = t->cfg;
@@ -29,18 +43,25 @@ static void describe(const struct rl_trainer *t, FILE *out)
 
 	for (int i = 0; i < t->model->n_params; i++)
 		params += t->model->params[i].numel;
-	fprintf(out,
-	        "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s, "
-	        "reward %s\n"
-	        "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
-	        "update%s per step; metrics in %s\n",
+	fprintf(out, "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s",
 	        c->policy.model_name, mc->architecture, mc->n_layers, rl_plural(mc->n_layers),
-	        mc->hidden_size, (double)params / 1e6, t->model->ops->name, c->data.dataset_name,
-	        t->reward.name, (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
-	        (long long)c->grpo.num_prompts_per_step, rl_plural(c->grpo.num_prompts_per_step),
-	        (long long)c->grpo.num_generations_per_prompt,
-	        rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
-	        rl_plural(t->updates_per_step), t->log.path);
+	        mc->hidden_size, (double)params / 1e6, t->model->ops->name, c->data.dataset_name);
+	if (c->algorithm == RL_ALGO_SFT) {
+		fputc('\n', out);
+		describe_sft(t, out);
+	} else {
+		fprintf(out,
+		        ", reward %s\n"
+		        "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
+		        "update%s per step; metrics in %s\n",
+		        t->reward.name, (long long)c->grpo.max_num_steps,
+		        rl_plural(c->grpo.max_num_steps), (long long)c->grpo.num_prompts_per_step,
+		        rl_plural(c->grpo.num_prompts_per_step),
+		        (long long)c->grpo.num_generations_per_prompt,
+		        rl_plural(c->grpo.num_generations_per_prompt),
+		        (long long)t->updates_per_step, rl_plural(t->updates_per_step),
+		        t->log.path);
+	}
 	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
@@ -138,8 +159,10 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		    rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		if (m.has_val && progress)
-			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
-			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
+			fprintf(progress, "step 0/%lld  validation %s %.3f (%.2fs)\n",
+			        (long long)cfg->grpo.max_num_steps,
+			        m.supervised ? "loss" : "reward",
+			        m.supervised ? m.val_loss : m.val_reward, m.t.validation);
 	}
 	started = rl_now();
 	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
