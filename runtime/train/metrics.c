@@ -136,6 +136,11 @@ static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
 	json_object_set_new(o, "step", json_integer(m->step));
 	if (m->has_val)
 		put_num(o, "val_loss", m->val_loss);
+	if (m->tokens == 0) {
+		/* sft.val_at_start's line: validation, no training step */
+		put_num(o, "validation", m->t.validation);
+		return o;
+	}
 	put_num(o, "loss", m->loss);
 	put_num(o, "grad_norm", m->grad_norm);
 	put_num(o, "lr", m->lr);
