@@ -133,6 +133,31 @@ for k in sft.val_batches sft.val_global_batch_size sft.val_micro_batch_size sft.
 	expect_grep "$WORK/out" "^$k\$" "the schema lists $k"
 done
 
+# NeMo-RL's data layout with its SFT processor reads as this run's data
+cat >nemo.yaml <<EOF2
+sft:
+  max_num_steps: 2
+  val_period: 0
+policy:
+  model_name: builtin:tiny-llama
+  train_global_batch_size: 4
+  train_micro_batch_size: 4
+  max_total_sequence_length: 16
+data:
+  train:
+    data_path: $WORK/data/train.jsonl
+  default:
+    dataset_name: jsonl
+    input_key: q
+    output_key: a
+    processor: sft_processor
+EOF2
+expect_status 0 "NeMo-RL's data layout with processor sft_processor" -- "$RLRUN" config nemo.yaml
+expect_grep "$WORK/out" "^    path: $WORK/data/train.jsonl" "  maps data_path"
+sed 's/^sft:/grpo:/' nemo.yaml >nemo-grpo.yaml
+expect_status 2 "sft_processor in a GRPO config" -- "$RLRUN" config nemo-grpo.yaml
+expect_grep "$WORK/err" "processor: sft_processor makes SFT's examples" "  is refused"
+
 # --- errors ---------------------------------------------------------------
 printf '{"q": "1+1=", "a": 2}\n{"q": "2+2=", "a": 4\n' >data/bad.jsonl
 expect_status 1 "a bad JSONL line" -- "$RLRUN" sft "$EX" "$@" data.train.path="$WORK/data/bad.jsonl"
