@@ -5,7 +5,8 @@
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
 # metrics (timers aside) as a run never stopped. Five ways: after a random
-# step, synchronous, in bf16, and asynchronous (the rollout in flight saved
+# step, synchronous, in bf16, in SFT (rlrun sft: its place in the data
+# saved), and asynchronous (the rollout in flight saved
 # with the checkpoint); landing inside the reward program; landing inside a
 # checkpoint write; and with a grace time too short for a save, where the
 # newest checkpoint is kept and the log says how many steps will be redone.
@@ -49,13 +50,15 @@ checkpointing.save_period=5"
 
 # the srun of a run that trains into $work/NAME and $work/NAME.ck, on
 # TASKS tasks (2 unless set), scored by REWARD_CMD (the digits reward
-# unless set)
+# unless set); CONFIG, SMALL and STEPS_KEY, when set, take the place of
+# the GRPO config, its small settings and grpo.max_num_steps
 train_cmd() { # NAME STEPS [KEY=VALUE...]
 	name=$1 n=$2
 	shift 2
 	# shellcheck disable=SC2086
-	echo "srun --mpi=pmi2 -n ${TASKS:-2} --rl-config='$config' '$RLRUN'" $small \
-		"grpo.max_num_steps=$n 'env.digits.command=${REWARD_CMD:-awk -f $reward}'" \
+	echo "srun --mpi=pmi2 -n ${TASKS:-2} --rl-config='${CONFIG:-$config}' '$RLRUN'" \
+		${SMALL:-$small} "${STEPS_KEY:-grpo.max_num_steps}=$n" \
+		"'env.digits.command=${REWARD_CMD:-awk -f $reward}'" \
 		"logger.log_dir='$work/$name' checkpointing.checkpoint_dir='$work/$name.ck'" "$@"
 }
 
@@ -266,6 +269,28 @@ id=$(submit bref low) && wait_until 120 start_ended bref 1 && [ "$(last_exit bre
 if preempted_at_random brandom $steps $bf16; then
 	same_end brandom bref
 fi
+
+# ---- SFT preempted at a random step ----
+# rlrun sft's checkpoint holds its place in the data (epoch and position,
+# as GRPO's): the resumed run takes the examples the uninterrupted one took
+# and ends with its weights and metrics, validation losses included
+CONFIG=$(cd "$top_srcdir/etc/examples" && pwd -P)/sft-tiny.yaml
+SMALL="policy.train_global_batch_size=16 policy.train_micro_batch_size=8
+policy.parallel.tensor=2 checkpointing.enabled=true checkpointing.save_period=5
+checkpointing.keep_top_k=null sft.val_period=10 sft.val_at_start=false"
+STEPS_KEY=sft.max_num_steps
+job_script sref $steps
+id=$(submit sref low) && wait_until 120 start_ended sref 1 && [ "$(last_exit sref)" = 0 ] &&
+	ok "the uninterrupted SFT run: $steps steps" || {
+	not_ok "the uninterrupted SFT run did not finish"
+	sed 's/^/  | /' "$work/sref.out" | tail -20
+}
+if preempted_at_random srandom $steps; then
+	expect_grep "$work/srandom.out" "requeued job $id: it resumes from step_[0-9]+" \
+		"srandom: a checkpoint, then the requeue"
+	same_end srandom sref
+fi
+unset CONFIG SMALL STEPS_KEY
 
 # ---- asynchronous GRPO preempted at a random step ----
 # 2 training + 2 generation tasks; each step ends with the next rollout
