@@ -175,7 +175,9 @@ const struct rl_key rl_schema[] = {
     {"checkpointing.checkpoint_dir", RL_T_STRING, OFF(checkpointing.checkpoint_dir), "results/grpo",
      .doc = "where step_N/ directories are written"},
     {"checkpointing.metric_name", RL_T_STRING, OFF(checkpointing.metric_name), "val_reward",
-     .flags = RL_K_NULLABLE, .doc = "metric that ranks checkpoints for keep_top_k"},
+     .flags = RL_K_NULLABLE,
+     .doc = "metric that ranks checkpoints for keep_top_k: a key of metrics.jsonl; NeMo-RL's "
+            "val:NAME and train:NAME read as NAME (val:accuracy as val_reward)"},
     {"checkpointing.higher_is_better", RL_T_BOOL, OFF(checkpointing.higher_is_better), "true",
      .doc = "direction of metric_name"},
     {"checkpointing.keep_top_k", RL_T_OPT_INT, OFF(checkpointing.keep_top_k), "3", AT_LEAST(1),

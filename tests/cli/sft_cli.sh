@@ -26,7 +26,10 @@ set -- data.train.path="$WORK/data/train.jsonl" data.validation.path="$WORK/data
 
 # --- learning: the validation loss falls to under a quarter of its start,
 # and the exported checkpoint answers the taught sums greedily -----------
-expect_status 0 "rlrun sft learns the sums" -- "$RLRUN" sft "$EX" "$@"
+# (keep_top_k 1 ranked by the highest validation loss: the one checkpoint
+# it keeps besides the newest is an early one, not the newest's neighbour)
+expect_status 0 "rlrun sft learns the sums" -- "$RLRUN" sft "$EX" "$@" \
+	checkpointing.keep_top_k=1 checkpointing.higher_is_better=true
 m=logs/metrics.jsonl
 val() { sed -n "s/^{\"step\":$1,\"val_loss\":\([0-9.e+-]*\),.*/\1/p" "$m"; }
 v0=$(val 0) v_end=$(val 300)
@@ -46,6 +49,14 @@ if strings logs/tensorboard/events.out.tfevents.* | grep -q 'validation/val_loss
 else
 	not_ok "TensorBoard lacks validation/val_loss or train/loss"
 fi
+# checkpointing.metric_name val:val_loss (NeMo-RL's spelling), keep_top_k
+# 1, here higher is better: the saved step of the highest validation loss
+# stays, and the newest
+want=$(for st in 100 200 300; do echo "$(val $st) $st"; done | sort -gr | head -1 | cut -d' ' -f2 |
+	{ cat; echo 300; } | sort -un | sed 's/^/step_/' | tr '\n' ' ')
+got=$(cd ckpt && ls -d step_* | sort -t_ -k2 -n | tr '\n' ' ')
+[ "$got" = "$want" ] && [ "$got" != "step_300 " ] && ok "keep_top_k by val:val_loss keeps $got" ||
+	not_ok "keep_top_k by val:val_loss keeps $got, expected $want"
 expect_status 0 "the last checkpoint exports" -- "$RLRUN" ckpt export ckpt/step_300 --hf hf
 right=0 asked=0
 for q in 0+1 3+4 12+7 19+19 5+15 9+9 11+2 7+13 16+4 2+17 14+14 8+6; do
