@@ -57,6 +57,13 @@ want=$(for st in 100 200 300; do echo "$(val $st) $st"; done | sort -gr | head -
 got=$(cd ckpt && ls -d step_* | sort -t_ -k2 -n | tr '\n' ' ')
 [ "$got" = "$want" ] && [ "$got" != "step_300 " ] && ok "keep_top_k by val:val_loss keeps $got" ||
 	not_ok "keep_top_k by val:val_loss keeps $got, expected $want"
+if command -v gnuplot >/dev/null 2>&1; then
+	expect_status 0 "rlrun plot of the SFT run" -- "$RLRUN" plot logs -o sft.png
+	[ -s sft.png ] && ok "  draws its loss" || not_ok "  wrote no PNG"
+	COLUMNS=100 LINES=30 "$RLRUN" plot logs >plot.txt 2>&1
+	expect_grep plot.txt "loss per step" "  the terminal plot is the loss's"
+	expect_grep plot.txt "data_processing" "  and SFT's timers"
+fi
 expect_status 0 "the last checkpoint exports" -- "$RLRUN" ckpt export ckpt/step_300 --hf hf
 right=0 asked=0
 for q in 0+1 3+4 12+7 19+19 5+15 9+9 11+2 7+13 16+4 2+17 14+14 8+6; do
