@@ -200,6 +200,10 @@ expect_status 2 "SFT with generation ranks of their own" -- "$RLRUN" sft "$EX" \
 expect_grep "$WORK/err" "policy.generation.colocated.enabled.*SFT generates nothing" "  is refused"
 expect_status 2 "validation without a validation set" -- "$RLRUN" sft "$EX" data.validation.path=null
 expect_grep "$WORK/err" "sft.val_period.*data.validation.path" "  names both keys"
+expect_status 2 "a chat data set in a GRPO config" -- "$RLRUN" train \
+	"$top_srcdir/etc/examples/grpo-tiny.yaml" data.dataset_name=openai_format \
+	data.train.path="$WORK/data/chat.jsonl"
+expect_grep "$WORK/err" "data.dataset_name.*openai_format .* is SFT's data" "  is refused"
 expect_status 2 "rlrun sft of a GRPO config" -- "$RLRUN" sft "$top_srcdir/etc/examples/grpo-tiny.yaml"
 expect_grep "$WORK/err" "rlrun train" "  names the verb for it"
 expect_status 2 "an unknown sft key" -- "$RLRUN" sft "$EX" sft.val_batch=3
