@@ -23,6 +23,15 @@ struct sft_state {
 	struct rl_chat_template *passthrough; /* a conversation's, without a chat template */
 };
 
+/* The id of the chat template's special token NAME; -1 when it has none
+ * or the tokenizer does not know it */
+static int32_t special_id(const struct rl_trainer *t, const char *name)
+{
+	const char *text = rl_chat_template_special(t->data.prompt.chat, name);
+
+	return text ? rl_tokenizer_token_to_id(t->tok, text) : -1;
+}
+
 static int sft_setup(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
@@ -43,12 +52,23 @@ static int sft_setup(struct rl_trainer *t, char *err, size_t errlen)
 	int64_t max_len = c->policy.max_total_sequence_length;
 	if (c->data.max_input_seq_length.set && c->data.max_input_seq_length.value < max_len)
 		max_len = c->data.max_input_seq_length.value;
+	/* NeMo-RL adds the tokenizer's bos_token and eos_token: those of its
+	 * tokenizer_config.json where the chat template read them (Llama 3.1
+	 * Instruct's eos_token is <|eot_id|>, its config's first eos id
+	 * <|end_of_text|>), else the model config's */
+	int32_t bos = mc->bos_token_id, eos = mc->n_eos > 0 ? mc->eos_token_ids[0] : -1;
+	if (t->data.prompt.chat && special_id(t, "eos_token") >= 0) {
+		/* the tokenizer's map is known: no bos_token there is none
+		 * (Qwen2.5's, whose config.json names one all the same) */
+		bos = special_id(t, "bos_token");
+		eos = special_id(t, "eos_token");
+	}
 	st->fmt = (struct rl_sft_format){
 	    .prompt = &t->data.prompt,
 	    .chat = t->data.prompt.chat ? t->data.prompt.chat : st->passthrough,
 	    .tok = t->tok,
-	    .bos_id = mc->bos_token_id,
-	    .eos_id = mc->n_eos > 0 ? mc->eos_token_ids[0] : -1,
+	    .bos_id = bos,
+	    .eos_id = eos,
 	    .add_bos = c->data.add_bos,
 	    .add_eos = c->data.add_eos,
 	    .add_generation_prompt = c->data.add_generation_prompt,
