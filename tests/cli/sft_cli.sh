@@ -98,6 +98,18 @@ else
 	diff l1/metrics.jsonl l2/metrics.jsonl | head -6
 fi
 
+# --- the fenced backend (no host access to the backend's memory): the
+# same bits as the CPU backend ---
+expect_status 0 "8 steps on the fenced backend" -- env RL_OPS_FENCED=1 "$RLRUN" sft "$EX" "$@" \
+	$short checkpointing.enabled=false logger.log_dir="$WORK/lf"
+expect_grep "$WORK/out" "on fenced" "  says it runs fenced"
+if [ "$(strip_timers lf/metrics.jsonl)" = "$(strip_timers l1/metrics.jsonl)" ]; then
+	ok "the fenced run's metrics are the CPU run's, bit for bit"
+else
+	not_ok "the fenced run differs from the CPU run:"
+	diff lf/metrics.jsonl l1/metrics.jsonl | head -6
+fi
+
 # --- a chat data set: the loss on the assistant turns of a conversation ---
 awk 'BEGIN {
 	for (a = 0; a < 10; a++)
