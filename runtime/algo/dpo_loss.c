@@ -2,9 +2,10 @@
  * where fp32 would lose the small differences between policy and
  * reference that the loss is about. */
 #include <math.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "runtime/algo/dpo_loss.h"
+#include "runtime/algo/seq_sums.h"
 
 /* -log sigmoid(x) = softplus(-x), without overflow for large |x| */
 static double neg_log_sigmoid(double x)
@@ -16,23 +17,6 @@ static double neg_log_sigmoid(double x)
 static double sigmoid_neg(double x)
 {
 	return x >= 0 ? exp(-x) / (1 + exp(-x)) : 1 / (1 + exp(x));
-}
-
-struct seq_sums {
-	double pi, ref, n;
-};
-
-static struct seq_sums sums(const struct rl_loss_batch *b, int s)
-{
-	struct seq_sums q = {0, 0, 0};
-
-	for (int t = b->cu_seqlens[s]; t < b->cu_seqlens[s + 1]; t++)
-		if (b->token_mask[t]) {
-			q.pi += b->curr[t];
-			q.ref += b->ref[t];
-			q.n += 1;
-		}
-	return q;
 }
 
 static void fill_grad(const struct rl_loss_batch *b, int s, double g, float *dcurr)
@@ -49,9 +33,18 @@ double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_bat
 
 	if (b->n_seqs % 2 != 0 || !b->ref)
 		return NAN;
+	/* per sequence: the policy's and the reference's sums, the count */
+	double *pi = malloc(3 * ((size_t)b->n_seqs + 1) * sizeof *pi);
+	if (!pi)
+		return NAN;
+	double *ref = pi + b->n_seqs + 1, *cnt = ref + b->n_seqs + 1;
+	rl_seq_token_sums(b, b->curr, pi, cnt);
+	rl_seq_token_sums(b, b->ref, ref, NULL);
 	for (int j = 0; j < b->n_seqs / 2; j++) {
 		int c = 2 * j, r = 2 * j + 1;
-		struct seq_sums sc = sums(b, c), sr = sums(b, r);
+		struct {
+			double pi, ref, n;
+		} sc = {pi[c], ref[c], cnt[c]}, sr = {pi[r], ref[r], cnt[r]};
 		double m = b->sample_mask[c];
 		double w = pairs > 0 ? m / pairs : 0;
 		double pref_div_c = l->preference_average_log_probs ? fmax(sc.n, 1) : 1;
@@ -82,6 +75,7 @@ double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_bat
 			fill_grad(b, r, gr, dcurr);
 		}
 	}
+	free(pi);
 	if (acc) {
 		acc->loss += st.loss;
 		acc->preference_loss += st.preference_loss;

@@ -47,7 +47,8 @@ struct rl_dpo_stats {
  * gen and advantage are not read). With dcurr != NULL, writes d(loss) /
  * d(curr[t]) for every t < n_tokens (0 where the token does not count).
  * acc, when not NULL, is added to. pairs <= 0 makes every term 0. Returns
- * NAN (and touches nothing) when b->n_seqs is odd or b->ref is NULL. */
+ * NAN (and touches nothing) when b->n_seqs is odd, b->ref is NULL or
+ * memory runs out. */
 double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_batch *b, double pairs,
                            float *dcurr, struct rl_dpo_stats *acc);
 

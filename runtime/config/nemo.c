@@ -169,7 +169,8 @@ static const struct rule penalty_rules[] = {
 #define DATA_SET_RULES(set)                                                                        \
 	{"dataset_name", MAP, "data.dataset_name"}, {"data_path", MAP, "data." set ".path"},       \
 	    {"input_key", MAP, "data.input_key"}, {"output_key", MAP, "data.output_key"},          \
-	    {"prompt_file", MAP, "data.prompt_file"},                                              \
+	    {"prompt_key", MAP, "data.prompt_key"}, {"chosen_key", MAP, "data.chosen_key"},        \
+	    {"rejected_key", MAP, "data.rejected_key"}, {"prompt_file", MAP, "data.prompt_file"},  \
 	    {"system_prompt_file", MAP, "data.system_prompt_file"},                                \
 	    {"env_name", MAP, "data.env_name"}, {"processor", SPECIAL, NULL},                      \
 	    {"split_validation_size", BOUND, "0"},                                                 \
