@@ -47,26 +47,26 @@ static const char *one_message(const struct rl_rows *l, json_t *list, const char
 	const char *content;
 
 	if (!json_is_array(list)) {
-		rl_rows_fail(l, "%s is %s, expected a list of messages", what,
+		rl_rows_fail(l, "field '%s' is %s, expected a list of messages", what,
 		             rl_json_type_name(list));
 		return NULL;
 	}
 	if (json_array_size(list) != 1) {
 		rl_rows_fail(l,
-		             "%s has %zu messages; only a single %s message is supported "
+		             "field '%s' has %zu messages; only a single %s message is supported "
 		             "(multi-turn preference data is not implemented)",
 		             what, json_array_size(list), role);
 		return NULL;
 	}
 	msg = json_array_get(list, 0);
 	if (!json_is_object(msg)) {
-		rl_rows_fail(l, "%s[0] is %s, expected a message object", what,
+		rl_rows_fail(l, "field '%s[0]' is %s, expected a message object", what,
 		             rl_json_type_name(msg));
 		return NULL;
 	}
 	r = json_object_get(msg, "role");
 	if (!json_is_string(r) || strcmp(json_string_value(r), role) != 0) {
-		rl_rows_fail(l, "%s[0].role is %s%s%s, expected \"%s\"", what,
+		rl_rows_fail(l, "field '%s[0].role' is %s%s%s, expected \"%s\"", what,
 		             json_is_string(r) ? "\"" : "",
 		             json_is_string(r) ? json_string_value(r) : rl_json_type_name(r),
 		             json_is_string(r) ? "\"" : "", role);
@@ -92,9 +92,7 @@ static int parse_binary(const struct rl_rows *l, json_t *row, struct rl_example 
 
 	/* NeMo-RL takes the prompt as a string or as a list of messages */
 	if (p && json_is_array(p)) {
-		char what[256];
-		snprintf(what, sizeof what, "field '%s'", k->prompt);
-		if (!(prompt = one_message(l, p, what, "user")))
+		if (!(prompt = one_message(l, p, k->prompt, "user")))
 			return -1;
 	} else if (!rl_rows_take_string(l, row, k->prompt, &prompt)) {
 		return -1;
@@ -115,7 +113,7 @@ static int parse_ranked(const struct rl_rows *l, json_t *row, struct rl_example 
 	(void)ctx;
 	if (!context)
 		return rl_rows_missing_field(l, row, "context");
-	if (!(prompt = one_message(l, context, "field 'context'", "user")))
+	if (!(prompt = one_message(l, context, "context", "user")))
 		return -1;
 	if (!comps)
 		return rl_rows_missing_field(l, row, "completions");
@@ -130,15 +128,15 @@ static int parse_ranked(const struct rl_rows *l, json_t *row, struct rl_example 
 		char what[64];
 
 		if (!json_is_object(c))
-			return rl_rows_fail(l, "completions[%d] is %s, expected an object", i,
-			                    rl_json_type_name(c));
+			return rl_rows_fail(l, "field 'completions[%d]' is %s, expected an object",
+			                    i, rl_json_type_name(c));
 		r = json_object_get(c, "rank");
 		if (!json_is_integer(r))
 			return rl_rows_fail(
 			    l, "field 'completions[%d].rank' is %s, expected an integer", i,
 			    rl_json_type_name(r));
 		rank[i] = json_integer_value(r);
-		snprintf(what, sizeof what, "field 'completions[%d].completion'", i);
+		snprintf(what, sizeof what, "completions[%d].completion", i);
 		json_t *m = json_object_get(c, "completion");
 		if (!m)
 			return rl_rows_fail(l, "no field 'completions[%d].completion'", i);
