@@ -5,9 +5,9 @@
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
 # metrics (timers aside) as a run never stopped. Five ways: after a random
-# step, synchronous, in bf16, and asynchronous (the rollout in flight saved
-# with the checkpoint); landing inside the reward program; landing inside a
-# checkpoint write; and with a grace time too short for a save, where the
+# step, synchronous, in bf16, asynchronous (the rollout in flight saved
+# with the checkpoint), and a DPO run (the data's position saved);
+# landing inside the reward program; landing inside a checkpoint write; and with a grace time too short for a save, where the
 # newest checkpoint is kept and the log says how many steps will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
@@ -291,6 +291,26 @@ if preempted_at_random arandom 100 $async; then
 	same_end arandom aref
 fi
 unset TASKS
+
+# ---- DPO preempted at a random step ----
+# preference pairs from a data set walked in shuffled epochs (60 steps are
+# ten epochs of six): the checkpoint holds the data's position, and the
+# second start takes the same pairs and ends as the uninterrupted DPO run.
+# (train_cmd's grpo.max_num_steps=60 is the example's dpo.max_num_steps.)
+grpo_config=$config grpo_small=$small
+config=$(cd "$top_srcdir/etc/examples" && pwd -P)/dpo-tiny.yaml
+small="policy.parallel.tensor=2 policy.train_micro_batch_size=4 dpo.val_period=10
+checkpointing.enabled=true checkpointing.save_period=5"
+job_script dref 60
+id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+	ok "the uninterrupted DPO run: 60 steps" || {
+	not_ok "the uninterrupted DPO run did not finish"
+	sed 's/^/  | /' "$work/dref.out" | tail -20
+}
+if preempted_at_random drandom 60; then
+	same_end drandom dref
+fi
+config=$grpo_config small=$grpo_small
 
 # ---- preempted while the reward program scores ----
 # Slurm's SIGTERM reaches every process of the step, a copy of the reward
