@@ -7,8 +7,9 @@
 # metrics (timers aside) as a run never stopped. Five ways: after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
 # with the checkpoint), and a DPO run (the data's position saved);
-# landing inside the reward program; landing inside a checkpoint write; and with a grace time too short for a save, where the
-# newest checkpoint is kept and the log says how many steps will be redone.
+# landing inside the reward program; landing inside a checkpoint write;
+# and with a grace time too short for a save, where the newest checkpoint
+# is kept and the log says how many steps will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
