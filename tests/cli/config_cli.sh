@@ -86,4 +86,8 @@ family_example gspo-tiny \
 family_example dr-grpo-tiny \
 	'normalize_rewards: false use_leave_one_out_baseline: false .*reference_policy_kl_penalty: 0 .*token_level_loss: false .*token_sum_normalizer: 2 ' \
 	"Dr. GRPO: no std, no leave-one-out, the token sum over the budget 2, no KL"
+expect_status 2 "Dr. GRPO's normalizer with the token-level mean is refused" -- \
+	"$RLRUN" config "$top_srcdir/etc/examples/dr-grpo-tiny.yaml" loss_fn.token_level_loss=true
+expect_grep "$WORK/err" 'dr-grpo-tiny\.yaml:[0-9]+:[0-9]+: error: loss_fn\.token_sum_normalizer: replaces the per-sequence mean; needs loss_fn\.token_level_loss: false' \
+	"  at the normalizer's line, naming the key to change"
 finish
