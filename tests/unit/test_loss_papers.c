@@ -557,6 +557,39 @@ Test(loss_papers, dr_grpo_is_neither_existing_mean)
 	             whole(&tok, &p, NULL) / 3.0);
 }
 
+/* RLOO (Ahmadian et al. 2024, "Back to Basics", eq. 10): the whole
+ * response is one action, its baseline the mean reward of the group's
+ * other k - 1 responses:
+ *   grad J = 1/k sum_i (R_i - 1/(k-1) sum_{j != i} R_j) grad log pi(y_i),
+ * log pi(y_i) = sum_t log pi(y_i,t). With disable_ppo_ratio that is the
+ * token sum over the constant 1: token_sum_normalizer 1. By hand, rewards
+ * 1, 0, 0: A = 1, -1/2, -1/2; log pi(y) = -0.6875 - 0.28125 - 1.0625 -
+ * 1.1875 = -3.21875, -1.875 - 0.3125 = -2.1875, -0.75 - 2.125 - 0.375 =
+ * -3.25; J = 1/3 (-3.21875 + 1.09375 + 1.625) = -1/6, loss 1/6; and every
+ * token's gradient is -A_i / 3. */
+Test(loss_papers, rloo)
+{
+	const double want_adv[G] = {1, -0.5, -0.5};
+	double adv[G];
+	struct rl_cfg_loss_fn c = cfg_base();
+
+	rl_grpo_advantages(rewards_a, 1, G, true, false, &unset, &unset, adv, NULL, NULL);
+	for (int i = 0; i < G; i++)
+		expect_close("grpo.use_leave_one_out_baseline advantage", adv[i], want_adv[i]);
+	c.disable_ppo_ratio = true;
+	c.token_level_loss = false;
+	c.token_sum_normalizer = (struct rl_opt_float){.set = true, .value = 1.0};
+	struct rl_loss l = make_loss(&c);
+	struct packed p = pack(d_token, adv);
+	float g[NTOK];
+
+	expect_close("rl_loss_compute against RLOO by hand", whole(&l, &p, g), 1.0 / 6);
+	for (int t = 1; t < NTOK; t++)
+		cr_expect_eq(g[t], (float)(-adv[p.seq_of[t]] / 3), "dcurr[%d] = %g", t, g[t]);
+	check_grad(&l, &p);
+	check_split(&l, &p);
+}
+
 static void expect_init_error(const struct rl_cfg_loss_fn *cfg, const char *want)
 {
 	struct rl_loss l;
