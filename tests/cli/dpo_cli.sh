@@ -5,7 +5,8 @@
 # show), its reward accuracy on them rising above 0.9; the numbers each
 # step reports agree with each other; the SFT term; a run stopped and
 # resumed from its checkpoint gives the uninterrupted run's numbers to the
-# bit; and the errors, each naming where it is.
+# bit, and so does a run on the fenced backend; and the errors, each
+# naming where it is.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -85,6 +86,17 @@ expect_status 0 "resumed to step 9" -- dpo $ck dpo.max_num_steps=9 checkpointing
 expect_grep "$WORK/out" "resuming from cut.ck/step_6 " "  from step 6"
 same_as "  the resumed run's metrics are the uninterrupted run's, to the bit" \
 	metrics cut/metrics.jsonl whole/metrics.jsonl 0
+
+# the fenced backend (kernels/fenced.c: the CUDA backend's memory rules on
+# the CPU ops): the same run to the bit, so no part of DPO reads backend
+# memory from the host
+# shellcheck disable=SC2086
+expect_status 0 "6 steps on the fenced backend" -- env RL_OPS_FENCED=1 "$RLRUN" dpo "$example" $data \
+	dpo.max_num_steps=6 dpo.val_period=3 logger.log_dir=fenced
+expect_grep "$WORK/out" "^rlrun dpo: .* on fenced," "  on the fenced backend"
+expect_status 0 "6 steps on the CPU backend" -- dpo dpo.max_num_steps=6 dpo.val_period=3 logger.log_dir=cpu
+same_as "  the fenced run's numbers are the CPU run's, to the bit" \
+	metrics fenced/metrics.jsonl cpu/metrics.jsonl 0
 
 # errors
 # shellcheck disable=SC2086
