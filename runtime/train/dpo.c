@@ -45,6 +45,16 @@ static int dpo_setup(struct rl_trainer *t, char *err, size_t errlen)
 	};
 	t->algo_state = st;
 	t->reward.name = "none (preference pairs)";
+	/* as NeMo-RL asserts: no validation pairs, no validation */
+	if ((t->cfg->grpo.val_period > 0 || t->cfg->grpo.val_at_start) && !t->data.has_val) {
+		snprintf(err, errlen,
+		         "dpo.val_period %lld%s: validation needs validation pairs "
+		         "(data.validation.data_path); or set val_period to 0 and val_at_start "
+		         "to false",
+		         (long long)t->cfg->grpo.val_period,
+		         t->cfg->grpo.val_at_start ? ", val_at_start true" : "");
+		return -1;
+	}
 	if (t->gen.n_eos_ids == 0) {
 		snprintf(err, errlen,
 		         "dpo: the model names no EOS token, which ends each response of a pair");

@@ -98,6 +98,20 @@ expect_status 0 "6 steps on the CPU backend" -- dpo dpo.max_num_steps=6 dpo.val_
 same_as "  the fenced run's numbers are the CPU run's, to the bit" \
 	metrics fenced/metrics.jsonl cpu/metrics.jsonl 0
 
+# NeMo-RL's own examples/configs/dpo.yaml (main of 2026-08, as published)
+# loads with only notes, its HelpSteer3 (a Hugging Face dataset) replaced
+# by local pairs, and its values land where the trainer reads them
+stock=$top_srcdir/tests/configs/nemo-rl/main-2026-08/dpo.yaml
+expect_status 0 "NeMo-RL's dpo.yaml loads" -- "$RLRUN" config "$stock" \
+	data.train.dataset_name=BinaryPreferenceDataset data.validation.dataset_name=BinaryPreferenceDataset \
+	data.train.data_path="$WORK/train.jsonl" data.validation.data_path="$WORK/val.jsonl"
+grep -qv '^note: ' "$WORK/err" && not_ok "  more than notes: $(grep -v '^note: ' "$WORK/err" | head -3)" ||
+	ok "  with only notes"
+for kv in "  max_num_steps: 150" "  val_period: 25" "  val_at_start: true" "  reference_policy_kl_penalty: 0.05" \
+	"  val_batches: 8" "  train_global_batch_size: 128" "  dataset_name: BinaryPreferenceDataset"; do
+	grep -qx -- "$kv" "$WORK/out" && ok "  $kv" || not_ok "  no line '$kv'"
+done
+
 # errors
 # shellcheck disable=SC2086
 expect_status 2 "rlrun train refuses a DPO config" -- "$RLRUN" train "$example" $data
@@ -114,6 +128,10 @@ expect_status 2 "another preference loss" -- dpo dpo.preference_loss=ipo
 expect_grep "$WORK/err" "dpo.preference_loss.*only the DPO preference loss is implemented" "  is not implemented"
 expect_status 2 "a negative beta" -- dpo dpo.reference_policy_kl_penalty=-1
 expect_grep "$WORK/err" "dpo.reference_policy_kl_penalty" "  names the key"
+expect_status 1 "validation without validation pairs" -- "$RLRUN" dpo "$example" \
+	data.train.data_path="$WORK/train.jsonl" data.default.prompt_key=q data.default.chosen_key=yes \
+	data.default.rejected_key=no data.validation=null
+expect_grep "$WORK/err" "dpo.val_period 10, val_at_start true: validation needs validation pairs" "  says what is missing"
 # pairs longer than max_total_sequence_length are kept out of the loss
 expect_status 0 "pairs too long for the sequence length" -- dpo policy.max_total_sequence_length=5 \
 	dpo.max_num_steps=1 dpo.val_at_start=false logger.log_dir=long
