@@ -212,8 +212,9 @@ static void put_extra(struct rl_step_metrics *m, const char *name, double v)
 }
 
 /* The statistics of every data-parallel rank's share, and of the last
- * pipeline stage, on every rank. */
-static void sum_stats(struct rl_trainer *t, struct rl_dpo_stats *s)
+ * pipeline stage (the load-balancing term: of every stage's layers), on
+ * every rank. */
+static void sum_stats(struct rl_trainer *t, struct rl_dpo_stats *s, double *moe_aux)
 {
 	double v[] = {s->loss,
 	              s->preference_loss,
@@ -222,11 +223,13 @@ static void sum_stats(struct rl_trainer *t, struct rl_dpo_stats *s)
 	              s->rewards_chosen_mean,
 	              s->rewards_rejected_mean,
 	              s->rewards_margin_mean,
-	              s->pairs};
+	              s->pairs,
+	              *moe_aux};
 
 	rl_share_sum(t->dp, v, (int)(sizeof v / sizeof *v), "DPO statistics");
 	rl_share_sum(t->pp, v, (int)(sizeof v / sizeof *v), "DPO statistics from the last stage");
 	*s = (struct rl_dpo_stats){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+	*moe_aux = v[8];
 }
 
 static void token_stats(const struct rl_rollout *r, struct rl_step_metrics *m)
@@ -288,7 +291,10 @@ static int dpo_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	if (rl_policy_gradients(t, &r, which, r.n, &ls, err, errlen))
 		goto out;
 	struct rl_dpo_stats s = st->acc;
-	sum_stats(t, &s);
+	double moe_aux = ls.moe_aux_loss;
+	sum_stats(t, &s, &moe_aux);
+	m->moe = t->model->cfg.moe.n_experts > 0;
+	m->moe_aux_loss = moe_aux;
 	if (rl_policy_update(t, s.loss, &gn, err, errlen))
 		goto out;
 	m->t.policy_training = rl_now() - t1;
