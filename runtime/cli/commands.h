@@ -13,6 +13,11 @@ int rl_cmd_forward(int argc, char **argv);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_tokenize(int argc, char **argv);
 int rl_cmd_train(int argc, char **argv);
+int rl_cmd_sft(int argc, char **argv);
+int rl_cmd_dpo(int argc, char **argv);
+int rl_cmd_distill(int argc, char **argv);
+/* the plugin's step line: the algorithm $RL_CONFIG names */
+int rl_cmd_run_config(int argc, char **argv);
 int rl_cmd_plot(int argc, char **argv);
 int rl_cmd_plan(int argc, char **argv);
 int rl_cmd_ckpt(int argc, char **argv);

@@ -27,6 +27,9 @@ static const char usage[] =
     "  tokenize --model DIR (--text TEXT | --decode LIST)\n"
     "                                   text to token ids and back\n"
     "  train [CONFIG] [KEY=VALUE...]    run GRPO (progress here, metrics.jsonl in logger.log_dir)\n"
+    "  sft CONFIG [KEY=VALUE...]        supervised fine-tuning (the config's sft: block)\n"
+    "  dpo CONFIG [KEY=VALUE...]        direct preference optimisation (its dpo: block)\n"
+    "  distill CONFIG [KEY=VALUE...]    on-policy distillation (its distillation: block)\n"
     "  plot LOG_DIR [-o FILE.png]       reward and step-time breakdown over the steps\n"
     "  plan [CONFIG] [KEY=VALUE...] [--topology FILE] [--nodes N] [--tasks-per-node M]\n"
     "       [--env RANK]                layout, groups and each task's GPU, CPUs and NIC\n"
@@ -34,7 +37,7 @@ static const char usage[] =
     "                                   a run's checkpoints: list, check, export\n"
     "\n"
     "Under the plugin (srun --rl-config=FILE rlrun [KEY=VALUE...]), rlrun with no\n"
-    "command trains on $RL_CONFIG.\n"
+    "command runs $RL_CONFIG's algorithm.\n"
     "\n"
     "options:\n"
     "  -h, --help       this text\n"
@@ -49,7 +52,7 @@ int main(int argc, char **argv)
 	 * the config is in the environment and the arguments are overrides */
 	bool under_plugin = getenv("RL_CONFIG") && *getenv("RL_CONFIG");
 	if (under_plugin && (argc < 2 || strchr(argv[1], '=')))
-		return rl_cmd_train(argc, argv);
+		return rl_cmd_run_config(argc, argv);
 	if (argc < 2) {
 		fputs(usage, stderr);
 		return RL_EXIT_USAGE;
@@ -73,6 +76,12 @@ int main(int argc, char **argv)
 		return rl_cmd_tokenize(argc - 1, argv + 1);
 	if (strcmp(cmd, "train") == 0)
 		return rl_cmd_train(argc - 1, argv + 1);
+	if (strcmp(cmd, "sft") == 0)
+		return rl_cmd_sft(argc - 1, argv + 1);
+	if (strcmp(cmd, "dpo") == 0)
+		return rl_cmd_dpo(argc - 1, argv + 1);
+	if (strcmp(cmd, "distill") == 0)
+		return rl_cmd_distill(argc - 1, argv + 1);
 	if (strcmp(cmd, "plot") == 0)
 		return rl_cmd_plot(argc - 1, argv + 1);
 	if (strcmp(cmd, "plan") == 0)

@@ -117,6 +117,9 @@ struct rl_cfg_loss_fn {
 	bool sequence_level_importance_ratios;
 	bool disable_ppo_ratio;
 	bool force_on_policy_ratio;
+	/* Dr. GRPO: a response's token losses summed and divided by this
+	 * constant instead of by its own length; unset: off */
+	struct rl_opt_float token_sum_normalizer;
 };
 
 struct rl_cfg_checkpointing {
@@ -258,7 +261,21 @@ struct rl_cfg_cluster {
 	double collective_timeout; /* seconds */
 };
 
+/* What a run does, decided by the config's top-level block as NeMo-RL's
+ * example configs are written: `sft:`, `dpo:` or `distillation:`, else GRPO
+ * (DAPO, GSPO and Dr. GRPO are GRPO configs). Each has its rlrun verb. */
+enum rl_algorithm { RL_ALGO_GRPO, RL_ALGO_SFT, RL_ALGO_DPO, RL_ALGO_DISTILLATION };
+
+/* The verb that runs a (train, sft, dpo, distill), and the config block that
+ * names it (grpo, sft, dpo, distillation). */
+const char *rl_algorithm_verb(enum rl_algorithm a);
+const char *rl_algorithm_block(enum rl_algorithm a);
+
 struct rl_config {
+	enum rl_algorithm algorithm;
+	/* The run's control whatever the algorithm: the sft, dpo and
+	 * distillation blocks' max_num_steps, seed, val_period... are read
+	 * into it (algorithm.c) */
 	struct rl_cfg_grpo grpo;
 	struct rl_cfg_loss_fn loss_fn;
 	struct rl_cfg_checkpointing checkpointing;

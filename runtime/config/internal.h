@@ -15,6 +15,20 @@ struct rl_key_pos {
 /* refs.c: replaces every `${a.b.c}` in the tree. */
 void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 
+/* algorithm.c: decides the run's algorithm from the top-level `sft:`, `dpo:`
+ * or `distillation:` block and moves that block's run-control keys
+ * (max_num_steps, seed, val_period, ...) to grpo.*, where the trainer reads
+ * them whatever the algorithm; an error names both places where one is set
+ * twice. */
+void rl_cfg_algorithm_translate(struct rl_ynode *root, enum rl_algorithm *algorithm,
+                                struct rl_diags *diags);
+
+/* Sets the tree's dotted key TO (making its maps) to VALUE (owned), which
+ * came from FROM at SRC; where TO is already set to another value, an error
+ * names both places. nemo.c's, shared with algorithm.c. */
+void rl_cfg_tree_put(struct rl_ynode *root, struct rl_diags *d, const char *from,
+                     const struct rl_yentry *src, struct rl_ynode *value, const char *to);
+
 /* nemo.c: reads an enabled policy.megatron_cfg or policy.dtensor_cfg,
  * policy.generation.backend and vllm_cfg into slurm-rl's keys, with notes. */
 void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags);

@@ -205,11 +205,14 @@ static int finish(struct load *ld, struct rl_ynode *root, const char *name, char
 	if (root) {
 		rl_cfg_apply_overrides(&ld->src, root, overrides, n_overrides, ld->diags);
 		rl_cfg_resolve_refs(root, ld->diags);
+		enum rl_algorithm algorithm;
+		rl_cfg_algorithm_translate(root, &algorithm, ld->diags);
 		rl_cfg_nemo_translate(root, ld->diags);
 		rl_cfg_resolve_paths(root);
 		struct rl_key_pos *pos = calloc(rl_schema_len, sizeof(*pos));
 		if (pos) {
 			rl_cfg_from_tree(root, cfg, pos, ld->diags);
+			cfg->algorithm = algorithm;
 			if (ld->diags->n == errors_before)
 				rl_cfg_check_rules(cfg, pos, root->file, ld->diags);
 		} else {

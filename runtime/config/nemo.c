@@ -238,19 +238,19 @@ static bool same_value(const struct rl_ynode *a, const struct rl_ynode *b)
 }
 
 /* Puts value (owned) at our key `to`, or checks it against what is there. */
-static void put(struct nemo *nm, const char *from, const struct rl_yentry *src,
-                struct rl_ynode *value, const char *to)
+void rl_cfg_tree_put(struct rl_ynode *root, struct rl_diags *d, const char *from,
+                     const struct rl_yentry *src, struct rl_ynode *value, const char *to)
 {
-	struct rl_yentry *have = entry_at(nm->root, to);
+	struct rl_yentry *have = entry_at(root, to);
 	if (have) {
 		if (!same_value(have->value, value))
-			rl_diag_add(nm->d, value->file, src->line, src->col, from,
+			rl_diag_add(d, value->file, src->line, src->col, from,
 			            "conflicts with %s set at %s:%d:%d; set one of them", to,
 			            have->value->file, have->line, have->col);
 		rl_ynode_free(value);
 		return;
 	}
-	struct rl_ynode *map = nm->root;
+	struct rl_ynode *map = root;
 	const char *part = to;
 	for (const char *dot; map && (dot = strchr(part, '.')); part = dot + 1) {
 		char *name = strndup(part, (size_t)(dot - part));
@@ -258,7 +258,7 @@ static void put(struct nemo *nm, const char *from, const struct rl_yentry *src,
 		if (e && e->value->kind != RL_Y_MAP) {
 			/* policy.parallel: auto, or policy.optimizer: null */
 			if (!rl_yscalar_is_null(e->value)) {
-				rl_diag_add(nm->d, value->file, src->line, src->col, from,
+				rl_diag_add(d, value->file, src->line, src->col, from,
 				            "conflicts with %s set at %s:%d:%d", name,
 				            e->value->file, e->line, e->col);
 				free(name);
@@ -279,6 +279,12 @@ static void put(struct nemo *nm, const char *from, const struct rl_yentry *src,
 		rl_ymap_set(map, part, src->line, src->col, value);
 	else
 		rl_ynode_free(value);
+}
+
+static void put(struct nemo *nm, const char *from, const struct rl_yentry *src,
+                struct rl_ynode *value, const char *to)
+{
+	rl_cfg_tree_put(nm->root, nm->d, from, src, value, to);
 }
 
 static struct rl_ynode *scalar(const struct rl_ynode *at, const char *text)

@@ -146,7 +146,7 @@ static int train_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t 
 		p->stats->moe_aux_loss += rl_acts_aux_loss(t->model, a);
 	if (rc == 0 && rl_model_last_stage(t->model)) {
 		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
-		rl_loss_compute(&t->loss, &lb, p->norm, t->row_grad, p->stats);
+		t->algo->loss(t, &lb, p->norm, t->row_grad, p->stats);
 	}
 	return rc;
 }

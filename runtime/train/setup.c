@@ -384,8 +384,16 @@ static void open_rollouts(struct rl_trainer *t)
 int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct rl_dist *dist,
                      FILE *progress, char *err, size_t errlen)
 {
+	static const struct rl_trainer_algo *const algos[] = {
+	    [RL_ALGO_GRPO] = &rl_trainer_algo_grpo,
+	    [RL_ALGO_SFT] = &rl_trainer_algo_sft,
+	    [RL_ALGO_DPO] = &rl_trainer_algo_dpo,
+	    [RL_ALGO_DISTILLATION] = &rl_trainer_algo_distill,
+	};
+
 	memset(t, 0, sizeof *t);
 	t->cfg = cfg;
+	t->algo = algos[cfg->algorithm];
 	t->dist = dist;
 	t->dp = dist ? dist->g[RL_G_DP] : NULL;
 	t->pp = dist ? dist->g[RL_G_PP] : NULL;
@@ -412,7 +420,7 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	                        errlen) ||
 	    load_policy(t, err, errlen) ||
 	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
-	    optimizer(t, err, errlen))
+	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)))
 		goto fail;
 	open_rollouts(t);
 	if (cfg->checkpointing.enabled && !(t->ckpt = calloc(1, sizeof *t->ckpt))) {
@@ -467,6 +475,8 @@ char *rl_trainer_tensorboard_dir(const struct rl_config *c)
 
 void rl_trainer_free(struct rl_trainer *t)
 {
+	if (t->algo && t->algo->free)
+		t->algo->free(t);
 	rl_trainer_save_free(t);
 	rl_metrics_close(&t->log);
 	rl_trainer_gpu_watch_close(t);

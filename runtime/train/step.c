@@ -18,6 +18,7 @@
 #include "runtime/train/step.h"
 #include "runtime/train/train.h"
 #include "runtime/train/update.h"
+#include "runtime/train/validate.h"
 
 static void rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m)
 {
@@ -233,3 +234,16 @@ out:
 	rl_rollout_free(&r);
 	return rc;
 }
+
+static double grpo_loss(const struct rl_trainer *t, const struct rl_loss_batch *b,
+                        const struct rl_loss_norm *norm, float *dcurr, struct rl_loss_stats *acc)
+{
+	return rl_loss_compute(&t->loss, b, norm, dcurr, acc);
+}
+
+const struct rl_trainer_algo rl_trainer_algo_grpo = {
+    .name = "GRPO",
+    .step = rl_trainer_step,
+    .validate = rl_trainer_validate,
+    .loss = grpo_loss,
+};

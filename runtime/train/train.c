@@ -131,7 +131,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		/* no training reward yet: null in metrics.jsonl, a gap in the plot */
 		struct rl_step_metrics m = {
 		    .step = 0, .total_steps = cfg->grpo.max_num_steps, .reward_mean = NAN};
-		if ((rc = rl_trainer_validate(t, 0, &m, err, errlen)))
+		if ((rc = t->algo->validate(t, 0, &m, err, errlen)))
 			goto out;
 		rc = -1;
 		if (m.has_val && rl_trainer_is_main(t) &&
@@ -158,7 +158,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			goto out;
 		}
 		double step_started = rl_now();
-		int got = rl_trainer_step(t, step, &m, err, errlen);
+		int got = t->algo->step(t, step, &m, err, errlen);
 
 		if (got < 0) {
 			rc = got; /* RL_TRAIN_AGREED_FAILURE stays one */
@@ -174,7 +174,7 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			break;
 		}
 		if (cfg->grpo.val_period > 0 && step % cfg->grpo.val_period == 0 &&
-		    (rc = rl_trainer_validate(t, step, &m, err, errlen)))
+		    (rc = t->algo->validate(t, step, &m, err, errlen)))
 			goto out;
 		rc = -1;
 		done = step;

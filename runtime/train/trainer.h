@@ -4,12 +4,14 @@
  * four parts: the run (config, ranks, progress), the policy being trained
  * (model, optimizer, the micro-batches' buffers), the GRPO algorithm
  * (loss, data, reward, the rollout source), and the checkpoints.
- * defines: struct rl_trainer, rl_trainer_rank, rl_trainer_world_size,
- * rl_trainer_is_main */
+ * defines: struct rl_trainer_algo, rl_trainer_algo_grpo, rl_trainer_algo_sft,
+ * rl_trainer_algo_dpo, rl_trainer_algo_distill, struct rl_trainer, rl_trainer_rank,
+ * rl_trainer_world_size, rl_trainer_is_main */
 #ifndef RL_TRAIN_TRAINER_H
 #define RL_TRAIN_TRAINER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -30,11 +32,40 @@
 #include "runtime/train/metrics.h"
 
 struct rl_ckpt_save;
+struct rl_trainer;
+
+/* What makes a run the algorithm it is: its step, its validation and the
+ * loss its gradient pass takes, micro-batch by micro-batch. The loop,
+ * the policy passes, the optimizer, checkpoints, resume and the stop are
+ * every algorithm's. One table per algorithm: GRPO's in step.c (DAPO,
+ * GSPO and Dr. GRPO are its options), SFT's in sft.c, DPO's in dpo.c,
+ * on-policy distillation's in distill.c. */
+struct rl_trainer_algo {
+	const char *name;
+	/* after the policy, its buffers and the optimizer exist; NULL: none */
+	int (*setup)(struct rl_trainer *t, char *err, size_t errlen);
+	void (*free)(struct rl_trainer *t); /* NULL: nothing held */
+	/* as rl_trainer_step (step.h): 0, 1 when the data ran out, -1 with
+	 * err, or RL_TRAIN_AGREED_FAILURE. Collective. */
+	int (*step)(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+	            size_t errlen);
+	/* as rl_trainer_validate (validate.h). Collective. */
+	int (*validate)(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
+	                size_t errlen);
+	/* as rl_loss_compute (grpo/loss.h), on the last pipeline stage */
+	double (*loss)(const struct rl_trainer *t, const struct rl_loss_batch *b,
+	               const struct rl_loss_norm *norm, float *dcurr, struct rl_loss_stats *acc);
+};
+
+extern const struct rl_trainer_algo rl_trainer_algo_grpo, rl_trainer_algo_sft, rl_trainer_algo_dpo,
+    rl_trainer_algo_distill;
 
 struct rl_trainer {
 	/* the run */
 	const struct rl_config *cfg;
-	FILE *progress; /* the one-line-per-step report; NULL: none */
+	const struct rl_trainer_algo *algo; /* from cfg->algorithm */
+	void *algo_state;                   /* what the algorithm holds; its free releases it */
+	FILE *progress;                     /* the one-line-per-step report; NULL: none */
 	/* The run's ranks; NULL in one process. With them, dp splits the
 	 * samples and zero is the optimizer (opt is unused). */
 	struct rl_dist *dist;
