@@ -4,6 +4,8 @@
 # the formulas; dynamic sampling's error after its last round; and the
 # learning: on the built-in arithmetic task DAPO reaches the reward GRPO
 # reaches, in no more steps, dropping groups on the way.
+# ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
+# shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
 
 cd "$WORK" || exit 1
@@ -82,6 +84,19 @@ expect_status 1 "dynamic sampling out of rounds" -- \
 	"$RLRUN" train "$dapo" grpo.dynamic_sampling_max_gen_batches=1 logger.log_dir=short
 expect_grep "$WORK/err" "step 1: dynamic sampling found [0-9]+ of the 64 prompt groups it needs .* after grpo\.dynamic_sampling_max_gen_batches=1 rounds of 96 prompts .*raise grpo\.batch_multiplier or grpo\.dynamic_sampling_max_gen_batches" \
 	"  names the keys to change"
+
+# ---- the fenced backend: no host access to the backend's memory ----
+# (kernels/fenced.c); rounds and all, the CPU run's numbers to the bit
+few="grpo.max_num_steps=3 grpo.num_prompts_per_step=16"
+for be in 0 1; do
+	# shellcheck disable=SC2086
+	RL_OPS_FENCED=$be expect_status 0 "three DAPO steps, RL_OPS_FENCED=$be" -- \
+		"$RLRUN" train "$dapo" $few logger.log_dir="fenced-$be"
+done
+grep -q '"dynamic_sampling_num_gen_batches":[2-9]' fenced-0/metrics.jsonl &&
+	ok "  a step took more than one round" || not_ok "  no step took a second round"
+same_as "  the fenced run's metrics = the CPU run's, bit for bit" \
+	metrics fenced-1/metrics.jsonl fenced-0/metrics.jsonl 0
 
 # ---- learning: DAPO against GRPO ----
 # The same seed and model, a constant learning rate (so that a run's first
