@@ -129,6 +129,8 @@ expect_status 0 "DAPO, seed $seed, 15 steps" -- \
 	"$RLRUN" train "$dapo" grpo.seed="$seed" $const grpo.max_num_steps=15 logger.log_dir=dapo
 expect_grep "$WORK/out" "^step 1/15  reward .*  dynamic sampling: trained on reward [0-9.]+, [0-9]+ rounds?, [0-9]+ groups dropped$" \
 	"  its progress line says what dynamic sampling did"
+expect_grep "$WORK/out" "^rlrun train: dynamic sampling: groups whose rewards are all equal are dropped; rounds of 96 prompts until 64 are kept, at most 10 a step$" \
+	"  and its first lines how it samples"
 # the first step whose three-step mean reward reaches the bar (0: none)
 reached() { # FILE
 	sed -nE 's/.*"reward_mean":([-0-9.eE+]+).*/\1/p' "$1" |
