@@ -32,6 +32,11 @@ static void check_dapo(struct rules *r, const struct rl_config *cfg)
 	if (g->batch_multiplier != 1 && !g->use_dynamic_sampling)
 		rule_error(r, "grpo.batch_multiplier",
 		           "can only be other than 1 with grpo.use_dynamic_sampling: true");
+	/* a round's prompts are a size like num_prompts_per_step's */
+	if (g->use_dynamic_sampling &&
+	    (double)g->num_prompts_per_step * g->batch_multiplier > 16777216.0)
+		rule_error(r, "grpo.batch_multiplier",
+		           "times grpo.num_prompts_per_step is more than 16777216 prompts a round");
 	/* a rollout asked for ahead cannot know, before its rewards, whether
 	 * the step needs another round */
 	if (g->use_dynamic_sampling && g->async_grpo.enabled)
