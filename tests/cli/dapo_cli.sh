@@ -77,6 +77,22 @@ awk -v r="$r" -v n="$n" -v h="$h" \
 	ok "then shaping: reward $h = 2 x $r - 1 - ($n - 1) / 6" ||
 	not_ok "then shaping: reward $h, not 2 x $r - 1 - ($n - 1) / 6"
 
+# ---- overlong filtering ----
+# with one new token allowed every response is cut off: filtered, none is
+# left in the loss, which is then 0 with a zero gradient; unfiltered, the
+# same samples give a loss and a gradient
+cut="grpo.max_num_steps=1 grpo.num_prompts_per_step=16 policy.generation.max_new_tokens=1"
+for f in true false; do
+	# shellcheck disable=SC2086
+	expect_status 0 "one step of cut-off responses, overlong_filtering $f" -- \
+		"$RLRUN" train "$dapo" $cut grpo.use_dynamic_sampling=false grpo.batch_multiplier=1 \
+		grpo.overlong_filtering=$f logger.log_dir="cut-$f"
+done
+expect_grep cut-true/metrics.jsonl '"loss":0\.0,.*"grad_norm":0\.0,.*"truncated_fraction":1\.0,' \
+	"  filtered: every response cut, loss 0, gradient 0"
+expect_grep cut-false/metrics.jsonl '"loss":[-0-9.e]*[1-9][-0-9.e]*,.*"grad_norm":[0-9.e-]*[1-9]' \
+	"  unfiltered: a loss and a gradient"
+
 # ---- dynamic sampling that cannot fill its step ----
 # the tiny model's first step needs three rounds of 96 prompts to find 64
 # groups that are not all wrong: with one round allowed, the run stops
