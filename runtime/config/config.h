@@ -54,6 +54,22 @@ struct rl_cfg_sched_list {
 	int64_t *milestones;
 };
 
+/* DAPO's overlong reward shaping (NeMo-RL's apply_reward_shaping) */
+struct rl_cfg_reward_shaping {
+	bool enabled;
+	struct rl_opt_int overlong_buffer_length;
+	struct rl_opt_float overlong_buffer_penalty;
+	struct rl_opt_int max_response_length;
+	struct rl_opt_float stop_properly_penalty_coef;
+};
+
+/* Rewards clamped to [source_min, source_max] and mapped linearly onto
+ * [target_min, target_max] (NeMo-RL's scale_rewards). */
+struct rl_cfg_reward_scaling {
+	bool enabled;
+	double source_min, source_max, target_min, target_max;
+};
+
 struct rl_cfg_grpo {
 	int64_t num_prompts_per_step;
 	int64_t num_generations_per_prompt;
@@ -74,6 +90,14 @@ struct rl_cfg_grpo {
 		bool enabled;
 		int64_t max_trajectory_age_steps;
 	} async_grpo;
+	/* DAPO's dynamic sampling: groups whose rewards are all equal are
+	 * dropped, and rounds of batch_multiplier x num_prompts_per_step
+	 * prompts generated until the step has num_prompts_per_step groups */
+	bool use_dynamic_sampling;
+	int64_t dynamic_sampling_max_gen_batches;
+	double batch_multiplier;
+	struct rl_cfg_reward_shaping reward_shaping;
+	struct rl_cfg_reward_scaling reward_scaling;
 };
 
 struct rl_cfg_loss_fn {

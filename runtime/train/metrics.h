@@ -62,6 +62,14 @@ struct rl_step_metrics {
 	/* asynchronous GRPO: how many steps older the weights that generated
 	 * the rollout are than those it trains */
 	int64_t trajectory_age;
+	/* DAPO's dynamic sampling (grpo.use_dynamic_sampling): the rounds the
+	 * step took, the samples of kept groups it had no room for, the groups
+	 * dropped for equal rewards, and the mean reward of the groups trained
+	 * on (reward_mean and reward_std are then every generated sample's;
+	 * ds_reward_* carry them from the rollout to the step's end) */
+	bool dynamic_sampling;
+	int64_t ds_num_gen_batches, ds_discarded_valid_samples, ds_dropped_groups;
+	double filtered_reward, ds_reward_mean, ds_reward_std;
 	bool has_val;
 	double val_reward;
 	/* what an algorithm reports beyond these (DPO: preference_loss,

@@ -70,6 +70,13 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	if (t->data.prompt.chat)
 		fprintf(out, "rlrun train: prompts through the chat template of %s\n",
 		        rl_chat_template_source(t->data.prompt.chat));
+	if (c->grpo.use_dynamic_sampling)
+		fprintf(out,
+		        "rlrun train: dynamic sampling: groups whose rewards are all equal are "
+		        "dropped; rounds of %d prompts until %lld are kept, at most %lld a step\n",
+		        (int)((double)c->grpo.num_prompts_per_step * c->grpo.batch_multiplier),
+		        (long long)c->grpo.num_prompts_per_step,
+		        (long long)c->grpo.dynamic_sampling_max_gen_batches);
 	if (t->remote_generation)
 		fprintf(out,
 		        "rlrun train: %d training rank%s; generation on %d rank%s of their own "

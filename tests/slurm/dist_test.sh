@@ -5,7 +5,8 @@
 # update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank metrics
 # of ten GRPO steps (within 1e-4, timers aside); a checkpoint written by
 # tp2-dp2 resumes bit-identically in its own layout and to the same
-# gradient in tp1-dp4 and pp2-dp2; the layouts it does not
+# gradient in tp1-dp4 and pp2-dp2; DAPO's dynamic sampling gives the
+# single-rank numbers in tp2-dp2 and beside generation ranks; the layouts it does not
 # train yet are refused by name; and a rank killed mid-step makes every
 # other rank name it and exit within the collective timeout. DPO (its
 # pairs kept together in a micro-batch of one rank) gives the single-rank
@@ -75,6 +76,36 @@ for layout in "dp2 2" "dp3 3" "dp8 8" "tp2 2 $tp=2" "tp2-sp 2 $tp=2 $sp" "tp4-sp
 			not_ok "  $name: generation logprobs differ by up to $worst"
 		;;
 	esac
+done
+
+# ---- DAPO: dynamic sampling's rounds are every rank's ----
+# With the arithmetic task's own checker (0 or 1) most of the tiny model's
+# groups start all wrong and are dropped, so steps take several rounds of
+# prompts. Every layout, and generation ranks apart (rounds asked for over
+# the bridge), must keep the same groups, take the same data and train as
+# one rank does. (The leave-one-out baseline stays on: with DAPO's plain
+# group mean, no KL term and a first ratio of 1, the first update's loss is
+# a sum of advantages that cancels to rounding, which no relative
+# tolerance can compare.)
+dapo="grpo.use_dynamic_sampling=true grpo.batch_multiplier=1.5
+grpo.dynamic_sampling_max_gen_batches=30 loss_fn.ratio_clip_max=0.28
+loss_fn.reference_policy_kl_penalty=0 data.env_name=null"
+# shellcheck disable=SC2086
+train dapo-single 1 $dapo
+rounds=$(grep -c '"dynamic_sampling_num_gen_batches":[2-9]' "$work/dapo-single/metrics.jsonl")
+[ "$rounds" -gt 0 ] && ok "  dapo-single: $rounds of its 10 steps took more than one round" ||
+	not_ok "  dapo-single: no step took a second round; the layouts below would not test them"
+apart="policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=2"
+for layout in "dapo-tp2-dp2 4 $tp=2" "dapo-nc-dp2 4 $apart"; do
+	# shellcheck disable=SC2086
+	set -- $layout
+	name=$1
+	# shellcheck disable=SC2086
+	train "$@" $dapo
+	same_as "$name: first update's gradient = dapo-single's" \
+		grads "$work/$name.grads" "$work/dapo-single.grads" 1e-5
+	same_as "$name: ten steps' metrics (rounds, dropped groups) = dapo-single's" \
+		metrics "$work/$name/metrics.jsonl" "$work/dapo-single/metrics.jsonl" 1e-4
 done
 
 # activation checkpointing: each layer's forward again before its
