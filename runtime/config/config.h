@@ -225,6 +225,10 @@ struct rl_cfg_data {
 	char *env_name; /* NULL: the task's checker, or math for jsonl */
 	char *input_key;
 	char *output_key;
+	/* BinaryPreferenceDataset's fields (DPO) */
+	char *prompt_key;
+	char *chosen_key;
+	char *rejected_key;
 	char *prompt_file;
 	char *prompt_template;
 	char *system_prompt_file;
@@ -271,12 +275,25 @@ enum rl_algorithm { RL_ALGO_GRPO, RL_ALGO_SFT, RL_ALGO_DPO, RL_ALGO_DISTILLATION
 const char *rl_algorithm_verb(enum rl_algorithm a);
 const char *rl_algorithm_block(enum rl_algorithm a);
 
+/* DPO's `dpo:` block, beyond the run-control keys read into grpo.* */
+struct rl_cfg_dpo {
+	double reference_policy_kl_penalty; /* beta */
+	bool preference_average_log_probs;
+	bool sft_average_log_probs;
+	double preference_loss_weight;
+	double sft_loss_weight;
+	int64_t val_batches; /* <= 0: the whole validation set */
+	int64_t val_global_batch_size;
+	int64_t val_micro_batch_size;
+};
+
 struct rl_config {
 	enum rl_algorithm algorithm;
 	/* The run's control whatever the algorithm: the sft, dpo and
 	 * distillation blocks' max_num_steps, seed, val_period... are read
 	 * into it (algorithm.c) */
 	struct rl_cfg_grpo grpo;
+	struct rl_cfg_dpo dpo;
 	struct rl_cfg_loss_fn loss_fn;
 	struct rl_cfg_checkpointing checkpointing;
 	struct rl_cfg_policy policy;

@@ -158,6 +158,18 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	}
 	if (strcmp(cfg->data.dataset_name, "jsonl") == 0 && !cfg->data.train_path)
 		rule_error(&r, "data.train.path", "required when data.dataset_name is jsonl");
+	bool preference = strcmp(cfg->data.dataset_name, "BinaryPreferenceDataset") == 0 ||
+	                  strcmp(cfg->data.dataset_name, "PreferenceDataset") == 0;
+	if (cfg->algorithm == RL_ALGO_DPO && !preference)
+		rule_error(&r, "data.dataset_name",
+		           "DPO trains on preference pairs: BinaryPreferenceDataset or "
+		           "PreferenceDataset (with data.train.path)");
+	if (cfg->algorithm != RL_ALGO_DPO && preference)
+		rule_error(
+		    &r, "data.dataset_name",
+		    "preference pairs are DPO's data: a config with a dpo: block (rlrun dpo)");
+	if (preference && !cfg->data.train_path)
+		rule_error(&r, "data.train.path", "required for preference data");
 	if (cfg->data.prompt_file && cfg->data.prompt_template)
 		rule_error(&r, "data.prompt_template",
 		           "give data.prompt_file or data.prompt_template, not both");

@@ -139,6 +139,33 @@ const struct rl_key rl_schema[] = {
     {"grpo.reward_scaling.target_max", RL_T_FLOAT, OFF(grpo.reward_scaling.target_max), "1",
      ANY_NUMBER, .doc = "reward_scaling: what source_max becomes"},
 
+    /* dpo: direct preference optimisation (rlrun dpo); its run-control keys
+     * (max_num_steps, max_num_epochs, val_period, val_at_start, seed) are
+     * read into grpo.* */
+    {"dpo.reference_policy_kl_penalty", RL_T_FLOAT, OFF(dpo.reference_policy_kl_penalty), "0.05",
+     AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+     .doc = "DPO's beta: the strength of the implicit KL penalty to the reference policy"},
+    {"dpo.preference_average_log_probs", RL_T_BOOL, OFF(dpo.preference_average_log_probs), "false",
+     .doc = "the preference loss takes each response's mean token log-ratio instead of its sum"},
+    {"dpo.sft_average_log_probs", RL_T_BOOL, OFF(dpo.sft_average_log_probs), "false",
+     .doc = "the SFT term takes the chosen response's mean token log-probability instead of "
+            "its sum"},
+    {"dpo.preference_loss_weight", RL_T_FLOAT, OFF(dpo.preference_loss_weight), "1", AT_LEAST(0),
+     .doc = "weight of the preference (DPO) loss"},
+    {"dpo.sft_loss_weight", RL_T_FLOAT, OFF(dpo.sft_loss_weight), "0", AT_LEAST(0),
+     .doc = "weight of the SFT loss (negative log-likelihood of the chosen response); 0: off"},
+    {"dpo.val_batches", RL_T_INT, OFF(dpo.val_batches), "8", ANY_NUMBER,
+     .doc = "validation batches per validation; <= 0: the whole validation set"},
+    {"dpo.val_global_batch_size", RL_T_INT, OFF(dpo.val_global_batch_size), "8", SIZE_RANGE(1),
+     .doc = "preference pairs per validation batch"},
+    {"dpo.val_micro_batch_size", RL_T_INT, OFF(dpo.val_micro_batch_size), "1", SIZE_RANGE(1),
+     .doc = "pairs per micro-batch of the validation passes"},
+    NOT_YET_UNLESS("dpo.val_at_end", "false",
+                   "a validation after the last step is not implemented; use val_period"),
+    NOT_YET_UNLESS("dpo.preference_loss", "dpo",
+                   "only the DPO preference loss is implemented (not ipo or rpo_*)"),
+    NOT_YET_UNLESS("dpo.gt_reward_scale", "*", "the RPO losses are not implemented"),
+
     /* loss_fn: NeMo-RL's ClippedPGLossFn */
     {"loss_fn.reference_policy_kl_penalty", RL_T_FLOAT, OFF(loss_fn.reference_policy_kl_penalty),
      "0.01", AT_LEAST(0), .doc = "weight of the KL term to the reference policy"},
@@ -438,8 +465,10 @@ const struct rl_key rl_schema[] = {
 
     /* data */
     {"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",
-     .choices = "jsonl|arithmetic|copy|sort",
-     .doc = "jsonl: data.train.path; others: built-in synthetic tasks made from grpo.seed"},
+     .choices = "jsonl|arithmetic|copy|sort|BinaryPreferenceDataset|PreferenceDataset",
+     .doc = "jsonl: data.train.path; arithmetic, copy, sort: built-in synthetic tasks made from "
+            "grpo.seed; BinaryPreferenceDataset, PreferenceDataset: DPO's preference pairs "
+            "(see PREFERENCE DATA in rl-config(5))"},
     {"data.train.path", RL_T_STRING, OFF(data.train_path), "null", .flags = RL_K_NULLABLE,
      .doc = "JSONL training set (one object per line)"},
     {"data.validation.path", RL_T_STRING, OFF(data.validation_path), "null", .flags = RL_K_NULLABLE,
@@ -451,6 +480,12 @@ const struct rl_key rl_schema[] = {
      .doc = "JSONL field holding the problem"},
     {"data.output_key", RL_T_STRING, OFF(data.output_key), "expected_answer",
      .doc = "JSONL field holding the reference answer"},
+    {"data.prompt_key", RL_T_STRING, OFF(data.prompt_key), "prompt",
+     .doc = "BinaryPreferenceDataset: the field holding the prompt"},
+    {"data.chosen_key", RL_T_STRING, OFF(data.chosen_key), "chosen",
+     .doc = "BinaryPreferenceDataset: the field holding the preferred response"},
+    {"data.rejected_key", RL_T_STRING, OFF(data.rejected_key), "rejected",
+     .doc = "BinaryPreferenceDataset: the field holding the dispreferred response"},
     {"data.prompt_file", RL_T_STRING, OFF(data.prompt_file), "null", .flags = RL_K_NULLABLE,
      .doc = "prompt template file with {} or {problem}: the user's turn of the chat template"},
     {"data.prompt_template", RL_T_STRING, OFF(data.prompt_template), "null", .flags = RL_K_NULLABLE,

@@ -318,6 +318,20 @@ static void env_section(struct out *o, const struct rl_config *cfg)
 	end(o, true);
 }
 
+/* A key of another algorithm's block (sft., dpo., distillation.): left
+ * out, since the block's presence is what picks the algorithm when the
+ * YAML is read back. */
+static bool other_algorithm(const struct rl_config *cfg, const char *path)
+{
+	for (int a = RL_ALGO_SFT; a <= RL_ALGO_DISTILLATION; a++) {
+		const char *block = rl_algorithm_block((enum rl_algorithm)a);
+		size_t n = strlen(block);
+		if (a != (int)cfg->algorithm && strncmp(path, block, n) == 0 && path[n] == '.')
+			return true;
+	}
+	return false;
+}
+
 int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 {
 	struct out o = {.ok = true};
@@ -339,7 +353,7 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	const char *skip_below = NULL; /* a section printed as `auto` */
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
-		if (k->type == RL_T_UNSUPPORTED)
+		if (k->type == RL_T_UNSUPPORTED || other_algorithm(cfg, k->path))
 			continue;
 		if (skip_below && strncmp(k->path, skip_below, strlen(skip_below)) == 0 &&
 		    k->path[strlen(skip_below)] == '.')

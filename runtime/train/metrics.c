@@ -141,6 +141,8 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	if (m->has_val)
 		put_num(o, "val_reward", m->val_reward);
 	put_num(o, "loss", m->loss);
+	for (int i = 0; i < m->n_extra; i++)
+		put_num(o, m->extra[i].name, m->extra[i].v);
 	put_num(o, "actor_loss", m->actor_loss);
 	put_num(o, "kl", m->kl);
 	put_num(o, "token_mult_prob_error", m->token_mult_prob_error);
@@ -197,7 +199,7 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 
 /* metrics.jsonl's names that NeMo-RL logs under a name of its own; the
  * timers are its timing/train/ names already, the GPUs' its GPU
- * monitor's; every other key is train/KEY */
+ * monitor's; a key val_X is validation/X, every other train/KEY */
 static const struct {
 	const char *key, *tag;
 } renamed[] = {
@@ -225,6 +227,10 @@ const char *rl_metrics_tag(const char *key, char *buf, size_t len)
 			snprintf(buf, len, "timing/train/%s", key);
 			return buf;
 		}
+	if (strncmp(key, "val_", 4) == 0) {
+		snprintf(buf, len, "validation/%s", key + 4);
+		return buf;
+	}
 	snprintf(buf, len, "%s/%s", strncmp(key, "node.", 5) == 0 ? "ray" : "train", key);
 	return buf;
 }
@@ -334,6 +340,9 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
 	}
 	fputc('\n', out);
+	for (int i = 0; i < m->n_extra; i++)
+		fprintf(out, "%s%s %.4g%s", i == 0 ? "    " : "  ", m->extra[i].name, m->extra[i].v,
+		        i == m->n_extra - 1 ? "\n" : "");
 	if (m->has_val)
 		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
 		        (long long)m->total_steps, m->val_reward, t->validation);

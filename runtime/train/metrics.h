@@ -19,6 +19,9 @@
 
 #include "runtime/logger/tensorboard.h"
 
+/* The most metrics an algorithm adds to a step's line. */
+#define RL_MAX_EXTRA_METRICS 24
+
 /* NeMo-RL's step-time table, in seconds. */
 struct rl_step_timers {
 	double total_step_time, generation, reward_calculation, policy_and_reference_logprobs,
@@ -69,6 +72,14 @@ struct rl_step_metrics {
 	double filtered_reward, ds_reward_mean, ds_reward_std;
 	bool has_val;
 	double val_reward;
+	/* what an algorithm reports beyond these (DPO: preference_loss,
+	 * accuracy, ...), written after loss under its own names; a name
+	 * val_X is a validation number (TensorBoard: validation/X) */
+	struct {
+		const char *name;
+		double v;
+	} extra[RL_MAX_EXTRA_METRICS];
+	int n_extra;
 	struct rl_step_timers t;
 	/* logger.monitor_gpus: every training rank's GPU (one entry per GPU,
 	 * ranks that share one included once); owned by the caller */

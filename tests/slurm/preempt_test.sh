@@ -6,10 +6,11 @@
 # ends with the same weights (its final shards, byte for byte) and the same
 # metrics (timers aside) as a run never stopped: preempted after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
-# with the checkpoint), and DAPO's dynamic sampling (several rounds of
-# prompts a step); landing inside the reward program; landing inside a
-# checkpoint write; and with a grace time too short for a save, where the
-# newest checkpoint is kept and the log says how many steps will be redone.
+# with the checkpoint), DAPO's dynamic sampling (several rounds of
+# prompts a step) and DPO (the preference data's position saved); landing
+# inside the reward program; landing inside a checkpoint write; and with a
+# grace time too short for a save, where the newest checkpoint is kept and
+# the log says how many steps will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
@@ -318,6 +319,26 @@ if RANDOM_STEPS=16 preempted_at_random drandom 20 $dapo; then
 	same_end drandom dref
 fi
 unset RANDOM_STEPS
+
+# ---- DPO preempted at a random step ----
+# preference pairs from a data set walked in shuffled epochs (60 steps are
+# ten epochs of six): the checkpoint holds the data's position, and the
+# second start takes the same pairs and ends as the uninterrupted DPO run.
+# (train_cmd's grpo.max_num_steps=60 is the example's dpo.max_num_steps.)
+grpo_config=$config grpo_small=$small
+config=$(cd "$top_srcdir/etc/examples" && pwd -P)/dpo-tiny.yaml
+small="policy.parallel.tensor=2 policy.train_micro_batch_size=4 dpo.val_period=10
+checkpointing.enabled=true checkpointing.save_period=5"
+job_script dporef 60
+id=$(submit dporef low) && wait_until 120 start_ended dporef 1 && [ "$(last_exit dporef)" = 0 ] &&
+	ok "the uninterrupted DPO run: 60 steps" || {
+	not_ok "the uninterrupted DPO run did not finish"
+	sed 's/^/  | /' "$work/dporef.out" | tail -20
+}
+if preempted_at_random dporandom 60; then
+	same_end dporandom dporef
+fi
+config=$grpo_config small=$grpo_small
 
 # ---- preempted while the reward program scores ----
 # Slurm's SIGTERM reaches every process of the step, a copy of the reward
