@@ -183,11 +183,17 @@ fi
 # step); the last line says whether the GPU run learned as the CPU's did.
 algo() { # EXAMPLE BACKEND
 	ex=$1 be=$2 name=${1%.yaml}-$2
-	case $ex in sft*) verb=sft ;; dpo*) verb=dpo ;; distill*) verb=distill ;; *) verb=train ;; esac
+	# the run-control keys live in the algorithm's own block (sft:, dpo:...)
+	case $ex in
+	sft*) verb=sft block=sft ;;
+	dpo*) verb=dpo block=dpo ;;
+	distill*) verb=distill block=distillation ;;
+	*) verb=train block=grpo ;;
+	esac
 	rm -rf "/tmp/rl-algo/$name"
 	mkdir -p /tmp/rl-algo
 	(cd /tmp/rl-algo && timeout "${T_ALGO:-150}" "$here/bin/rlrun" "$verb" "$here/examples/$ex" \
-		grpo.max_num_steps="${ALGO_STEPS:-20}" logger.log_dir="/tmp/rl-algo/$name" \
+		"$block.max_num_steps=${ALGO_STEPS:-20}" logger.log_dir="/tmp/rl-algo/$name" \
 		checkpointing.enabled=false policy.backend="$be" policy.precision=float32 \
 		>"$logs/algo_$name.log" 2>&1)
 	rc=$?
