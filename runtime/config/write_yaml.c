@@ -318,15 +318,14 @@ static void env_section(struct out *o, const struct rl_config *cfg)
 	end(o, true);
 }
 
-/* The block of an algorithm other than cfg's (sft.* in a GRPO config):
- * left out, since the block's presence is what makes a config that
- * algorithm's when it is read back. */
+/* A key of another algorithm's block (sft., dpo., distillation.): left
+ * out, since the block's presence is what picks the algorithm when the
+ * YAML is read back. */
 static bool other_algorithm(const struct rl_config *cfg, const char *path)
 {
 	for (int a = RL_ALGO_SFT; a <= RL_ALGO_DISTILLATION; a++) {
 		const char *block = rl_algorithm_block((enum rl_algorithm)a);
 		size_t n = strlen(block);
-
 		if (a != (int)cfg->algorithm && strncmp(path, block, n) == 0 && path[n] == '.')
 			return true;
 	}

@@ -16,8 +16,11 @@ struct json_t;
 struct rl_example {
 	char *problem; /* never NULL or empty; a conversation's first user message */
 	char *answer;  /* NULL when the line has none and answers are optional */
-	/* a chat dataset's conversation: a JSON list of {"role", "content"};
-	 * NULL in a problem-and-answer dataset */
+	/* preference data (preference.h): problem is the prompt, answer the
+	 * chosen response and this the rejected one; NULL otherwise */
+	char *rejected;
+	/* a chat data set's conversation: a JSON list of {"role", "content"};
+	 * NULL otherwise */
 	struct json_t *messages;
 };
 
@@ -54,7 +57,7 @@ int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *o
  * CHAT_KEY is a list of {"role", "content"} objects, roles system, user,
  * assistant or tool, contents strings, with at least one user and one
  * assistant message, e.g.
- *   "chat.jsonl:7: messages[1].content is a number, expected a string".
+ *   "chat.jsonl:7: messages[1].content is an integer, expected a string".
  * Other fields of a line and of a message are ignored. */
 int rl_dataset_load_chat(const char *path, const char *chat_key, struct rl_dataset *ds, char *err,
                          size_t errlen);
