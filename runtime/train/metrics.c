@@ -235,7 +235,6 @@ static const struct {
 } renamed[] = {
     {"reward_mean", "train/reward"},
     {"val_reward", "validation/accuracy"},
-    {"val_loss", "validation/val_loss"},
     {"response_tokens_mean", "train/mean_gen_tokens_per_sample"},
     {"truncated_fraction", "train/truncation_rate"},
     {"tokens", "train/total_num_tokens"},
@@ -291,7 +290,8 @@ int rl_metrics_open_tensorboard(struct rl_metrics_log *log, const char *dir, int
 
 /* Every number of the step's line, one scalar each; nulls (a diverged
  * value, a step without training reward) are left out. */
-static int write_tensorboard(struct rl_metrics_log *log, json_t *o, char *err, size_t errlen)
+static int write_tensorboard(struct rl_metrics_log *log, const struct rl_step_metrics *m, json_t *o,
+                             char *err, size_t errlen)
 {
 	struct timespec now;
 	const char *key;
@@ -306,8 +306,12 @@ static int write_tensorboard(struct rl_metrics_log *log, json_t *o, char *err, s
 
 		if (strcmp(key, "step") == 0 || !json_is_number(v))
 			continue;
-		if (rl_tb_scalar(&log->tb, rl_metrics_tag(key, buf, sizeof buf),
-		                 json_number_value(v), step, wall, err, errlen))
+		/* NeMo-RL's SFT logs its val_loss as validation/val_loss (its
+		 * DPO, whose val_loss is validation/loss, as the rule says) */
+		const char *tag = m->supervised && strcmp(key, "val_loss") == 0
+		                      ? "validation/val_loss"
+		                      : rl_metrics_tag(key, buf, sizeof buf);
+		if (rl_tb_scalar(&log->tb, tag, json_number_value(v), step, wall, err, errlen))
 			return -1;
 	}
 	return rl_tb_flush(&log->tb, err, errlen);
@@ -325,7 +329,7 @@ int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m
 		snprintf(err, errlen, "%s: out of memory", log->path);
 	else if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f))
 		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
-	else if (!log->tb.f || write_tensorboard(log, o, err, errlen) == 0)
+	else if (!log->tb.f || write_tensorboard(log, m, o, err, errlen) == 0)
 		rc = 0;
 	free(line);
 	json_decref(o);
