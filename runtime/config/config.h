@@ -93,6 +93,10 @@ struct rl_cfg_loss_fn {
 	bool sequence_level_importance_ratios;
 	bool disable_ppo_ratio;
 	bool force_on_policy_ratio;
+	/* on-policy distillation's (NeMo-RL's DistillationLossFn) */
+	char *kl_type; /* reverse (forward and mixed are refused) */
+	double mixed_kl_weight;
+	bool zero_outside_topk;
 };
 
 struct rl_cfg_checkpointing {
@@ -244,6 +248,14 @@ enum rl_algorithm { RL_ALGO_GRPO, RL_ALGO_SFT, RL_ALGO_DPO, RL_ALGO_DISTILLATION
 const char *rl_algorithm_verb(enum rl_algorithm a);
 const char *rl_algorithm_block(enum rl_algorithm a);
 
+/* On-policy distillation's teacher (NeMo-RL's `teacher:` block): a frozen
+ * model held with the policy's layout and precision; what else the block
+ * repeats of the policy must be the policy's (teacher.c). */
+struct rl_cfg_teacher {
+	char *model_name;     /* NULL: no teacher */
+	char *tokenizer_name; /* NULL: model_name's */
+};
+
 struct rl_config {
 	enum rl_algorithm algorithm;
 	/* The run's control whatever the algorithm: the sft, dpo and
@@ -251,6 +263,7 @@ struct rl_config {
 	 * into it (algorithm.c) */
 	struct rl_cfg_grpo grpo;
 	struct rl_cfg_loss_fn loss_fn;
+	struct rl_cfg_teacher teacher;
 	struct rl_cfg_checkpointing checkpointing;
 	struct rl_cfg_policy policy;
 	struct rl_cfg_data data;

@@ -332,6 +332,14 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
 	emit(&o, &ev);
 	begin(&o, true, false);
+	/* the algorithm is the config's block (algorithm.c): an empty one
+	 * says it, its keys being written where they were read into */
+	if (cfg->algorithm != RL_ALGO_GRPO) {
+		const char *block = rl_algorithm_block(cfg->algorithm);
+		key(&o, block, strlen(block));
+		begin(&o, true, true);
+		end(&o, true);
+	}
 
 	const char *prev = "";
 	int open = 0; /* sections currently open below the document mapping */
