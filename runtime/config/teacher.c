@@ -70,7 +70,9 @@ static const struct rl_ynode *at(const struct rl_ynode *map, const char *path)
 	return n;
 }
 
-/* map is teacher.<prefix>; takes out what equals the policy's */
+/* map is teacher.<prefix>: what is not the teacher's own is compared
+ * with the policy's and taken out (an error where it differs), and so
+ * are the mappings it empties */
 static void prune(struct rl_ynode *map, const char *prefix, const struct rl_ynode *policy,
                   struct rl_diags *d)
 {
@@ -93,31 +95,18 @@ static void prune(struct rl_ynode *map, const char *prefix, const struct rl_ynod
 			char *key = NULL;
 
 			if (asprintf(&key, "teacher.%s", path) >= 0)
-				rl_diag_add(
-				    d, v->file, e->line, e->col, key,
-				    "%s policy.%s%s: the teacher is held with the policy's "
-				    "layout, precision and batches in this release, so this "
-				    "block may only repeat the policy's keys (model_name and "
-				    "tokenizer.name are the teacher's own); remove it or make "
-				    "it the policy's",
-				    mine ? "differs from" : "is given, but not", path,
-				    mine ? "" : " (the policy sets no such key)");
+				rl_diag_add(d, v->file, e->line, e->col, key,
+				            "%s policy.%s%s: the teacher is held with the policy's "
+				            "layout, precision and batches in this release, so this "
+				            "block may only repeat the policy's keys (model_name and "
+				            "tokenizer.name are the teacher's own); remove it or make "
+				            "it the policy's",
+				            mine ? "differs from" : "is given, but not", path,
+				            mine ? "" : " (the policy sets no such key)");
 			free(key);
 		}
 		free(path);
-	}
-	/* what was equal goes: a second pass, the positions above stay valid */
-	for (size_t i = map->n; i-- > 0;) {
-		struct rl_yentry *e = &map->items[i];
-		char *path = NULL;
-
-		if (asprintf(&path, "%s%s%s", prefix, *prefix ? "." : "", e->key) < 0)
-			return;
-		const struct rl_ynode *mine = policy ? at(policy, path) : NULL;
-		bool drop = !is_own(path) && ((e->value->kind == RL_Y_MAP && e->value->n == 0) ||
-		                              (mine && same(e->value, mine)));
-		free(path);
-		if (drop)
+		if (e->value->kind != RL_Y_MAP || e->value->n == 0)
 			rl_ynode_free(rl_ymap_take(map, e->key));
 	}
 }
