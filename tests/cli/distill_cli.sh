@@ -3,7 +3,8 @@
 # arithmetic task is made first (GRPO with rlrun train, then rlrun ckpt
 # export to a Hugging Face directory); a fresh student (another seed)
 # distilled from it on its own samples lifts its reward and brings its
-# reverse KL to the teacher down. A teacher larger than the student runs,
+# reverse KL to the teacher down. The fenced backend gives the CPU's
+# numbers, in fp32 and bf16. A teacher larger than the student runs,
 # alone and cut over two tensor-parallel ranks; a teacher with another
 # tokenizer, NeMo-RL's top-k KL kinds and a teacher block that does not
 # repeat the policy are refused by name; a resume with another teacher is
@@ -51,6 +52,22 @@ awk -v f="$kl_first" -v l="$kl_last" 'BEGIN { exit !(f > 0.5 && l < f / 2) }' &&
 	not_ok "  its reverse KL did not fall: $kl_first -> $kl_last"
 expect_grep "$WORK/out" "^rlrun distill: teacher teacher \\(2 layers, hidden 128\\)" \
 	"  the teacher is named on the terminal"
+
+# ---- the fenced backend (device memory rules, no GPU): the CPU's numbers ----
+# the teacher held and run in device memory as the student is, in fp32 and
+# in bf16 (the teacher rounded as the run's precision says)
+for prec in float32 bfloat16; do
+	for fence in 0 1; do
+		RL_OPS_FENCED=$fence expect_status 0 "3 $prec steps, fenced $fence" -- \
+			"$RLRUN" distill "$example" teacher.model_name=teacher distillation.max_num_steps=3 \
+			policy.precision=$prec logger.log_dir="fence-$prec-$fence"
+	done
+	same_as "  fenced $prec: the CPU's metrics, bit for bit" \
+		metrics "fence-$prec-1/metrics.jsonl" "fence-$prec-0/metrics.jsonl" 0
+done
+"$top_builddir/tests/tools/rl_compare" metrics fence-bfloat16-0/metrics.jsonl \
+	fence-float32-0/metrics.jsonl 0 >/dev/null 2>&1
+[ $? = 1 ] && ok "  bf16's numbers are not fp32's" || not_ok "  bf16 and fp32 were not found to differ"
 
 # ---- a larger teacher (3 layers, hidden 192) with the same tokenizer ----
 mkdir wide && cp teacher/tokenizer.json wide/
@@ -114,6 +131,19 @@ expect_status 1 "a teacher with another tokenizer is refused" -- \
 	logger.log_dir=bad-tok
 expect_grep "$WORK/err" "teacher.model_name: the teacher's tokenizer \\(.*tests/fixtures/models/llama\\) (differs from|has [0-9]+ ids, the) .*student's \\(builtin:tiny-llama\\)" \
 	"  naming both tokenizers"
+# the same 46 tokens, two of them swapped: the ids mean other tokens
+mkdir swapped && cp teacher/config.json teacher/model.safetensors swapped/
+${PYTHON:-python3} - <<'EOF2'
+import json
+t = json.load(open("teacher/tokenizer.json"))
+v = t["model"]["vocab"]
+v["1"], v["2"] = v["2"], v["1"]
+json.dump(t, open("swapped/tokenizer.json", "w"))
+EOF2
+expect_status 1 "a teacher whose tokenizer swaps two ids is refused" -- \
+	"$RLRUN" distill "$example" teacher.model_name=swapped logger.log_dir=bad-swap
+expect_grep "$WORK/err" "teacher.model_name: the teacher's tokenizer \\(swapped\\) differs from the student's \\(builtin:tiny-llama\\): id [0-9]+ is \"[12]\" for the student, \"[12]\" for the teacher" \
+	"  naming the id and both tokens"
 expect_status 2 "loss_fn.kl_type: mixed is refused" -- \
 	"$RLRUN" distill "$example" teacher.model_name=teacher loss_fn.kl_type=mixed
 expect_grep "$WORK/err" "loss_fn.kl_type: forward and mixed are not implemented" "  as not implemented"
