@@ -93,6 +93,9 @@ struct rl_cfg_loss_fn {
 	bool sequence_level_importance_ratios;
 	bool disable_ppo_ratio;
 	bool force_on_policy_ratio;
+	/* Dr. GRPO: a response's token losses summed and divided by this
+	 * constant instead of by its own length; unset: off */
+	struct rl_opt_float token_sum_normalizer;
 	/* on-policy distillation's (NeMo-RL's DistillationLossFn) */
 	char *kl_type; /* reverse (forward and mixed are refused) */
 	double mixed_kl_weight;

@@ -72,6 +72,13 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	if (l->sequence_level_importance_ratios && l->token_level_loss)
 		rule_error(&r, "loss_fn.sequence_level_importance_ratios",
 		           "sequence-level ratios need loss_fn.token_level_loss: false");
+	if (l->token_sum_normalizer.set && l->token_level_loss)
+		rule_error(&r, "loss_fn.token_sum_normalizer",
+		           "replaces the per-sequence mean; needs loss_fn.token_level_loss: false");
+	if (l->token_sum_normalizer.set && l->sequence_level_importance_ratios)
+		rule_error(&r, "loss_fn.token_sum_normalizer",
+		           "does not go with loss_fn.sequence_level_importance_ratios (GSPO's "
+		           "objective is one length-normalised term per sequence)");
 	if (l->truncated_importance_sampling_ratio.set && !l->use_importance_sampling_correction)
 		rule_error(&r, "loss_fn.truncated_importance_sampling_ratio",
 		           "needs loss_fn.use_importance_sampling_correction: true");

@@ -145,6 +145,12 @@ const struct rl_key rl_schema[] = {
      .doc = "REINFORCE/RLOO: no ratio, no clipping"},
     {"loss_fn.force_on_policy_ratio", RL_T_BOOL, OFF(loss_fn.force_on_policy_ratio), "false",
      .doc = "ratio fixed at 1 (one update per rollout)"},
+    {"loss_fn.token_sum_normalizer", RL_T_OPT_FLOAT, OFF(loss_fn.token_sum_normalizer), "null",
+     AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+     .doc = "Dr. GRPO (Liu et al. 2025; verl's loss_agg_mode seq-mean-token-sum-norm): with "
+            "token_level_loss false, each sequence's token losses are summed and divided by this "
+            "constant (the generation budget, e.g. policy.generation.max_new_tokens) instead of "
+            "by its own token count, then averaged over the step's sequences; null: off"},
     NOT_YET_UNLESS("loss_fn.use_kl_in_reward", "false", "the KL penalty lives in the loss"),
     NOT_YET_UNLESS("loss_fn.use_cispo", "false", "the CISPO loss is not implemented"),
     NOT_YET_UNLESS("loss_fn.positive_example_nll_weight", "0",

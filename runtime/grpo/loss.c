@@ -4,7 +4,8 @@
  *   loss = sum_t c_t * (w_t * clip_loss_t + penalty * wkl_t * kl_t)
  * with c_t = sample_mask / valid_tokens (token-level loss) or
  * sample_mask / (n_s * valid_seqs) (sequence-level: n_s tokens of the
- * sequence's mean). Because c_t only depends on the token's own sequence
+ * sequence's mean) or sample_mask / (C * valid_seqs) (Dr. GRPO's constant
+ * C in place of n_s). Because c_t only depends on the token's own sequence
  * and the step's denominators, any split into micro-batches sums to the
  * same loss and gradient. */
 #include "runtime/grpo/loss.h"
@@ -111,6 +112,18 @@ int rl_loss_init(struct rl_loss *l, const struct rl_cfg_loss_fn *cfg, char *err,
 	if (cfg->sequence_level_importance_ratios && cfg->token_level_loss)
 		return fail(err, errlen, "sequence_level_importance_ratios",
 		            "needs token_level_loss: false");
+	if (cfg->token_sum_normalizer.set) {
+		if (!(cfg->token_sum_normalizer.value > 0.0 &&
+		      isfinite(cfg->token_sum_normalizer.value)))
+			return fail(err, errlen, "token_sum_normalizer",
+			            "must be a finite number > 0 (or null)");
+		if (cfg->token_level_loss)
+			return fail(err, errlen, "token_sum_normalizer",
+			            "needs token_level_loss: false");
+		if (cfg->sequence_level_importance_ratios)
+			return fail(err, errlen, "token_sum_normalizer",
+			            "does not go with sequence_level_importance_ratios");
+	}
 	if (cfg->disable_ppo_ratio && cfg->force_on_policy_ratio)
 		return fail(err, errlen, "force_on_policy_ratio",
 		            "does not go with disable_ppo_ratio (there is no ratio to force)");
@@ -120,6 +133,8 @@ int rl_loss_init(struct rl_loss *l, const struct rl_cfg_loss_fn *cfg, char *err,
 	l->seq_ratio = cfg->sequence_level_importance_ratios;
 	l->disable_ppo_ratio = cfg->disable_ppo_ratio;
 	l->force_on_policy_ratio = cfg->force_on_policy_ratio;
+	l->token_sum = cfg->token_sum_normalizer.set;
+	l->token_sum_normalizer = cfg->token_sum_normalizer.value;
 	return 0;
 }
 
@@ -238,6 +253,10 @@ static void seq_setup(const struct rl_loss *l, const struct rl_loss_batch *b, in
 	}
 	if (l->token_level)
 		q->coef = norm->valid_tokens > 0.0 ? q->sm / norm->valid_tokens : 0.0;
+	else if (l->token_sum)
+		q->coef = norm->valid_seqs > 0.0
+		              ? q->sm / (l->token_sum_normalizer * norm->valid_seqs)
+		              : 0.0;
 	else
 		q->coef = norm->valid_seqs > 0.0 && q->n_tok > 0
 		              ? q->sm / (q->n_tok * norm->valid_seqs)

@@ -36,7 +36,10 @@ enum rl_tis_type { RL_TIS_NONE, RL_TIS_TIS, RL_TIS_ICEPOP, RL_TIS_SEQ_MASK };
  * sequence_level_importance_ratios: GSPO: one r per sequence, exp(mean of its log-ratios), and
  *   one w, exp(sum of its prev - gen); needs token_level_loss false.
  * disable_ppo_ratio: REINFORCE/RLOO: no ratio and no clip, the token loss is -A * curr.
- * force_on_policy_ratio: r = 1 with dr/dcurr = 1 (one update per rollout). */
+ * force_on_policy_ratio: r = 1 with dr/dcurr = 1 (one update per rollout).
+ * token_sum_normalizer: Dr. GRPO: with token_level_loss false, a sequence's
+ *   token losses are summed and divided by this constant C (the generation
+ *   budget) instead of by its token count: (1 / valid_seqs) sum_s sum_t / C. */
 struct rl_loss {
 	double kl_penalty;
 	enum rl_kl_type kl_type;
@@ -53,6 +56,8 @@ struct rl_loss {
 	bool seq_ratio;
 	bool disable_ppo_ratio;
 	bool force_on_policy_ratio;
+	bool token_sum;              /* token_sum_normalizer set */
+	double token_sum_normalizer; /* C */
 };
 
 /* Checks cfg and fills *l. Returns 0, or -1 with a message naming the

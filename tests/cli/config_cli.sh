@@ -65,4 +65,29 @@ expect_status 0 "--schema" -- "$RLRUN" config --schema
 expect_grep "$WORK/out" '^grpo\.num_prompts_per_step$' "schema lists keys"
 expect_grep "$WORK/out" '^    int in \[1, 16777216\], default 32$' "schema shows type, range and default"
 expect_status 2 "--schema with a bad format" -- "$RLRUN" config --schema=html
+
+# The GRPO family's examples (rl-config(5), GRPO FAMILY) resolve to their
+# papers' keys, and each trains 3 steps of the tiny run with a finite loss.
+family_example() { # NAME PATTERN-OF-ITS-KEYS DESCRIPTION
+	ex=$top_srcdir/etc/examples/$1.yaml
+	expect_status 0 "$1.yaml loads" -- "$RLRUN" config "$ex"
+	tr -s '\n ' '  ' <"$WORK/out" >"$WORK/flat"
+	expect_grep "$WORK/flat" "$2" "  $3"
+	expect_status 0 "rlrun train $1.yaml runs 3 steps" -- \
+		"$RLRUN" train "$ex" grpo.max_num_steps=3 logger.log_dir="$WORK/$1"
+	n=$(grep -cE '"loss":-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?,' "$WORK/$1/metrics.jsonl")
+	if [ "$n" = 3 ]; then ok "  3 steps, each with a finite loss"; else
+		not_ok "  $n of 3 steps with a finite loss:"; sed 's/^/  | /' "$WORK/$1/metrics.jsonl"
+	fi
+}
+family_example gspo-tiny \
+	'normalize_rewards: true .*reference_policy_kl_penalty: 0 .*token_level_loss: false sequence_level_importance_ratios: true ' \
+	"GSPO: sequence-level ratios, sequence mean, no KL"
+family_example dr-grpo-tiny \
+	'normalize_rewards: false use_leave_one_out_baseline: false .*reference_policy_kl_penalty: 0 .*token_level_loss: false .*token_sum_normalizer: 2 ' \
+	"Dr. GRPO: no std, no leave-one-out, the token sum over the budget 2, no KL"
+expect_status 2 "Dr. GRPO's normalizer with the token-level mean is refused" -- \
+	"$RLRUN" config "$top_srcdir/etc/examples/dr-grpo-tiny.yaml" loss_fn.token_level_loss=true
+expect_grep "$WORK/err" 'dr-grpo-tiny\.yaml:[0-9]+:[0-9]+: error: loss_fn\.token_sum_normalizer: replaces the per-sequence mean; needs loss_fn\.token_level_loss: false' \
+	"  at the normalizer's line, naming the key to change"
 finish
