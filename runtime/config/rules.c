@@ -50,6 +50,11 @@ static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 	if (!cfg->teacher.model_name)
 		rule_error(r, "teacher.model_name",
 		           "on-policy distillation needs a teacher: set teacher.model_name");
+	/* NeMo-RL's distillation has no asynchronous mode either */
+	if (cfg->grpo.async_grpo.enabled)
+		rule_error(r, "grpo.async_grpo.enabled",
+		           "asynchronous rollouts are GRPO's; on-policy distillation takes the "
+		           "rollouts of the weights it trains (colocated or not)");
 	if (l->kl_type && strcmp(l->kl_type, "reverse") != 0)
 		rule_error(r, "loss_fn.kl_type",
 		           "forward and mixed are not implemented: they need the teacher's top-k "

@@ -187,9 +187,16 @@ expect_grep "$WORK/err" "teacher.dtensor_cfg.tensor_parallel_size: differs from 
 	"  naming both keys"
 expect_grep "$WORK/err" "^rlrun distill: 1 error in nemo.yaml" "  and nothing else"
 sed 's/tensor_parallel_size: 4/tensor_parallel_size: 1/' nemo.yaml >nemo-ok.yaml
-expect_status 0 "the same block repeating the policy's sizes runs" -- \
-	"$RLRUN" distill nemo-ok.yaml distillation.max_num_steps=1 logger.log_dir=nemo-ok
+expect_status 0 "the same block repeating the policy's sizes runs, validating" -- \
+	"$RLRUN" distill nemo-ok.yaml distillation.max_num_steps=2 distillation.val_period=1 \
+	distillation.max_val_samples=16 logger.log_dir=nemo-ok
 expect_grep "$WORK/out" "^rlrun distill: teacher teacher " "  with the teacher's own model_name (its tokenizer its own)"
+expect_grep nemo-ok/metrics.jsonl '"step":2,.*"val_reward":' "  the student's validation reward logged"
+expect_status 2 "asynchronous rollouts are refused" -- \
+	"$RLRUN" distill "$example" teacher.model_name=teacher grpo.async_grpo.enabled=true \
+	policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=1 \
+	loss_fn.use_importance_sampling_correction=true
+expect_grep "$WORK/err" "grpo.async_grpo.enabled: asynchronous rollouts are GRPO's" "  naming the key"
 
 # ---- resume: the teacher is the one the run started with ----
 ck="checkpointing.enabled=true checkpointing.checkpoint_dir=resume.ck checkpointing.save_period=2"
