@@ -95,14 +95,15 @@ static void prune(struct rl_ynode *map, const char *prefix, const struct rl_ynod
 			char *key = NULL;
 
 			if (asprintf(&key, "teacher.%s", path) >= 0)
-				rl_diag_add(d, v->file, e->line, e->col, key,
-				            "%s policy.%s%s: the teacher is held with the policy's "
-				            "layout, precision and batches in this release, so this "
-				            "block may only repeat the policy's keys (model_name and "
-				            "tokenizer.name are the teacher's own); remove it or make "
-				            "it the policy's",
-				            mine ? "differs from" : "is given, but not", path,
-				            mine ? "" : " (the policy sets no such key)");
+				rl_diag_add(
+				    d, v->file, e->line, e->col, key,
+				    "%s policy.%s%s: the teacher is held with the policy's "
+				    "layout, precision and batches in this release, so this "
+				    "block may only repeat the policy's keys (model_name and "
+				    "tokenizer.name are the teacher's own); remove it or make "
+				    "it the policy's",
+				    mine ? "differs from" : "is given, but not", path,
+				    mine ? "" : " (the policy sets no such key)");
 			free(key);
 		}
 		free(path);
