@@ -54,6 +54,22 @@ struct rl_cfg_sched_list {
 	int64_t *milestones;
 };
 
+/* DAPO's overlong reward shaping (NeMo-RL's apply_reward_shaping) */
+struct rl_cfg_reward_shaping {
+	bool enabled;
+	struct rl_opt_int overlong_buffer_length;
+	struct rl_opt_float overlong_buffer_penalty;
+	struct rl_opt_int max_response_length;
+	struct rl_opt_float stop_properly_penalty_coef;
+};
+
+/* Rewards clamped to [source_min, source_max] and mapped linearly onto
+ * [target_min, target_max] (NeMo-RL's scale_rewards). */
+struct rl_cfg_reward_scaling {
+	bool enabled;
+	double source_min, source_max, target_min, target_max;
+};
+
 struct rl_cfg_grpo {
 	int64_t num_prompts_per_step;
 	int64_t num_generations_per_prompt;
@@ -74,6 +90,14 @@ struct rl_cfg_grpo {
 		bool enabled;
 		int64_t max_trajectory_age_steps;
 	} async_grpo;
+	/* DAPO's dynamic sampling: groups whose rewards are all equal are
+	 * dropped, and rounds of batch_multiplier x num_prompts_per_step
+	 * prompts generated until the step has num_prompts_per_step groups */
+	bool use_dynamic_sampling;
+	int64_t dynamic_sampling_max_gen_batches;
+	double batch_multiplier;
+	struct rl_cfg_reward_shaping reward_shaping;
+	struct rl_cfg_reward_scaling reward_scaling;
 };
 
 struct rl_cfg_loss_fn {
@@ -205,6 +229,10 @@ struct rl_cfg_data {
 	char *env_name; /* NULL: the task's checker, or math for jsonl */
 	char *input_key;
 	char *output_key;
+	/* BinaryPreferenceDataset's fields (DPO) */
+	char *prompt_key;
+	char *chosen_key;
+	char *rejected_key;
 	char *prompt_file;
 	char *prompt_template;
 	char *system_prompt_file;
@@ -259,12 +287,25 @@ struct rl_cfg_teacher {
 	char *tokenizer_name; /* NULL: model_name's */
 };
 
+/* DPO's `dpo:` block, beyond the run-control keys read into grpo.* */
+struct rl_cfg_dpo {
+	double reference_policy_kl_penalty; /* beta */
+	bool preference_average_log_probs;
+	bool sft_average_log_probs;
+	double preference_loss_weight;
+	double sft_loss_weight;
+	int64_t val_batches; /* <= 0: the whole validation set */
+	int64_t val_global_batch_size;
+	int64_t val_micro_batch_size;
+};
+
 struct rl_config {
 	enum rl_algorithm algorithm;
 	/* The run's control whatever the algorithm: the sft, dpo and
 	 * distillation blocks' max_num_steps, seed, val_period... are read
 	 * into it (algorithm.c) */
 	struct rl_cfg_grpo grpo;
+	struct rl_cfg_dpo dpo;
 	struct rl_cfg_loss_fn loss_fn;
 	struct rl_cfg_teacher teacher;
 	struct rl_cfg_checkpointing checkpointing;

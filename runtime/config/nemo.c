@@ -165,14 +165,17 @@ static const struct rule penalty_rules[] = {
 };
 
 /* NeMo-RL's newer data layout: data.default holds what every data set
- * shares, data.train and data.validation name the sets. */
+ * shares, data.train and data.validation name the sets. A Hugging Face
+ * dataset's split and subset mean nothing for a local file: noted. */
 #define DATA_SET_RULES(set)                                                                        \
 	{"dataset_name", MAP, "data.dataset_name"}, {"data_path", MAP, "data." set ".path"},       \
 	    {"input_key", MAP, "data.input_key"}, {"output_key", MAP, "data.output_key"},          \
-	    {"prompt_file", MAP, "data.prompt_file"},                                              \
+	    {"prompt_key", MAP, "data.prompt_key"}, {"chosen_key", MAP, "data.chosen_key"},        \
+	    {"rejected_key", MAP, "data.rejected_key"}, {"prompt_file", MAP, "data.prompt_file"},  \
 	    {"system_prompt_file", MAP, "data.system_prompt_file"},                                \
 	    {"env_name", MAP, "data.env_name"}, {"processor", SPECIAL, NULL},                      \
-	    {"split_validation_size", BOUND, "0"},                                                 \
+	    {"split_validation_size", BOUND, "0"}, {"split", INERT, NULL},                         \
+	    {"subset", INERT, NULL},                                                               \
 	{                                                                                          \
 		"seed", INERT, NULL                                                                \
 	}

@@ -1,5 +1,6 @@
 /* Constraints between keys, the ones NeMo-RL asserts at run time; here they
  * are found before a job is queued. Each error points at the key to change. */
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/config/internal.h"
@@ -65,6 +66,73 @@ static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 		           "true is not implemented: it corrects a KL summed over the teacher's "
 		           "top-k logits, and the reverse KL here is estimated on the sampled "
 		           "token; set it to false");
+}
+
+/* DAPO's keys (NeMo-RL asserts the first ones when a run starts, and
+ * raises in apply_reward_shaping on a missing length). */
+static void check_dapo(struct rules *r, const struct rl_config *cfg)
+{
+	const struct rl_cfg_grpo *g = &cfg->grpo;
+	const struct rl_cfg_policy *p = &cfg->policy;
+	char msg[256];
+
+	if (g->batch_multiplier != 1 && !g->use_dynamic_sampling)
+		rule_error(r, "grpo.batch_multiplier",
+		           "can only be other than 1 with grpo.use_dynamic_sampling: true");
+	/* a round's prompts are a size like num_prompts_per_step's */
+	if (g->use_dynamic_sampling &&
+	    (double)g->num_prompts_per_step * g->batch_multiplier > 16777216.0)
+		rule_error(r, "grpo.batch_multiplier",
+		           "times grpo.num_prompts_per_step is more than 16777216 prompts a round");
+	/* a rollout asked for ahead cannot know, before its rewards, whether
+	 * the step needs another round */
+	if (g->use_dynamic_sampling && g->async_grpo.enabled)
+		rule_error(
+		    r, "grpo.use_dynamic_sampling",
+		    "dynamic sampling is not implemented with grpo.async_grpo.enabled: true");
+	if (g->use_dynamic_sampling && g->num_generations_per_prompt < 2)
+		rule_error(r, "grpo.use_dynamic_sampling",
+		           "needs grpo.num_generations_per_prompt of at least 2: a group of one "
+		           "response has no spread and would always be dropped");
+
+	const struct rl_cfg_reward_shaping *s = &g->reward_shaping;
+	if (s->enabled && !s->stop_properly_penalty_coef.set) {
+		static const char *const need[] = {"grpo.reward_shaping.overlong_buffer_length",
+		                                   "grpo.reward_shaping.overlong_buffer_penalty",
+		                                   "grpo.reward_shaping.max_response_length"};
+		const bool have[] = {s->overlong_buffer_length.set, s->overlong_buffer_penalty.set,
+		                     s->max_response_length.set};
+		for (int i = 0; i < 3; i++)
+			if (!have[i])
+				rule_error(r, need[i],
+				           "required by grpo.reward_shaping.enabled: true (DAPO's "
+				           "overlong penalty), or set stop_properly_penalty_coef");
+	}
+	if (s->enabled && s->overlong_buffer_length.set && s->max_response_length.set &&
+	    s->overlong_buffer_length.value > s->max_response_length.value)
+		rule_error(r, "grpo.reward_shaping.overlong_buffer_length",
+		           "longer than grpo.reward_shaping.max_response_length: the penalty would "
+		           "start before the response's first token");
+	if (s->enabled && s->max_response_length.set) {
+		/* a response never gets longer than this: a longer L_max leaves
+		 * part of the buffer, and the full penalty, out of reach */
+		const char *cap = "policy.max_total_sequence_length";
+		int64_t most = p->max_total_sequence_length;
+		if (p->generation.max_new_tokens.set && p->generation.max_new_tokens.value < most) {
+			cap = "policy.generation.max_new_tokens";
+			most = p->generation.max_new_tokens.value;
+		}
+		if (s->max_response_length.value > most) {
+			snprintf(msg, sizeof msg,
+			         "%lld is more than %s (%lld): no response can be that long",
+			         (long long)s->max_response_length.value, cap, (long long)most);
+			rule_error(r, "grpo.reward_shaping.max_response_length", msg);
+		}
+	}
+	if (g->reward_scaling.enabled &&
+	    !(g->reward_scaling.source_max > g->reward_scaling.source_min))
+		rule_error(r, "grpo.reward_scaling.source_max",
+		           "must be greater than grpo.reward_scaling.source_min");
 }
 
 void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *pos,
@@ -137,6 +205,18 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	}
 	if (strcmp(cfg->data.dataset_name, "jsonl") == 0 && !cfg->data.train_path)
 		rule_error(&r, "data.train.path", "required when data.dataset_name is jsonl");
+	bool preference = strcmp(cfg->data.dataset_name, "BinaryPreferenceDataset") == 0 ||
+	                  strcmp(cfg->data.dataset_name, "PreferenceDataset") == 0;
+	if (cfg->algorithm == RL_ALGO_DPO && !preference)
+		rule_error(&r, "data.dataset_name",
+		           "DPO trains on preference pairs: BinaryPreferenceDataset or "
+		           "PreferenceDataset (with data.train.path)");
+	if (cfg->algorithm != RL_ALGO_DPO && preference)
+		rule_error(
+		    &r, "data.dataset_name",
+		    "preference pairs are DPO's data: a config with a dpo: block (rlrun dpo)");
+	if (preference && !cfg->data.train_path)
+		rule_error(&r, "data.train.path", "required for preference data");
 	if (cfg->data.prompt_file && cfg->data.prompt_template)
 		rule_error(&r, "data.prompt_template",
 		           "give data.prompt_file or data.prompt_template, not both");
@@ -152,6 +232,7 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 		rule_error(&r, "policy.generation.tensor_parallel_size",
 		           "applies to non-colocated generation; colocated generation runs on the "
 		           "training ranks' own tensor parallelism");
+	check_dapo(&r, cfg);
 	/* NeMo-RL's assert: rollouts made while training runs need ranks of
 	 * their own */
 	if (cfg->grpo.async_grpo.enabled && p->generation.colocated.enabled)

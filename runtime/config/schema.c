@@ -83,11 +83,17 @@ const struct rl_key rl_schema[] = {
     NOT_YET_UNLESS("grpo.malformed_thinking_advantage", "null",
                    "advantages for malformed thinking tags are not implemented; score them in "
                    "an env command"),
-    NOT_YET_UNLESS("grpo.use_dynamic_sampling", "false",
-                   "dynamic sampling (DAPO) is not implemented"),
-    NOT_YET_UNLESS("grpo.dynamic_sampling_max_gen_batches", "*",
-                   "read only with grpo.use_dynamic_sampling, which is false here"),
-    NOT_YET_UNLESS("grpo.batch_multiplier", "1", "used by dynamic sampling only"),
+    {"grpo.use_dynamic_sampling", RL_T_BOOL, OFF(grpo.use_dynamic_sampling), "false",
+     .doc = "DAPO's dynamic sampling: drop the prompt groups whose rewards are all equal "
+            "(no gradient) and generate more prompts until the step has num_prompts_per_step "
+            "groups"},
+    {"grpo.dynamic_sampling_max_gen_batches", RL_T_INT, OFF(grpo.dynamic_sampling_max_gen_batches),
+     "10", RANGE(1, 1000000),
+     .doc = "dynamic sampling: generation rounds a step may take to fill its groups; then "
+            "the run stops with an error"},
+    {"grpo.batch_multiplier", RL_T_FLOAT, OFF(grpo.batch_multiplier), "1", RANGE(1, 1000),
+     .doc = "dynamic sampling: each round generates int(batch_multiplier x "
+            "num_prompts_per_step) prompts; must be 1 without use_dynamic_sampling"},
     {"grpo.async_grpo.enabled", RL_T_BOOL, OFF(grpo.async_grpo.enabled), "false",
      .doc = "train on a replay buffer while generation continues"},
     {"grpo.async_grpo.max_trajectory_age_steps", RL_T_INT,
@@ -100,10 +106,65 @@ const struct rl_key rl_schema[] = {
                    "weights are updated between rollouts"),
     NOT_YET_UNLESS("grpo.async_grpo.recompute_kv_cache_after_weight_updates", "false",
                    "weights are updated between rollouts"),
-    NOT_YET_UNLESS("grpo.reward_shaping", NULL,
-                   "reward shaping is not implemented; shape rewards in an env command"),
-    NOT_YET_UNLESS("grpo.reward_scaling", NULL,
-                   "reward scaling is not implemented; scale rewards in an env command"),
+    {"grpo.reward_shaping.enabled", RL_T_BOOL, OFF(grpo.reward_shaping.enabled), "false",
+     .doc = "DAPO's overlong reward shaping (applied after reward_scaling): a response longer "
+            "than max_response_length - overlong_buffer_length loses "
+            "overlong_buffer_penalty x (excess / overlong_buffer_length), at most "
+            "overlong_buffer_penalty"},
+    {"grpo.reward_shaping.overlong_buffer_length", RL_T_OPT_INT,
+     OFF(grpo.reward_shaping.overlong_buffer_length), "null", AT_LEAST(1),
+     .doc = "tokens before max_response_length over which the penalty rises to its full "
+            "value (DAPO's L_cache); required when enabled"},
+    {"grpo.reward_shaping.overlong_buffer_penalty", RL_T_OPT_FLOAT,
+     OFF(grpo.reward_shaping.overlong_buffer_penalty), "null", AT_LEAST(0),
+     .doc = "the penalty at max_response_length tokens and beyond; required when enabled"},
+    {"grpo.reward_shaping.max_response_length", RL_T_OPT_INT,
+     OFF(grpo.reward_shaping.max_response_length), "null", AT_LEAST(1),
+     .doc = "response tokens that get the full penalty (DAPO's L_max); at most "
+            "policy.max_total_sequence_length and policy.generation.max_new_tokens; required "
+            "when enabled"},
+    {"grpo.reward_shaping.stop_properly_penalty_coef", RL_T_OPT_FLOAT,
+     OFF(grpo.reward_shaping.stop_properly_penalty_coef), "null", RANGE(0, 1),
+     .doc = "instead of the overlong penalty: the reward of a response cut off by the token "
+            "limit is multiplied by this; null: off"},
+    {"grpo.reward_scaling.enabled", RL_T_BOOL, OFF(grpo.reward_scaling.enabled), "false",
+     .doc = "clamp each reward to [source_min, source_max] and map it linearly onto "
+            "[target_min, target_max], before reward_shaping"},
+    {"grpo.reward_scaling.source_min", RL_T_FLOAT, OFF(grpo.reward_scaling.source_min), "0",
+     ANY_NUMBER, .doc = "reward_scaling: the low end of the rewards' range"},
+    {"grpo.reward_scaling.source_max", RL_T_FLOAT, OFF(grpo.reward_scaling.source_max), "1",
+     ANY_NUMBER, .doc = "reward_scaling: the high end of the rewards' range"},
+    {"grpo.reward_scaling.target_min", RL_T_FLOAT, OFF(grpo.reward_scaling.target_min), "0",
+     ANY_NUMBER, .doc = "reward_scaling: what source_min becomes"},
+    {"grpo.reward_scaling.target_max", RL_T_FLOAT, OFF(grpo.reward_scaling.target_max), "1",
+     ANY_NUMBER, .doc = "reward_scaling: what source_max becomes"},
+
+    /* dpo: direct preference optimisation (rlrun dpo); its run-control keys
+     * (max_num_steps, max_num_epochs, val_period, val_at_start, seed) are
+     * read into grpo.* */
+    {"dpo.reference_policy_kl_penalty", RL_T_FLOAT, OFF(dpo.reference_policy_kl_penalty), "0.05",
+     AT_LEAST(0), .flags = RL_K_MIN_OPEN,
+     .doc = "DPO's beta: the strength of the implicit KL penalty to the reference policy"},
+    {"dpo.preference_average_log_probs", RL_T_BOOL, OFF(dpo.preference_average_log_probs), "false",
+     .doc = "the preference loss takes each response's mean token log-ratio instead of its sum"},
+    {"dpo.sft_average_log_probs", RL_T_BOOL, OFF(dpo.sft_average_log_probs), "false",
+     .doc = "the SFT term takes the chosen response's mean token log-probability instead of "
+            "its sum"},
+    {"dpo.preference_loss_weight", RL_T_FLOAT, OFF(dpo.preference_loss_weight), "1", AT_LEAST(0),
+     .doc = "weight of the preference (DPO) loss"},
+    {"dpo.sft_loss_weight", RL_T_FLOAT, OFF(dpo.sft_loss_weight), "0", AT_LEAST(0),
+     .doc = "weight of the SFT loss (negative log-likelihood of the chosen response); 0: off"},
+    {"dpo.val_batches", RL_T_INT, OFF(dpo.val_batches), "8", ANY_NUMBER,
+     .doc = "validation batches per validation; <= 0: the whole validation set"},
+    {"dpo.val_global_batch_size", RL_T_INT, OFF(dpo.val_global_batch_size), "8", SIZE_RANGE(1),
+     .doc = "preference pairs per validation batch"},
+    {"dpo.val_micro_batch_size", RL_T_INT, OFF(dpo.val_micro_batch_size), "1", SIZE_RANGE(1),
+     .doc = "pairs per micro-batch of the validation passes"},
+    NOT_YET_UNLESS("dpo.val_at_end", "false",
+                   "a validation after the last step is not implemented; use val_period"),
+    NOT_YET_UNLESS("dpo.preference_loss", "dpo",
+                   "only the DPO preference loss is implemented (not ipo or rpo_*)"),
+    NOT_YET_UNLESS("dpo.gt_reward_scale", "*", "the RPO losses are not implemented"),
 
     /* loss_fn: NeMo-RL's ClippedPGLossFn */
     {"loss_fn.reference_policy_kl_penalty", RL_T_FLOAT, OFF(loss_fn.reference_policy_kl_penalty),
@@ -436,8 +497,10 @@ const struct rl_key rl_schema[] = {
 
     /* data */
     {"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",
-     .choices = "jsonl|arithmetic|copy|sort",
-     .doc = "jsonl: data.train.path; others: built-in synthetic tasks made from grpo.seed"},
+     .choices = "jsonl|arithmetic|copy|sort|BinaryPreferenceDataset|PreferenceDataset",
+     .doc = "jsonl: data.train.path; arithmetic, copy, sort: built-in synthetic tasks made from "
+            "grpo.seed; BinaryPreferenceDataset, PreferenceDataset: DPO's preference pairs "
+            "(see PREFERENCE DATA in rl-config(5))"},
     {"data.train.path", RL_T_STRING, OFF(data.train_path), "null", .flags = RL_K_NULLABLE,
      .doc = "JSONL training set (one object per line)"},
     {"data.validation.path", RL_T_STRING, OFF(data.validation_path), "null", .flags = RL_K_NULLABLE,
@@ -449,6 +512,12 @@ const struct rl_key rl_schema[] = {
      .doc = "JSONL field holding the problem"},
     {"data.output_key", RL_T_STRING, OFF(data.output_key), "expected_answer",
      .doc = "JSONL field holding the reference answer"},
+    {"data.prompt_key", RL_T_STRING, OFF(data.prompt_key), "prompt",
+     .doc = "BinaryPreferenceDataset: the field holding the prompt"},
+    {"data.chosen_key", RL_T_STRING, OFF(data.chosen_key), "chosen",
+     .doc = "BinaryPreferenceDataset: the field holding the preferred response"},
+    {"data.rejected_key", RL_T_STRING, OFF(data.rejected_key), "rejected",
+     .doc = "BinaryPreferenceDataset: the field holding the dispreferred response"},
     {"data.prompt_file", RL_T_STRING, OFF(data.prompt_file), "null", .flags = RL_K_NULLABLE,
      .doc = "prompt template file with {} or {problem}: the user's turn of the chat template"},
     {"data.prompt_template", RL_T_STRING, OFF(data.prompt_template), "null", .flags = RL_K_NULLABLE,
@@ -539,8 +608,6 @@ const size_t rl_schema_len = sizeof(rl_schema) / sizeof(rl_schema[0]);
 static const struct {
 	const char *block, *switch_key;
 } switches[] = {
-    {"grpo.reward_shaping", "enabled"},
-    {"grpo.reward_scaling", "enabled"},
     {"policy.dtensor_cfg", "enabled"},
     {"policy.megatron_cfg", "enabled"},
     {"policy.dynamic_batching", "enabled"},

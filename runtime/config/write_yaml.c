@@ -318,6 +318,33 @@ static void env_section(struct out *o, const struct rl_config *cfg)
 	end(o, true);
 }
 
+/* A key of another algorithm's block (sft., dpo., distillation.): left
+ * out, since the block's presence is what picks the algorithm when the
+ * YAML is read back. */
+static bool other_algorithm(const struct rl_config *cfg, const char *path)
+{
+	for (int a = RL_ALGO_SFT; a <= RL_ALGO_DISTILLATION; a++) {
+		const char *block = rl_algorithm_block((enum rl_algorithm)a);
+		size_t n = strlen(block);
+		if (a != (int)cfg->algorithm && strncmp(path, block, n) == 0 && path[n] == '.')
+			return true;
+	}
+	return false;
+}
+
+/* Whether the schema has a key that is written under the block of a. */
+static bool block_has_keys(enum rl_algorithm a)
+{
+	const char *block = rl_algorithm_block(a);
+	size_t n = strlen(block);
+
+	for (size_t i = 0; i < rl_schema_len; i++)
+		if (rl_schema[i].type != RL_T_UNSUPPORTED &&
+		    strncmp(rl_schema[i].path, block, n) == 0 && rl_schema[i].path[n] == '.')
+			return true;
+	return false;
+}
+
 int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 {
 	struct out o = {.ok = true};
@@ -332,9 +359,11 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
 	emit(&o, &ev);
 	begin(&o, true, false);
-	/* the algorithm is the config's block (algorithm.c): an empty one
-	 * says it, its keys being written where they were read into */
-	if (cfg->algorithm != RL_ALGO_GRPO) {
+	/* the algorithm is the config's block (algorithm.c): a block with
+	 * keys of its own in the schema (dpo.*) is written with them below;
+	 * one whose keys all went to grpo.* (distillation's) is written
+	 * empty, which says it as well */
+	if (cfg->algorithm != RL_ALGO_GRPO && !block_has_keys(cfg->algorithm)) {
 		const char *block = rl_algorithm_block(cfg->algorithm);
 		key(&o, block, strlen(block));
 		begin(&o, true, true);
@@ -347,7 +376,7 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	const char *skip_below = NULL; /* a section printed as `auto` */
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
-		if (k->type == RL_T_UNSUPPORTED)
+		if (k->type == RL_T_UNSUPPORTED || other_algorithm(cfg, k->path))
 			continue;
 		if (skip_below && strncmp(k->path, skip_below, strlen(skip_below)) == 0 &&
 		    k->path[strlen(skip_below)] == '.')

@@ -12,6 +12,9 @@
 struct rl_example {
 	char *problem; /* never NULL or empty */
 	char *answer;  /* NULL when the line has none and answers are optional */
+	/* preference data (preference.h): problem is the prompt, answer the
+	 * chosen response and this the rejected one; NULL otherwise */
+	char *rejected;
 };
 
 struct rl_dataset {

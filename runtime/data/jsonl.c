@@ -13,20 +13,13 @@
 
 #include "runtime/base/json.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/rows.h"
 
 /* At most this many keys are listed when the wanted one is missing: enough
  * to spot "question" instead of "problem", short enough for one line. */
 #define MAX_KEYS_LISTED 5
 
-struct loader {
-	const char *path;
-	size_t lineno;
-	char *err;
-	size_t errlen;
-};
-
-static int fail(const struct loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(const struct loader *l, const char *fmt, ...)
+int rl_rows_fail(const struct rl_rows *l, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -82,7 +75,7 @@ size_t rl_utf8_check(const char *s, size_t n)
 	return n;
 }
 
-static int missing_field(const struct loader *l, json_t *obj, const char *key)
+int rl_rows_missing_field(const struct rl_rows *l, json_t *obj, const char *key)
 {
 	char list[512] = "";
 	size_t used = 0, shown = 0, total = json_object_size(obj);
@@ -102,11 +95,11 @@ static int missing_field(const struct loader *l, json_t *obj, const char *key)
 		shown++;
 	}
 	if (total == 0)
-		return fail(l, "no field '%s' (the object is empty)", key);
+		return rl_rows_fail(l, "no field '%s' (the object is empty)", key);
 	if (shown < total)
-		return fail(l, "no field '%s' (fields: %s, and %zu more)", key, list,
-		            total - shown);
-	return fail(l, "no field '%s' (fields: %s)", key, list);
+		return rl_rows_fail(l, "no field '%s' (fields: %s, and %zu more)", key, list,
+		                    total - shown);
+	return rl_rows_fail(l, "no field '%s' (fields: %s)", key, list);
 }
 
 /* The shortest %.Ng that strtod reads back as the same double: what
@@ -124,7 +117,7 @@ static char *real_text(double v)
 }
 
 /* 1 with *out set (NULL for no answer), 0 on a reported error. */
-static int take_answer(const struct loader *l, json_t *obj, const char *key, bool need, char **out)
+static int take_answer(const struct rl_rows *l, json_t *obj, const char *key, bool need, char **out)
 {
 	json_t *v = json_object_get(obj, key);
 	char buf[32];
@@ -133,7 +126,7 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 	if (!v) {
 		if (!need)
 			return 1;
-		missing_field(l, obj, key);
+		rl_rows_missing_field(l, obj, key);
 		return 0;
 	}
 	switch (json_typeof(v)) {
@@ -152,64 +145,88 @@ static int take_answer(const struct loader *l, json_t *obj, const char *key, boo
 			return 1;
 		/* fall through */
 	default:
-		fail(l, "field '%s' is %s, expected a string or a number", key, rl_json_type_name(v));
+		rl_rows_fail(l, "field '%s' is %s, expected a string or a number", key,
+		             rl_json_type_name(v));
 		return 0;
 	}
 	if (!*out) {
-		fail(l, "out of memory");
+		rl_rows_fail(l, "out of memory");
 		return 0;
 	}
 	return 1;
 }
 
-/* Parses one non-blank line into *ex. Returns 0 or -1 (reported). */
-static int parse_line(const struct loader *l, const char *line, size_t len, const char *input_key,
-                      const char *output_key, bool need_answer, struct rl_example *ex)
+/* The problem and answer of a prompt data set's row. */
+struct prompt_keys {
+	const char *input_key, *output_key;
+	bool need_answer;
+};
+
+static int parse_prompt_row(const struct rl_rows *l, json_t *root, struct rl_example *ex, void *ctx)
+{
+	const struct prompt_keys *k = ctx;
+	const char *problem;
+
+	if (!rl_rows_take_string(l, root, k->input_key, &problem))
+		return -1;
+	if (!take_answer(l, root, k->output_key, k->need_answer, &ex->answer))
+		return -1;
+	ex->problem = strdup(problem);
+	if (!ex->problem) {
+		free(ex->answer);
+		ex->answer = NULL;
+		return rl_rows_fail(l, "out of memory");
+	}
+	return 0;
+}
+
+int rl_rows_take_string(const struct rl_rows *l, json_t *obj, const char *key, const char **out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	*out = NULL;
+	if (!v) {
+		rl_rows_missing_field(l, obj, key);
+		return 0;
+	}
+	if (!json_is_string(v)) {
+		rl_rows_fail(l, "field '%s' is %s, expected a string", key, rl_json_type_name(v));
+		return 0;
+	}
+	if (json_string_length(v) == 0) {
+		rl_rows_fail(l, "field '%s' is empty", key);
+		return 0;
+	}
+	*out = json_string_value(v);
+	return 1;
+}
+
+/* Parses one non-blank line, a JSON object, and hands it to parse.
+ * Returns 0 or -1 (reported). */
+static int parse_line(const struct rl_rows *l, const char *line, size_t len, rl_row_parse parse,
+                      void *ctx, struct rl_example *ex)
 {
 	size_t bad = rl_utf8_check(line, len);
 	json_error_t jerr;
-	json_t *root, *prob;
+	json_t *root;
 	int rc = -1;
 
 	if (bad < len) {
 		if (line[bad] == '\0')
-			return fail(l, "a NUL byte at byte %zu of the line", bad + 1);
-		return fail(l, "not valid UTF-8 at byte %zu of the line", bad + 1);
+			return rl_rows_fail(l, "a NUL byte at byte %zu of the line", bad + 1);
+		return rl_rows_fail(l, "not valid UTF-8 at byte %zu of the line", bad + 1);
 	}
 	root = json_loadb(line, len, JSON_DECODE_ANY, &jerr);
 	if (!root) {
 		if (jerr.column > 0)
-			return fail(l, "not valid JSON: %s (column %d)", jerr.text, jerr.column);
-		return fail(l, "not valid JSON: %s", jerr.text);
+			return rl_rows_fail(l, "not valid JSON: %s (column %d)", jerr.text,
+			                    jerr.column);
+		return rl_rows_fail(l, "not valid JSON: %s", jerr.text);
 	}
-	if (!json_is_object(root)) {
-		fail(l, "the line is %s, expected a JSON object", rl_json_type_name(root));
-		goto out;
-	}
-	prob = json_object_get(root, input_key);
-	if (!prob) {
-		missing_field(l, root, input_key);
-		goto out;
-	}
-	if (!json_is_string(prob)) {
-		fail(l, "field '%s' is %s, expected a string", input_key, rl_json_type_name(prob));
-		goto out;
-	}
-	if (json_string_length(prob) == 0) {
-		fail(l, "field '%s' is empty", input_key);
-		goto out;
-	}
-	if (!take_answer(l, root, output_key, need_answer, &ex->answer))
-		goto out;
-	ex->problem = strdup(json_string_value(prob));
-	if (!ex->problem) {
-		free(ex->answer);
-		ex->answer = NULL;
-		fail(l, "out of memory");
-		goto out;
-	}
-	rc = 0;
-out:
+	if (!json_is_object(root))
+		rl_rows_fail(l, "the line is %s, expected a JSON object", rl_json_type_name(root));
+	else
+		rc = parse(l, root, ex, ctx);
 	json_decref(root);
 	return rc;
 }
@@ -225,7 +242,15 @@ static bool is_blank(const char *s, size_t n)
 int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *output_key,
                           bool need_answer, struct rl_dataset *ds, char *err, size_t errlen)
 {
-	struct loader l = {.path = path, .err = err, .errlen = errlen};
+	struct prompt_keys k = {input_key, output_key, need_answer};
+
+	return rl_rows_load(path, parse_prompt_row, &k, ds, err, errlen);
+}
+
+int rl_rows_load(const char *path, rl_row_parse parse, void *ctx, struct rl_dataset *ds, char *err,
+                 size_t errlen)
+{
+	struct rl_rows l = {.path = path, .err = err, .errlen = errlen};
 	struct rl_dataset d = {0};
 	size_t cap = 0, linecap = 0;
 	char *line = NULL;
@@ -235,10 +260,10 @@ int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *o
 	memset(ds, 0, sizeof *ds);
 	f = fopen(path, "r");
 	if (!f)
-		return fail(&l, "cannot open: %s", strerror(errno));
+		return rl_rows_fail(&l, "cannot open: %s", strerror(errno));
 	d.path = strdup(path);
 	if (!d.path) {
-		fail(&l, "out of memory");
+		rl_rows_fail(&l, "out of memory");
 		goto fail;
 	}
 	while ((got = getline(&line, &linecap, f)) != -1) {
@@ -261,25 +286,25 @@ int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *o
 			if (ncap <= SIZE_MAX / sizeof *nex)
 				nex = realloc(d.ex, ncap * sizeof *nex);
 			if (!nex) {
-				fail(&l, "out of memory");
+				rl_rows_fail(&l, "out of memory");
 				goto fail;
 			}
 			d.ex = nex;
 			cap = ncap;
 		}
 		d.ex[d.n] = (struct rl_example){0};
-		if (parse_line(&l, text, len, input_key, output_key, need_answer, &d.ex[d.n]))
+		if (parse_line(&l, text, len, parse, ctx, &d.ex[d.n]))
 			goto fail;
 		d.n++;
 	}
 	if (ferror(f)) {
 		l.lineno = 0;
-		fail(&l, "cannot read: %s", strerror(errno));
+		rl_rows_fail(&l, "cannot read: %s", strerror(errno));
 		goto fail;
 	}
 	if (d.n == 0) {
 		l.lineno = 0;
-		fail(&l, "no examples (the file has no non-blank lines)");
+		rl_rows_fail(&l, "no examples (the file has no non-blank lines)");
 		goto fail;
 	}
 	free(line);
@@ -298,6 +323,7 @@ void rl_dataset_free(struct rl_dataset *ds)
 	for (size_t i = 0; i < ds->n; i++) {
 		free(ds->ex[i].problem);
 		free(ds->ex[i].answer);
+		free(ds->ex[i].rejected);
 	}
 	free(ds->ex);
 	free(ds->path);

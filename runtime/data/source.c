@@ -19,6 +19,16 @@ static void name_key(char *err, size_t errlen, const char *key)
 	free(msg);
 }
 
+/* A data set of prompts, or of preference pairs. */
+static int load(const struct rl_cfg_data *c, bool preference, enum rl_pref_format pref,
+                const char *path, struct rl_dataset *ds, char *err, size_t errlen)
+{
+	if (preference)
+		return rl_dataset_load_preference(path, pref, c->prompt_key, c->chosen_key,
+		                                  c->rejected_key, ds, err, errlen);
+	return rl_dataset_load_jsonl(path, c->input_key, c->output_key, false, ds, err, errlen);
+}
+
 int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
                         char *err, size_t errlen)
 {
@@ -32,7 +42,9 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 		rl_prompt_free(&d->prompt);
 		return -1;
 	}
-	if (strcmp(c->dataset_name, "jsonl") != 0) {
+	enum rl_pref_format pref;
+	bool preference = rl_pref_format_parse(c->dataset_name, &pref) == 0;
+	if (strcmp(c->dataset_name, "jsonl") != 0 && !preference) {
 		d->synthetic = true;
 		if (rl_task_parse(c->dataset_name, &d->task)) {
 			snprintf(err, errlen, "data.dataset_name: no built-in task '%s'",
@@ -42,14 +54,12 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 		return 0;
 	}
 	/* answers are optional only when an external reward program decides */
-	if (rl_dataset_load_jsonl(c->train_path, c->input_key, c->output_key, false, &d->train, err,
-	                          errlen)) {
+	if (load(c, preference, pref, c->train_path, &d->train, err, errlen)) {
 		name_key(err, errlen, "data.train.path");
 		goto fail;
 	}
 	if (c->validation_path) {
-		if (rl_dataset_load_jsonl(c->validation_path, c->input_key, c->output_key, false,
-		                          &d->val, err, errlen)) {
+		if (load(c, preference, pref, c->validation_path, &d->val, err, errlen)) {
 			name_key(err, errlen, "data.validation.path");
 			goto fail;
 		}
@@ -124,6 +134,31 @@ int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char *
 			return -1;
 	}
 	return 1;
+}
+
+int rl_data_source_next_examples(struct rl_data_source *d, int n, const struct rl_example **ex,
+                                 char **prompts, char *err, size_t errlen)
+{
+	if (d->synthetic) {
+		snprintf(err, errlen, "a built-in task has no examples to hand out");
+		return -1;
+	}
+	if (!rl_data_order_next(&d->order, d->batch_idx))
+		return 0;
+	for (int i = 0; i < n; i++) {
+		ex[i] = &d->train.ex[d->batch_idx[i]];
+		if (!(prompts[i] = rl_prompt_render(&d->prompt, ex[i]->problem, err, errlen)))
+			return -1;
+	}
+	return 1;
+}
+
+int rl_data_source_val_example(struct rl_data_source *d, size_t k, const struct rl_example **ex,
+                               char **prompt, char *err, size_t errlen)
+{
+	*ex = &d->val.ex[k];
+	*prompt = rl_prompt_render(&d->prompt, (*ex)->problem, err, errlen);
+	return *prompt ? 0 : -1;
 }
 
 size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max)

@@ -1,7 +1,9 @@
-/* Where a run's prompts come from: a JSONL dataset walked in shuffled epochs,
+/* Where a run's prompts come from: a JSONL dataset (of prompts, or of DPO's
+ * preference pairs) walked in shuffled epochs,
  * or a built-in synthetic task that makes fresh problems from the seed; in
  * both cases rendered through the prompt template.
  * defines: struct rl_data_source, rl_data_source_open, rl_data_source_next,
+ * rl_data_source_next_examples, rl_data_source_val_example,
  * rl_data_source_val, rl_data_source_close, struct rl_data_position,
  * rl_data_source_position, rl_data_source_restore */
 #ifndef RL_DATA_SOURCE_H
@@ -14,6 +16,7 @@
 #include "runtime/config/config.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/order.h"
+#include "runtime/data/preference.h"
 #include "runtime/data/prompt.h"
 #include "runtime/data/synthetic.h"
 
@@ -35,6 +38,17 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
  * prompts, each malloc'd. 1: filled; 0: the epochs are exhausted; -1: error. */
 int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
                         char **prompts, char *err, size_t errlen);
+/* The next n examples of a data set (not a built-in task), borrowed from
+ * the source, and their rendered prompts (malloc'd): what DPO takes, whose
+ * examples are preference pairs (preference.h). 1: filled; 0: the epochs
+ * are exhausted; -1: error. It moves the same order as rl_data_source_next,
+ * so the checkpointed position covers it. */
+int rl_data_source_next_examples(struct rl_data_source *d, int n, const struct rl_example **ex,
+                                 char **prompts, char *err, size_t errlen);
+/* Validation example k (k < rl_data_source_val_count) and its rendered
+ * prompt (malloc'd), or -1. */
+int rl_data_source_val_example(struct rl_data_source *d, size_t k, const struct rl_example **ex,
+                               char **prompt, char *err, size_t errlen);
 /* Validation problem k (k < the count returned through *n_val), or -1.
  * Synthetic tasks draw validation problems from their own stream, apart
  * from the training ones. */

@@ -96,6 +96,22 @@ out:
 	return rc;
 }
 
+int rl_microbatches_expand(const struct rl_microbatches *units, int unit,
+                           struct rl_microbatches *out)
+{
+	int n_units = units->start[units->n];
+
+	if (unit < 1 || mb_alloc(out, n_units * unit))
+		return -1;
+	out->n = units->n;
+	for (int b = 0; b <= units->n; b++)
+		out->start[b] = units->start[b] * unit;
+	for (int k = 0; k < n_units; k++)
+		for (int i = 0; i < unit; i++)
+			out->items[k * unit + i] = units->items[k] * unit + i;
+	return 0;
+}
+
 void rl_microbatches_free(struct rl_microbatches *mb)
 {
 	free(mb->start);

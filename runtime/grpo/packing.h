@@ -1,7 +1,7 @@
 /* Which samples go into each micro-batch: a fixed count per micro-batch, or
  * sequence packing by first-fit-decreasing into a token budget.
  * defines: struct rl_microbatches, rl_pack_fixed, rl_pack_ffd,
- * rl_microbatches_free */
+ * rl_microbatches_expand, rl_microbatches_free */
 #ifndef RL_GRPO_PACKING_H
 #define RL_GRPO_PACKING_H
 
@@ -27,6 +27,12 @@ int rl_pack_fixed(int n_items, int per_batch, struct rl_microbatches *out);
  * item alone exceeds the capacity (the caller checks lengths against it
  * first) or memory runs out. */
 int rl_pack_ffd(const int *len, int n_items, int capacity, int round, struct rl_microbatches *out);
+
+/* Micro-batches planned over units of `unit` consecutive items (unit k is
+ * items k * unit .. k * unit + unit - 1) read back as items: each unit's
+ * items together, in order, where the unit was. -1 when memory runs out. */
+int rl_microbatches_expand(const struct rl_microbatches *units, int unit,
+                           struct rl_microbatches *out);
 
 void rl_microbatches_free(struct rl_microbatches *mb);
 

@@ -1,7 +1,9 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/grpo/dynamic_sampling.h"
 #include "runtime/rollout/prompts.h"
 #include "runtime/rollout/source.h"
 
@@ -37,17 +39,31 @@ int rl_rollout_next(struct rl_rollout_source *s, int64_t step, struct rl_rollout
 {
 	if (s->ops->next)
 		return s->ops->next(s, step, r, rep, err, errlen);
-	/* synchronous: the step's prompts, generated now */
+	return rl_rollout_next_round(s, step, 0, s->ctx.n_groups, r, rep, err, errlen);
+}
+
+int rl_rollout_next_round(struct rl_rollout_source *s, int64_t step, int round, int n_groups,
+                          struct rl_rollout *r, struct rl_rollout_report *rep, char *err,
+                          size_t errlen)
+{
+	if (s->ops->next) {
+		if (round == 0 && n_groups == s->ctx.n_groups)
+			return s->ops->next(s, step, r, rep, err, errlen);
+		snprintf(err, errlen,
+		         "the asynchronous rollout source cannot generate a second round in a step "
+		         "(grpo.use_dynamic_sampling with grpo.async_grpo.enabled)");
+		return -1;
+	}
+	/* synchronous: the round's prompts, generated now */
 	double t0 = rl_now();
-	int got = rl_rollout_take_prompts(s->ctx.data, s->ctx.n_groups, s->ctx.group_size, r, err,
-	                                  errlen);
+	int got = rl_rollout_take_prompts(s->ctx.data, n_groups, s->ctx.group_size, r, err, errlen);
 
 	if (got)
 		return got;
-	if (s->ops->generate(s, r, rl_step_seed(s->ctx.seed, step), &rep->prompts_truncated, err,
-	                     errlen))
+	if (s->ops->generate(s, r, rl_round_seed(s->ctx.seed, step, round), &rep->prompts_truncated,
+	                     err, errlen))
 		return -1;
-	rep->generation_s = rl_now() - t0;
+	rep->generation_s += rl_now() - t0;
 	return 0;
 }
 

@@ -15,8 +15,8 @@
  * struct rl_ahead, struct rl_rollout_source, struct rl_rollout_source_ops,
  * rl_rollout_source_open, rl_rollout_source_free, rl_rollout_begin, rl_rollout_next,
  * rl_rollout_generate, rl_rollout_refit, rl_rollout_settle, rl_rollout_save,
- * rl_rollout_adopt, rl_rollout_end, rl_rollout_keeps_in_flight, rl_rollout_colocated,
- * rl_rollout_remote, rl_rollout_async */
+ * rl_rollout_adopt, rl_rollout_end, rl_rollout_next_round, rl_rollout_keeps_in_flight,
+ * rl_rollout_colocated, rl_rollout_remote, rl_rollout_async */
 #ifndef RL_ROLLOUT_SOURCE_H
 #define RL_ROLLOUT_SOURCE_H
 
@@ -131,6 +131,16 @@ int rl_rollout_begin(struct rl_rollout_source *s, int64_t done, char *err, size_
  * *rep is filled (zero it first). */
 int rl_rollout_next(struct rl_rollout_source *s, int64_t step, struct rl_rollout *r,
                     struct rl_rollout_report *rep, char *err, size_t errlen);
+/* Round `round` of step's rollout (dynamic sampling: a step takes rounds
+ * until it has enough groups with a spread of rewards) into r: the data's
+ * next n_groups prompts, sampled with rl_round_seed(seed, step, round), so
+ * that a resumed run, its data where the checkpoint left it, redraws every
+ * round. Round 0 with the step's n_groups is rl_rollout_next. The
+ * asynchronous source has no rounds (its rollouts are asked for before
+ * their rewards are known): -1 with err. *rep is added to. */
+int rl_rollout_next_round(struct rl_rollout_source *s, int64_t step, int round, int n_groups,
+                          struct rl_rollout *r, struct rl_rollout_report *rep, char *err,
+                          size_t errlen);
 /* r's prompts (validation's) sampled with seed now, every sample on every
  * training rank; *prompts_truncated is added the cut prompts. The
  * rollouts asked for before come first. */

@@ -141,6 +141,8 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	if (m->has_val)
 		put_num(o, "val_reward", m->val_reward);
 	put_num(o, "loss", m->loss);
+	for (int i = 0; i < m->n_extra; i++)
+		put_num(o, m->extra[i].name, m->extra[i].v);
 	put_num(o, "actor_loss", m->actor_loss);
 	put_num(o, "kl", m->kl);
 	if (m->distill)
@@ -156,6 +158,15 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	put_num(o, "lr", m->lr);
 	put_num(o, "response_tokens_mean", m->response_tokens_mean);
 	put_num(o, "truncated_fraction", m->truncated_fraction);
+	if (m->dynamic_sampling) {
+		put_num(o, "filtered_reward", m->filtered_reward);
+		json_object_set_new(o, "dynamic_sampling_num_gen_batches",
+		                    json_integer(m->ds_num_gen_batches));
+		json_object_set_new(o, "dynamic_sampling_num_discarded_valid_samples",
+		                    json_integer(m->ds_discarded_valid_samples));
+		json_object_set_new(o, "dynamic_sampling_num_dropped_groups",
+		                    json_integer(m->ds_dropped_groups));
+	}
 	json_object_set_new(o, "reward_failures", json_integer(m->reward_failures));
 	json_object_set_new(o, "prompts_truncated", json_integer(m->prompts_truncated));
 	json_object_set_new(o, "tokens", json_integer(m->tokens));
@@ -190,7 +201,7 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 
 /* metrics.jsonl's names that NeMo-RL logs under a name of its own; the
  * timers are its timing/train/ names already, the GPUs' its GPU
- * monitor's; every other key is train/KEY */
+ * monitor's; a key val_X is validation/X, every other train/KEY */
 static const struct {
 	const char *key, *tag;
 } renamed[] = {
@@ -218,6 +229,10 @@ const char *rl_metrics_tag(const char *key, char *buf, size_t len)
 			snprintf(buf, len, "timing/train/%s", key);
 			return buf;
 		}
+	if (strncmp(key, "val_", 4) == 0) {
+		snprintf(buf, len, "validation/%s", key + 4);
+		return buf;
+	}
 	snprintf(buf, len, "%s/%s", strncmp(key, "node.", 5) == 0 ? "ray" : "train", key);
 	return buf;
 }
@@ -299,10 +314,17 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	/* what NeMo-RL's users watch, then where the step's time went */
 	fprintf(out,
 	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  grad norm %.3g  lr %.2e"
-	        "  response %.0f tok, %.0f%% cut  reward failures %lld\n",
+	        "  response %.0f tok, %.0f%% cut  reward failures %lld",
 	        (long long)m->step, (long long)m->total_steps, m->reward_mean, m->reward_std,
 	        m->loss, m->kl, m->grad_norm, m->lr, m->response_tokens_mean,
 	        100 * m->truncated_fraction, (long long)m->reward_failures);
+	if (m->dynamic_sampling)
+		fprintf(
+		    out,
+		    "  dynamic sampling: trained on reward %.3f, %lld round%s, %lld groups dropped",
+		    m->filtered_reward, (long long)m->ds_num_gen_batches,
+		    m->ds_num_gen_batches == 1 ? "" : "s", (long long)m->ds_dropped_groups);
+	fputc('\n', out);
 	fprintf(out,
 	        "    gen %.2fs  reward %.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs"
 	        " | %.2f s/step, %.0f tok/s, ETA %ld:%02ld",
@@ -320,6 +342,9 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
 	}
 	fputc('\n', out);
+	for (int i = 0; i < m->n_extra; i++)
+		fprintf(out, "%s%s %.4g%s", i == 0 ? "    " : "  ", m->extra[i].name, m->extra[i].v,
+		        i == m->n_extra - 1 ? "\n" : "");
 	if (m->has_val)
 		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
 		        (long long)m->total_steps, m->val_reward, t->validation);

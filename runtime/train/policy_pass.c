@@ -10,15 +10,45 @@
 #include "runtime/rollout/share.h"
 #include "runtime/train/policy_pass.h"
 
-int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training)
+int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training, int unit)
 {
 	/* the config resolves null budgets from the batch sizes, so both
 	 * train_mb_tokens and logprob_mb_tokens are always set here */
 	if (p->sequence_packing.enabled)
 		return training ? p->sequence_packing.train_mb_tokens.value
 		                : p->sequence_packing.logprob_mb_tokens.value;
-	return (training ? p->train_micro_batch_size : p->logprob_batch_size) *
+	return (training ? p->train_micro_batch_size * (unit > 1 ? unit : 1)
+	                 : p->logprob_batch_size) *
 	       p->max_total_sequence_length;
+}
+
+/* The gradient pass of an algorithm whose loss reads several consecutive
+ * samples together (DPO: a pair): micro-batches of whole units, planned
+ * over the units (n / unit of them, each as long as its samples together)
+ * and then read back as samples, a unit's in order. */
+static int plan_units(const struct rl_trainer *t, const struct rl_rollout *r, const int *which,
+                      int n, int unit, struct rl_microbatches *mb)
+{
+	const struct rl_cfg_policy *p = &t->cfg->policy;
+	struct rl_microbatches units = {0};
+	int n_units = n / unit, rc;
+
+	if (!p->sequence_packing.enabled) {
+		rc = rl_pack_fixed(n_units, (int)p->train_micro_batch_size, &units);
+	} else {
+		int *len = calloc((size_t)n_units + 1, sizeof *len);
+		if (!len)
+			return -1;
+		for (int k = 0; k < n; k++)
+			len[k / unit] += r->s[which[k]].len;
+		rc = rl_pack_ffd(len, n_units, (int)rl_mb_token_budget(p, true, unit),
+		                 (int)p->sequence_packing.sequence_length_round, &units);
+		free(len);
+	}
+	if (rc == 0)
+		rc = rl_microbatches_expand(&units, unit, mb);
+	rl_microbatches_free(&units);
+	return rc;
 }
 
 /* Micro-batches of the samples which[0..n), as positions into which[]. */
@@ -27,6 +57,8 @@ static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout
 {
 	const struct rl_cfg_policy *p = &t->cfg->policy;
 
+	if (training && t->algo->unit > 1)
+		return plan_units(t, r, which, n, t->algo->unit, mb);
 	if (!p->sequence_packing.enabled)
 		return rl_pack_fixed(
 		    n, (int)(training ? p->train_micro_batch_size : p->logprob_batch_size), mb);
@@ -35,7 +67,7 @@ static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout
 		return -1;
 	for (int k = 0; k < n; k++)
 		len[k] = r->s[which[k]].len;
-	int rc = rl_pack_ffd(len, n, (int)rl_mb_token_budget(p, training),
+	int rc = rl_pack_ffd(len, n, (int)rl_mb_token_budget(p, training, 1),
 	                     (int)p->sequence_packing.sequence_length_round, mb);
 	free(len);
 	return rc;
@@ -294,7 +326,14 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 		norm.valid_seqs += s->loss_mult;
 		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
 	}
-	rl_share_range(t->dp, n, &lo, &hi);
+	if (t->algo->unit > 1) {
+		/* whole units to each rank (n is a multiple of the unit) */
+		rl_share_range(t->dp, n / t->algo->unit, &lo, &hi);
+		lo *= t->algo->unit;
+		hi *= t->algo->unit;
+	} else {
+		rl_share_range(t->dp, n, &lo, &hi);
+	}
 	p.which = which + lo;
 	if (plan_microbatches(t, r, p.which, hi - lo, true, &p.mb)) {
 		snprintf(err, errlen, "out of memory planning micro-batches");

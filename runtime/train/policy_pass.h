@@ -16,8 +16,10 @@
 #include "runtime/train/trainer.h"
 
 /* The most tokens one micro-batch holds: the packing budget, or the
- * micro-batch size times max_total_sequence_length without packing. */
-int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training);
+ * micro-batch size times max_total_sequence_length without packing, where
+ * a training micro-batch of an algorithm whose samples go in units
+ * (rl_trainer_algo.unit: DPO's pairs) holds train_micro_batch_size units. */
+int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training, int unit);
 
 /* A model the logprob pass runs: the policy, with its own weights or the
  * reference's swapped in, or another model cut as the policy is (the
@@ -43,7 +45,9 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
                        size_t errlen);
 /* The gradients of the loss over the global batch which[0..n) (zeroed
  * first), micro-batch by micro-batch, this data-parallel rank's share of
- * it; no reduction and no update. stats gets this rank's share of the
+ * it; no reduction and no update. With the algorithm's unit > 1, n is a
+ * multiple of it and each run of unit samples of which[] stays in one
+ * micro-batch of one rank. stats gets this rank's share of the
  * loss statistics. */
 int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *which, int n,
                         struct rl_loss_stats *stats, char *err, size_t errlen);

@@ -110,8 +110,8 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 
 static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 {
-	int64_t a = rl_mb_token_budget(&t->cfg->policy, true);
-	int64_t b = rl_mb_token_budget(&t->cfg->policy, false);
+	int64_t a = rl_mb_token_budget(&t->cfg->policy, true, t->algo->unit);
+	int64_t b = rl_mb_token_budget(&t->cfg->policy, false, t->algo->unit);
 	int64_t max = a > b ? a : b;
 
 	if (max > (1 << 24)) {
@@ -271,6 +271,14 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	/* a step's samples in global batches, the last one possibly short */
 	t->updates_per_step = (t->samples_per_step + cfg->policy.train_global_batch_size - 1) /
 	                      cfg->policy.train_global_batch_size;
+	/* DPO: one update per step over train_global_batch_size pairs (twice
+	 * as many sequences), drawn from the data set */
+	int64_t data_per_step = cfg->grpo.num_prompts_per_step;
+	if (cfg->algorithm == RL_ALGO_DPO) {
+		data_per_step = cfg->policy.train_global_batch_size;
+		t->samples_per_step = 2 * data_per_step;
+		t->updates_per_step = 1;
+	}
 	t->logit_scale = rl_gen_logit_scale(cfg);
 	t->logprob_chunk = rl_gen_logprob_chunk(cfg);
 	t->remote_generation =
@@ -283,9 +291,10 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	rl_stop_signal_set(&stop_signals);
 	if (rl_train_check(cfg, err, errlen) ||
 	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
-	    rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen) ||
-	    rl_data_source_open(&t->data, cfg, (size_t)cfg->grpo.num_prompts_per_step, err,
-	                        errlen) ||
+	    /* DPO's data are preference pairs, scored by no reward */
+	    (cfg->algorithm != RL_ALGO_DPO &&
+	     rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen)) ||
+	    rl_data_source_open(&t->data, cfg, (size_t)data_per_step, err, errlen) ||
 	    load_policy(t, err, errlen) ||
 	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
 	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)))

@@ -5,12 +5,18 @@
  * reports. What makes it GRPO is here and in grpo/; the passes over the
  * policy are any algorithm's. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/grpo/advantage.h"
+#include "runtime/grpo/dynamic_sampling.h"
+#include "runtime/grpo/reward_shaping.h"
 #include "runtime/train/policy_pass.h"
 #include "runtime/train/score.h"
 #include "runtime/train/step.h"
+#include "runtime/train/train.h"
 #include "runtime/train/update.h"
 #include "runtime/train/validate.h"
 
@@ -55,6 +61,119 @@ void rl_step_take_report(const struct rl_rollout_report *rep, struct rl_step_met
 	m->trajectory_age = rep->trajectory_age;
 }
 
+/* A round's samples scored, and their rewards scaled and shaped (judge,
+ * when not NULL, gets them before the shaping). */
+static int score_round(struct rl_trainer *t, struct rl_rollout *r, double *judge,
+                       struct rl_step_metrics *m, char *err, size_t errlen)
+{
+	int64_t failures = 0;
+	int scored = rl_trainer_score(t, r, &failures, err, errlen);
+
+	if (scored)
+		return scored;
+	m->reward_failures += failures;
+	rl_grpo_shape_rewards(r, &t->cfg->grpo, judge);
+	return 0;
+}
+
+/* DAPO's dynamic sampling: rounds of int(batch_multiplier x
+ * num_prompts_per_step) prompts, the data's next each time, until the
+ * step has num_prompts_per_step groups whose rewards are not all equal;
+ * those groups, in the order generated, are the step's rollout r. Every
+ * rank has every reward, so every rank takes the same rounds. */
+static int dynamic_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *r,
+                           struct rl_rollout_report *rep, struct rl_step_metrics *m, char *err,
+                           size_t errlen)
+{
+	const struct rl_cfg_grpo *g = &t->cfg->grpo;
+	/* NeMo-RL's int(num_prompts_per_step * batch_multiplier) */
+	int per_round = (int)((double)g->num_prompts_per_step * g->batch_multiplier);
+	struct rl_ds_batch b;
+	double *judge = NULL;
+	int rc = -1;
+
+	if (rl_ds_begin(&b, (int)g->num_prompts_per_step, (int)g->num_generations_per_prompt) ||
+	    !(judge = calloc((size_t)per_round * (size_t)g->num_generations_per_prompt + 1,
+	                     sizeof *judge))) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (int round = 0; round < g->dynamic_sampling_max_gen_batches && !rl_ds_full(&b);
+	     round++) {
+		struct rl_rollout one = {0};
+		int got = rl_rollout_next_round(&t->rollouts, step, round, per_round, &one, rep,
+		                                err, errlen);
+		if (got) {
+			rc = got;
+			goto out;
+		}
+		double t1 = rl_now();
+		got = score_round(t, &one, judge, m, err, errlen);
+		if (!got)
+			rl_ds_take(&b, &one, judge);
+		rl_rollout_free(&one);
+		m->t.reward_calculation += rl_now() - t1;
+		if (got) {
+			rc = got;
+			goto out;
+		}
+	}
+	if (!rl_ds_full(&b)) {
+		/* every rank saw the same rewards: every rank stops here alike */
+		if (rl_trainer_rank(t) == 0)
+			snprintf(
+			    err, errlen,
+			    "step %lld: dynamic sampling found %d of the %lld prompt groups it "
+			    "needs whose rewards are not all equal after "
+			    "grpo.dynamic_sampling_max_gen_batches=%lld rounds of %d prompts (%lld "
+			    "groups dropped); raise grpo.batch_multiplier or "
+			    "grpo.dynamic_sampling_max_gen_batches, or "
+			    "grpo.num_generations_per_prompt "
+			    "for more diverse groups, or use easier or harder data",
+			    (long long)step, b.filled, (long long)g->num_prompts_per_step,
+			    (long long)g->dynamic_sampling_max_gen_batches, per_round,
+			    (long long)b.dropped_groups);
+		else
+			err[0] = '\0';
+		rc = RL_TRAIN_AGREED_FAILURE;
+		goto out;
+	}
+	m->dynamic_sampling = true;
+	m->ds_num_gen_batches = b.rounds;
+	m->ds_discarded_valid_samples = b.discarded_valid_samples;
+	m->ds_dropped_groups = b.dropped_groups;
+	/* the reward of every sample generated (NeMo-RL's train/reward is the
+	 * last round's): what the policy earns, where filtered_reward is that
+	 * of the groups trained on */
+	m->ds_reward_mean = b.reward_sum / (double)b.n_generated;
+	double var = b.reward_sq / (double)b.n_generated - m->ds_reward_mean * m->ds_reward_mean;
+	m->ds_reward_std = var > 0 ? sqrt(var) : 0;
+	*r = b.r;
+	memset(&b.r, 0, sizeof b.r);
+	rc = 0;
+out:
+	rl_ds_free(&b);
+	free(judge);
+	return rc;
+}
+
+/* The step's rollout, scored, its rewards scaled and shaped: one round,
+ * or dynamic sampling's. */
+static int step_rollout(struct rl_trainer *t, int64_t step, struct rl_rollout *r,
+                        struct rl_rollout_report *rep, struct rl_step_metrics *m, char *err,
+                        size_t errlen)
+{
+	if (t->cfg->grpo.use_dynamic_sampling)
+		return dynamic_rollout(t, step, r, rep, m, err, errlen);
+	int got = rl_rollout_next(&t->rollouts, step, r, rep, err, errlen);
+	if (got)
+		return got;
+	double t1 = rl_now();
+	got = score_round(t, r, NULL, m, err, errlen);
+	m->t.reward_calculation += rl_now() - t1;
+	return got;
+}
+
 int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
                     size_t errlen)
 {
@@ -64,25 +183,20 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	int rc = -1, got;
 
 	m->step = step;
-	if ((got = rl_rollout_next(&t->rollouts, step, &r, &rep, err, errlen))) {
+	m->reward_failures = 0;
+	m->t.reward_calculation = 0;
+	if ((got = step_rollout(t, step, &r, &rep, m, err, errlen))) {
 		rc = got;
 		goto out;
 	}
 	rl_step_take_report(&rep, m);
-	t1 = rl_now();
 
-	int64_t failures = 0;
-	int scored = rl_trainer_score(t, &r, &failures, err, errlen);
-	if (scored) {
-		rc = scored;
-		goto out;
-	}
-	m->reward_failures = failures;
+	t1 = rl_now();
 	if (rl_grpo_rollout_advantages(&r, &t->cfg->grpo)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	m->t.reward_calculation = rl_now() - t1;
+	m->t.reward_calculation += rl_now() - t1;
 
 	t1 = rl_now();
 	if (rl_policy_logprobs(t, &r, false, err, errlen) ||
@@ -91,6 +205,12 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 		goto out;
 	m->t.policy_and_reference_logprobs = rl_now() - t1;
 	rl_step_rollout_stats(&r, m);
+	if (m->dynamic_sampling) {
+		/* rl_step_rollout_stats saw the groups trained on only */
+		m->filtered_reward = m->reward_mean;
+		m->reward_mean = m->ds_reward_mean;
+		m->reward_std = m->ds_reward_std;
+	}
 
 	t1 = rl_now();
 	if (rl_policy_train(t, &r, m, err, errlen))

@@ -29,18 +29,36 @@ static void describe(const struct rl_trainer *t, FILE *out)
 
 	for (int i = 0; i < t->model->n_params; i++)
 		params += t->model->params[i].numel;
-	fprintf(out,
-	        "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s, "
-	        "reward %s\n"
-	        "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
-	        "update%s per step; metrics in %s\n",
-	        c->policy.model_name, mc->architecture, mc->n_layers, rl_plural(mc->n_layers),
-	        mc->hidden_size, (double)params / 1e6, t->model->ops->name, c->data.dataset_name,
-	        t->reward.name, (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
-	        (long long)c->grpo.num_prompts_per_step, rl_plural(c->grpo.num_prompts_per_step),
-	        (long long)c->grpo.num_generations_per_prompt,
-	        rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
-	        rl_plural(t->updates_per_step), t->log.path);
+	if (c->algorithm == RL_ALGO_DPO) {
+		/* DPO: pairs of sequences from the data, no generation */
+		fprintf(out,
+		        "rlrun dpo: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data "
+		        "%s\n"
+		        "rlrun dpo: %lld step%s of %lld preference pair%s (%lld sequences), one "
+		        "optimizer update per step; metrics in %s\n",
+		        c->policy.model_name, mc->architecture, mc->n_layers,
+		        rl_plural(mc->n_layers), mc->hidden_size, (double)params / 1e6,
+		        t->model->ops->name, c->data.dataset_name, (long long)c->grpo.max_num_steps,
+		        rl_plural(c->grpo.max_num_steps),
+		        (long long)c->policy.train_global_batch_size,
+		        rl_plural(c->policy.train_global_batch_size),
+		        (long long)t->samples_per_step, t->log.path);
+	} else {
+		fprintf(
+		    out,
+		    "rlrun train: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data %s, "
+		    "reward %s\n"
+		    "rlrun train: %lld step%s of %lld prompt%s x %lld sample%s, %lld optimizer "
+		    "update%s per step; metrics in %s\n",
+		    c->policy.model_name, mc->architecture, mc->n_layers, rl_plural(mc->n_layers),
+		    mc->hidden_size, (double)params / 1e6, t->model->ops->name,
+		    c->data.dataset_name, t->reward.name, (long long)c->grpo.max_num_steps,
+		    rl_plural(c->grpo.max_num_steps), (long long)c->grpo.num_prompts_per_step,
+		    rl_plural(c->grpo.num_prompts_per_step),
+		    (long long)c->grpo.num_generations_per_prompt,
+		    rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
+		    rl_plural(t->updates_per_step), t->log.path);
+	}
 	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
@@ -52,6 +70,13 @@ static void describe(const struct rl_trainer *t, FILE *out)
 	if (t->data.prompt.chat)
 		fprintf(out, "rlrun train: prompts through the chat template of %s\n",
 		        rl_chat_template_source(t->data.prompt.chat));
+	if (c->grpo.use_dynamic_sampling)
+		fprintf(out,
+		        "rlrun train: dynamic sampling: groups whose rewards are all equal are "
+		        "dropped; rounds of %d prompts until %lld are kept, at most %lld a step\n",
+		        (int)((double)c->grpo.num_prompts_per_step * c->grpo.batch_multiplier),
+		        (long long)c->grpo.num_prompts_per_step,
+		        (long long)c->grpo.dynamic_sampling_max_gen_batches);
 	if (t->remote_generation)
 		fprintf(out,
 		        "rlrun train: %d training rank%s; generation on %d rank%s of their own "

@@ -52,6 +52,10 @@ struct rl_trainer_algo {
 	/* as rl_trainer_validate (validate.h). Collective. */
 	int (*validate)(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
 	                size_t errlen);
+	/* consecutive samples that the loss reads together and that the
+	 * gradient pass keeps in one micro-batch of one data-parallel rank
+	 * (DPO: 2, a pair); 0 or 1: each sample alone (GRPO) */
+	int unit;
 	/* as rl_loss_compute (grpo/loss.h), on the last pipeline stage */
 	double (*loss)(const struct rl_trainer *t, const struct rl_loss_batch *b,
 	               const struct rl_loss_norm *norm, float *dcurr, struct rl_loss_stats *acc);

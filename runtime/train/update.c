@@ -71,6 +71,11 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 	if (rl_policy_gradients(t, r, which, n, stats, err, errlen))
 		return -1;
 	sum_stats(t, stats);
+	return rl_policy_update(t, stats->loss, grad_norm, err, errlen);
+}
+
+int rl_policy_update(struct rl_trainer *t, double loss, double *grad_norm, char *err, size_t errlen)
+{
 	double max_norm = t->cfg->policy.max_grad_norm.set ? t->cfg->policy.max_grad_norm.value : 0;
 	float lr = (float)rl_lr_at(&t->lr, t->optimizer_steps);
 	/* the first update of this process: of the run, or after a resume */
@@ -89,12 +94,12 @@ static int train_global_batch(struct rl_trainer *t, struct rl_rollout *r, const 
 		if (rl_model_reduce_grads(t->model, err, errlen) ||
 		    rl_zero_reduce_grads(&t->zero, t->model, err, errlen) ||
 		    (experts && rl_zero_reduce_grads(experts, t->model, err, errlen)) ||
-		    (dump && rl_grad_dump_write(t, stats->loss, err, errlen)) ||
+		    (dump && rl_grad_dump_write(t, loss, err, errlen)) ||
 		    rl_zero_update(&t->zero, experts, t->model, max_norm, grad_norm, err, errlen))
 			return -1;
 	} else {
 		t->opt.hp.lr = lr;
-		if (dump && rl_grad_dump_write(t, stats->loss, err, errlen))
+		if (dump && rl_grad_dump_write(t, loss, err, errlen))
 			return -1;
 		if (rl_clip_grad_norm(t->model, max_norm, grad_norm) ||
 		    rl_optimizer_step(&t->opt, t->model)) {

@@ -1,5 +1,5 @@
 /* Training the policy on a rollout: one optimizer update per global batch.
- * defines: rl_policy_train */
+ * defines: rl_policy_train, rl_policy_update */
 #ifndef RL_TRAIN_UPDATE_H
 #define RL_TRAIN_UPDATE_H
 
@@ -15,5 +15,13 @@
  * Collective. */
 int rl_policy_train(struct rl_trainer *t, struct rl_rollout *r, struct rl_step_metrics *m,
                     char *err, size_t errlen);
+
+/* The update after a gradient pass (rl_policy_gradients): the gradients
+ * reduced over the ranks, clipped to policy.max_grad_norm, one AdamW step
+ * at the schedule's rate, the frozen routers put back, and the run's first
+ * update's gradient dump (which records loss). *grad_norm gets the norm
+ * before clipping. Collective. */
+int rl_policy_update(struct rl_trainer *t, double loss, double *grad_norm, char *err,
+                     size_t errlen);
 
 #endif

@@ -160,4 +160,17 @@ if command -v mpiexec >/dev/null 2>&1; then
 	set -- gpu2/tensorboard/events.out.tfevents.*
 	[ $# = 1 ] && ok "  one event file, the first rank's" || not_ok "  event files: $*"
 fi
+
+# ---- DAPO's metrics: NeMo-RL's tags, as rlrun(1)'s table says ----
+expect_status 0 "two DAPO steps with TensorBoard on" -- \
+	"$RLRUN" train "$top_srcdir/etc/examples/dapo-tiny.yaml" grpo.max_num_steps=2 \
+	grpo.num_prompts_per_step=16 logger.log_dir=dapo logger.tensorboard_enabled=true
+set -- dapo/tensorboard/events.out.tfevents.*
+"$DUMP" "$1" | sort >dapo.got
+expected dapo/metrics.jsonl >dapo.want
+same_scalars dapo.want dapo.got "  every number of its metrics.jsonl, under rlrun(1)'s tags"
+for tag in train/filtered_reward train/dynamic_sampling_num_gen_batches \
+	train/dynamic_sampling_num_discarded_valid_samples train/dynamic_sampling_num_dropped_groups; do
+	expect_grep dapo.got "^1 $tag " "  $tag"
+done
 finish

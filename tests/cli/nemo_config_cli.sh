@@ -175,10 +175,20 @@ expect_status 2 "logger.wandb_enabled: true is an error" -- \
 	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over logger.wandb_enabled=true
 expect_grep "$WORK/err" 'logger\.wandb_enabled: not supported yet' "  naming the switch"
 expect_grep "$WORK/err" 'logger\.wandb: not supported yet' "  and the block it switched on"
+# DAPO's blocks as NeMo-RL's config writes them: switched on, they load
+# (max_response_length is ${policy.max_total_sequence_length} there); one
+# without its lengths is an error naming them
 # shellcheck disable=SC2086
-expect_status 2 "an enabled reward_shaping block is an error" -- \
-	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over grpo.reward_shaping.enabled=true
-expect_grep "$WORK/err" 'grpo\.reward_shaping: not supported yet' "  naming it"
+expect_status 0 "an enabled reward_shaping block loads" -- \
+	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over grpo.reward_shaping.enabled=true \
+	grpo.reward_scaling.enabled=true grpo.use_dynamic_sampling=true grpo.batch_multiplier=2
+expect_grep "$WORK/out" '^    max_response_length: 512$' "  its max_response_length resolved"
+# shellcheck disable=SC2086
+expect_status 2 "reward_shaping without max_response_length is an error" -- \
+	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over grpo.reward_shaping.enabled=true \
+	grpo.reward_shaping.max_response_length=null
+expect_grep "$WORK/err" 'grpo\.reward_shaping\.max_response_length: required by grpo\.reward_shaping\.enabled: true' \
+	"  naming the key"
 # shellcheck disable=SC2086
 expect_status 2 "an unknown torch scheduler is an error" -- \
 	"$RLRUN" config "$WORK/nemo/grpo_math_1B.yaml" $over \

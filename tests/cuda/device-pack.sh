@@ -16,7 +16,8 @@
 # stage, so a run cut short by its time limit still brings back what it
 # did; OUTDIR/logs/summary.txt has a line per check. Stages: the parity
 # tests (four at a time, T_TEST seconds each), the GRPO runs (GRPO_STEPS
-# steps, T_GRPO seconds each), the several-rank checks on the one GPU
+# steps, T_GRPO seconds each), the algorithms' examples on the CPU and the
+# GPU (ALGO_STEPS steps, T_ALGO seconds each), the several-rank checks on the one GPU
 # (T_RANKS seconds each, T_GRPO_RANKS for the GRPO runs; RL_PACK_RANKS=0
 # skips them: NCCL at world size 1, NCCL with a NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
 # against the single GPU rank, the tiny GRPO in dp2 and tp2; MPICH's
@@ -82,6 +83,8 @@ cp "$src/tests/bench/"*_torch.py "$dir/bin/" 2>/dev/null || true
 # what the several-rank checks read: the digit reward, a mixture of experts
 cp "$src/tests/slurm/digit_reward.awk" "$dir/bin/"
 mkdir -p "$dir/models" && cp -r "$src/tests/fixtures/models/qwen3-moe" "$dir/models/"
+# the algorithms' example configs and what they read beside them
+cp -r "$src/etc/examples" "$dir/examples"
 
 cat >"$out/run.sh" <<'RUN'
 #!/bin/sh
@@ -170,6 +173,47 @@ if [ -x "$here/bin/rlrun" ]; then
 	for n in gpu-fp32 gpu-bf16; do
 		say "grpo $n: gen_logprob_max_diff over the steps: $(grep -o '"gen_logprob_max_diff":[^,}]*' \
 			"$logs/grpo_${n}_metrics.jsonl" 2>/dev/null | cut -d: -f2 | sort -gu | tr '\n' ' ')"
+	done
+fi
+
+# The algorithms beside plain GRPO (issue 30), each from its example config:
+# on the CPUs and on the GPU in fp32, ALGO_STEPS steps. Their first step is
+# on the same weights and data, so the GPU's first metrics line must be the
+# CPU's to rounding (rl_compare, 1e-3: fp32 sums in another order over a
+# step); the last line says whether the GPU run learned as the CPU's did.
+algo() { # EXAMPLE BACKEND
+	ex=$1 be=$2 name=${1%.yaml}-$2
+	# the run-control keys live in the algorithm's own block (sft:, dpo:...)
+	case $ex in
+	sft*) verb=sft block=sft ;;
+	dpo*) verb=dpo block=dpo ;;
+	distill*) verb=distill block=distillation ;;
+	*) verb=train block=grpo ;;
+	esac
+	rm -rf "/tmp/rl-algo/$name"
+	mkdir -p /tmp/rl-algo
+	(cd /tmp/rl-algo && timeout "${T_ALGO:-150}" "$here/bin/rlrun" "$verb" "$here/examples/$ex" \
+		"$block.max_num_steps=${ALGO_STEPS:-20}" logger.log_dir="/tmp/rl-algo/$name" \
+		checkpointing.enabled=false policy.backend="$be" policy.precision=float32 \
+		>"$logs/algo_$name.log" 2>&1)
+	rc=$?
+	cp "/tmp/rl-algo/$name/metrics.jsonl" "$logs/algo_${name}_metrics.jsonl" 2>/dev/null
+	say "$verb $ex on $be: exit $rc; last: $(tail -1 "/tmp/rl-algo/$name/metrics.jsonl" 2>/dev/null |
+		grep -oE '"(reward_mean|loss|val_loss|accuracy|reverse_kl)":[^,}]*' | tr '\n' ' ')"
+	save
+}
+if [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
+	say "algorithms"
+	for ex in dapo-tiny.yaml gspo-tiny.yaml dr-grpo-tiny.yaml sft-tiny.yaml dpo-tiny.yaml \
+		distill-tiny.yaml; do
+		[ -f "$here/examples/$ex" ] || { say "$ex: not in the pack"; continue; }
+		algo "$ex" cpu
+		algo "$ex" cuda
+		n=${ex%.yaml}
+		head -1 "/tmp/rl-algo/$n-cpu/metrics.jsonl" >/tmp/rl-algo/$n-cpu.1 2>/dev/null
+		head -1 "/tmp/rl-algo/$n-cuda/metrics.jsonl" >/tmp/rl-algo/$n-cuda.1 2>/dev/null
+		say "  $n step 1, cuda vs cpu: $(./rl_compare metrics /tmp/rl-algo/$n-cuda.1 \
+			/tmp/rl-algo/$n-cpu.1 1e-3 2>&1 | tail -1)"
 	done
 fi
 
@@ -279,5 +323,5 @@ save
 [ "$failed" = 0 ]
 RUN
 chmod +x "$out/run.sh"
-tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib models
+tar -cJf "$out/pack.tar.xz" -C "$dir" bin lib models examples
 du -sh "$out"

@@ -4,12 +4,14 @@
 # job in the high one; it saves a checkpoint within the grace time,
 # requeues itself, resumes when the test lifts the requeue's BeginTime, and
 # ends with the same weights (its final shards, byte for byte) and the same
-# metrics (timers aside) as a run never stopped. Six ways: after a random
-# step, synchronous, in bf16, on-policy distillation (the teacher loaded
-# again and checked), and asynchronous (the rollout in flight saved with
-# the checkpoint); landing inside the reward program; landing inside a
-# checkpoint write; and with a grace time too short for a save, where the
-# newest checkpoint is kept and the log says how many steps will be redone.
+# metrics (timers aside) as a run never stopped: preempted after a random
+# step, synchronous, in bf16, asynchronous (the rollout in flight saved
+# with the checkpoint), DAPO's dynamic sampling (several rounds of
+# prompts a step), DPO (the preference data's position saved) and
+# on-policy distillation (the teacher loaded again and checked); landing
+# inside the reward program; landing inside a checkpoint write; and with a
+# grace time too short for a save, where the newest checkpoint is kept and
+# the log says how many steps will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
@@ -232,7 +234,7 @@ show() { # NAME
 # start holds after that step until the preemption's signal.
 preempted_at_random() { # NAME [KEY=VALUE...]
 	name=$1
-	k=$(($(od -An -N2 -tu2 /dev/urandom) % 30 + 2))
+	k=$(($(od -An -N2 -tu2 /dev/urandom) % ${RANDOM_STEPS:-30} + 2))
 	echo "# $name: the job is preempted once step $k is done"
 	JOB_FIRST_ENV=RL_HOLD_AFTER_STEP=$k job_script "$@"
 	id=$(submit "$name" low)
@@ -322,6 +324,52 @@ if preempted_at_random arandom 100 $async; then
 	same_end arandom aref
 fi
 unset TASKS
+
+# ---- DAPO preempted at a random step ----
+# dynamic sampling takes rounds of prompts until a step has its groups:
+# the checkpoint's data position is after every round of its step, and
+# each round's seed depends on the step and the round alone, so the
+# resumed run takes the same rounds. The arithmetic task's own checker
+# (0 or 1) leaves most of the tiny model's groups all wrong: steps take
+# two rounds or more.
+dapo="grpo.use_dynamic_sampling=true grpo.batch_multiplier=1.5
+grpo.dynamic_sampling_max_gen_batches=30 loss_fn.ratio_clip_max=0.28
+loss_fn.reference_policy_kl_penalty=0 data.env_name=null"
+# shellcheck disable=SC2086
+job_script dref 20 $dapo
+id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+	ok "the uninterrupted DAPO run: 20 steps" || {
+	not_ok "the uninterrupted DAPO run did not finish"
+	sed 's/^/  | /' "$work/dref.out" | tail -20
+}
+rounds=$(grep -c '"dynamic_sampling_num_gen_batches":[2-9]' "$work/dref/metrics.jsonl")
+[ "$rounds" -gt 0 ] && ok "  dref: $rounds of its steps took more than one round" ||
+	not_ok "  dref: no step took a second round"
+# shellcheck disable=SC2086
+if RANDOM_STEPS=16 preempted_at_random drandom 20 $dapo; then
+	same_end drandom dref
+fi
+unset RANDOM_STEPS
+
+# ---- DPO preempted at a random step ----
+# preference pairs from a data set walked in shuffled epochs (60 steps are
+# ten epochs of six): the checkpoint holds the data's position, and the
+# second start takes the same pairs and ends as the uninterrupted DPO run.
+# (train_cmd's grpo.max_num_steps=60 is the example's dpo.max_num_steps.)
+grpo_config=$config grpo_small=$small
+config=$(cd "$top_srcdir/etc/examples" && pwd -P)/dpo-tiny.yaml
+small="policy.parallel.tensor=2 policy.train_micro_batch_size=4 dpo.val_period=10
+checkpointing.enabled=true checkpointing.save_period=5"
+job_script dporef 60
+id=$(submit dporef low) && wait_until 120 start_ended dporef 1 && [ "$(last_exit dporef)" = 0 ] &&
+	ok "the uninterrupted DPO run: 60 steps" || {
+	not_ok "the uninterrupted DPO run did not finish"
+	sed 's/^/  | /' "$work/dporef.out" | tail -20
+}
+if preempted_at_random dporandom 60; then
+	same_end dporandom dporef
+fi
+config=$grpo_config small=$grpo_small
 
 # ---- preempted while the reward program scores ----
 # Slurm's SIGTERM reaches every process of the step, a copy of the reward

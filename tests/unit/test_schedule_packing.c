@@ -199,3 +199,27 @@ Test(packing, fixed_counts)
 	expect_plan(&mb, 3, start, items, 5);
 	rl_microbatches_free(&mb);
 }
+
+/* DPO's pairs: units planned by first-fit-decreasing over their summed
+ * lengths, read back as samples. Pairs (lengths 3+4, 5+5, 1+2) under a
+ * budget of 10: the 10 fills micro-batch 0, the 7 and the 3 share
+ * micro-batch 1 (in that order); so samples 2, 3 | 0, 1, 4, 5. */
+Test(packing, units_stay_together)
+{
+	const int pair_len[3] = {3 + 4, 5 + 5, 1 + 2};
+	const int start[3] = {0, 2, 6}, items[6] = {2, 3, 0, 1, 4, 5};
+	struct rl_microbatches units, mb;
+
+	cr_assert_eq(rl_pack_ffd(pair_len, 3, 10, 1, &units), 0);
+	cr_assert_eq(rl_microbatches_expand(&units, 2, &mb), 0);
+	expect_plan(&mb, 2, start, items, 6);
+	rl_microbatches_free(&units);
+	rl_microbatches_free(&mb);
+	/* a unit of 1 is the plan itself */
+	const int fstart[4] = {0, 2, 4, 5}, fitems[5] = {0, 1, 2, 3, 4};
+	cr_assert_eq(rl_pack_fixed(5, 2, &units), 0);
+	cr_assert_eq(rl_microbatches_expand(&units, 1, &mb), 0);
+	expect_plan(&mb, 3, fstart, fitems, 5);
+	rl_microbatches_free(&units);
+	rl_microbatches_free(&mb);
+}
