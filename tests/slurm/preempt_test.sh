@@ -7,7 +7,8 @@
 # metrics (timers aside) as a run never stopped: preempted after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
 # with the checkpoint), DAPO's dynamic sampling (several rounds of
-# prompts a step) and DPO (the preference data's position saved); landing
+# prompts a step), DPO (the preference data's position saved) and
+# on-policy distillation (the teacher loaded again and checked); landing
 # inside the reward program; landing inside a checkpoint write; and with a
 # grace time too short for a save, where the newest checkpoint is kept and
 # the log says how many steps will be redone.
@@ -267,6 +268,36 @@ id=$(submit bref low) && wait_until 120 start_ended bref 1 && [ "$(last_exit bre
 }
 if preempted_at_random brandom $steps $bf16; then
 	same_end brandom bref
+fi
+
+# ---- on-policy distillation preempted at a random step ----
+# the same job distilling from a teacher (three GRPO steps of the tiny
+# model, exported): the teacher is loaded again at the second start, its
+# hash checked against the checkpoint's, and the run ends as the
+# uninterrupted one, weights and metrics
+# shellcheck disable=SC2086
+if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3 \
+	env.digits.command="awk -f $reward" logger.log_dir="$work/teacher-run" \
+	checkpointing.checkpoint_dir="$work/teacher.ck" checkpointing.save_period=3 \
+	>"$WORK/teacher.out" 2>&1 &&
+	"$RLRUN" ckpt export "$work/teacher.ck/step_3" --hf "$work/teacher" >>"$WORK/teacher.out" 2>&1; then
+	distill="distillation.val_period=0 teacher.model_name='$work/teacher'"
+	# shellcheck disable=SC2086
+	job_script dref $steps $distill
+	id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+		ok "the uninterrupted distillation run: $steps steps" || {
+		not_ok "the uninterrupted distillation run did not finish"
+		sed 's/^/  | /' "$work/dref.out" | tail -20
+	}
+	grep -q '"reverse_kl":' "$work/dref/metrics.jsonl" &&
+		ok "  it distills (its metrics have reverse_kl)" || not_ok "  no reverse_kl in its metrics"
+	# shellcheck disable=SC2086
+	if preempted_at_random drandom $steps $distill; then
+		same_end drandom dref
+	fi
+else
+	not_ok "the teacher for distillation could not be made:"
+	sed 's/^/  | /' "$WORK/teacher.out" | tail -20
 fi
 
 # ---- asynchronous GRPO preempted at a random step ----
