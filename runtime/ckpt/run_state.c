@@ -58,6 +58,8 @@ char *rl_ckpt_run_state_json(const struct rl_ckpt_run_state *s)
 	json_object_set_new(o, "rng", rng);
 	json_object_set_new(model, "signature", json_string(s->model_signature));
 	json_object_set_new(model, "reference_xxh3_64", hex64(s->reference_xxh3));
+	if (s->teacher_xxh3)
+		json_object_set_new(model, "teacher_xxh3_64", hex64(s->teacher_xxh3));
 	json_object_set_new(o, "model", model);
 	json_object_set_new(layout, "world_size", json_integer(s->world_size));
 	json_object_set_new(layout, "tensor", json_integer(s->tensor));
@@ -150,6 +152,18 @@ int rl_ckpt_run_state_parse(struct rl_ckpt_run_state *s, const char *text, size_
 		return -1;
 	}
 	strcpy(s->model_signature, sig);
+	/* a distillation run's teacher; absent: none */
+	const char *teacher =
+	    json_string_value(json_object_get(json_object_get(o, "model"), "teacher_xxh3_64"));
+	if (teacher) {
+		s->teacher_xxh3 = strtoull(teacher, &end, 16);
+		if (strlen(teacher) != 16 || *end) {
+			snprintf(err, errlen, "%s: model.teacher_xxh3_64 is not 16 hex digits",
+			         path);
+			json_decref(o);
+			return -1;
+		}
+	}
 	json_t *layout = json_object_get(o, "layout");
 	s->world_size = get_small(layout, "world_size");
 	s->tensor = get_small(layout, "tensor");

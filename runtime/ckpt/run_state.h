@@ -31,6 +31,7 @@ struct rl_ckpt_run_state {
 	int64_t data_next_problem;
 	char model_signature[512]; /* rl_ckpt_model_signature */
 	uint64_t reference_xxh3;   /* of the starting weights, which are the reference policy */
+	uint64_t teacher_xxh3;     /* on-policy distillation's teacher; 0: none (not written) */
 	/* the layout that wrote it, for messages: any layout can load it */
 	int world_size, tensor, pipeline, context, data;
 	int64_t slurm_job_id; /* 0 outside Slurm */

@@ -131,6 +131,10 @@ struct rl_cfg_loss_fn {
 	/* Dr. GRPO: a response's token losses summed and divided by this
 	 * constant instead of by its own length; unset: off */
 	struct rl_opt_float token_sum_normalizer;
+	/* on-policy distillation's (NeMo-RL's DistillationLossFn) */
+	char *kl_type; /* reverse (forward and mixed are refused) */
+	double mixed_kl_weight;
+	bool zero_outside_topk;
 };
 
 struct rl_cfg_checkpointing {
@@ -290,6 +294,14 @@ enum rl_algorithm { RL_ALGO_GRPO, RL_ALGO_SFT, RL_ALGO_DPO, RL_ALGO_DISTILLATION
 const char *rl_algorithm_verb(enum rl_algorithm a);
 const char *rl_algorithm_block(enum rl_algorithm a);
 
+/* On-policy distillation's teacher (NeMo-RL's `teacher:` block): a frozen
+ * model held with the policy's layout and precision; what else the block
+ * repeats of the policy must be the policy's (teacher.c). */
+struct rl_cfg_teacher {
+	char *model_name;     /* NULL: no teacher */
+	char *tokenizer_name; /* NULL: model_name's */
+};
+
 /* DPO's `dpo:` block, beyond the run-control keys read into grpo.* */
 struct rl_cfg_dpo {
 	double reference_policy_kl_penalty; /* beta */
@@ -311,6 +323,7 @@ struct rl_config {
 	struct rl_cfg_sft sft;
 	struct rl_cfg_dpo dpo;
 	struct rl_cfg_loss_fn loss_fn;
+	struct rl_cfg_teacher teacher;
 	struct rl_cfg_checkpointing checkpointing;
 	struct rl_cfg_policy policy;
 	struct rl_cfg_data data;

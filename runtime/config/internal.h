@@ -12,6 +12,13 @@ struct rl_key_pos {
 	int line, col;
 };
 
+/* merge_keys.c: expands YAML's merge keys (`<<: *ANCHOR`) in place. */
+void rl_cfg_expand_merges(struct rl_ynode *root);
+
+/* teacher.c: the teacher block keeps the teacher's own keys; the ones it
+ * repeats of the policy must be the policy's (taken out), else an error. */
+void rl_cfg_teacher_translate(struct rl_ynode *root, struct rl_diags *diags);
+
 /* refs.c: replaces every `${a.b.c}` in the tree. */
 void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 

@@ -203,10 +203,12 @@ static int finish(struct load *ld, struct rl_ynode *root, const char *name, char
 	*cfg = (struct rl_config){0};
 	size_t errors_before = ld->diags->n;
 	if (root) {
+		rl_cfg_expand_merges(root);
 		rl_cfg_apply_overrides(&ld->src, root, overrides, n_overrides, ld->diags);
 		rl_cfg_resolve_refs(root, ld->diags);
 		enum rl_algorithm algorithm;
 		rl_cfg_algorithm_translate(root, &algorithm, ld->diags);
+		rl_cfg_teacher_translate(root, ld->diags);
 		rl_cfg_nemo_translate(root, algorithm, ld->diags);
 		rl_cfg_resolve_paths(root);
 		struct rl_key_pos *pos = calloc(rl_schema_len, sizeof(*pos));

@@ -43,6 +43,53 @@ static void sft_rules(struct rules *r, const struct rl_config *cfg)
 		           "validation needs data.validation.path (or val_period: 0)");
 }
 
+/* On-policy distillation needs a teacher, and only it reads the teacher
+ * and the distillation loss's keys. */
+static void distillation_rules(struct rules *r, const struct rl_config *cfg)
+{
+	static const char *const loss_keys[] = {"loss_fn.kl_type", "loss_fn.mixed_kl_weight",
+	                                        "loss_fn.zero_outside_topk"};
+	const struct rl_cfg_loss_fn *l = &cfg->loss_fn;
+
+	if (cfg->algorithm != RL_ALGO_DISTILLATION) {
+		if (cfg->teacher.model_name || cfg->teacher.tokenizer_name)
+			rule_error(r,
+			           cfg->teacher.model_name ? "teacher.model_name"
+			                                   : "teacher.tokenizer.name",
+			           "a teacher is on-policy distillation's: a config with a "
+			           "distillation: block, run by rlrun distill");
+		/* at their defaults they are harmless (a resolved config
+		 * lists every key) */
+		const bool changed[] = {l->kl_type && strcmp(l->kl_type, "reverse") != 0,
+		                        l->mixed_kl_weight != 0.5, l->zero_outside_topk};
+		for (size_t i = 0; i < sizeof loss_keys / sizeof *loss_keys; i++)
+			if (changed[i])
+				rule_error(
+				    r, loss_keys[i],
+				    "is on-policy distillation's (a config with a distillation: "
+				    "block); GRPO's KL term is loss_fn.reference_policy_kl_type");
+		return;
+	}
+	if (!cfg->teacher.model_name)
+		rule_error(r, "teacher.model_name",
+		           "on-policy distillation needs a teacher: set teacher.model_name");
+	/* NeMo-RL's distillation has no asynchronous mode either */
+	if (cfg->grpo.async_grpo.enabled)
+		rule_error(r, "grpo.async_grpo.enabled",
+		           "asynchronous rollouts are GRPO's; on-policy distillation takes the "
+		           "rollouts of the weights it trains (colocated or not)");
+	if (l->kl_type && strcmp(l->kl_type, "reverse") != 0)
+		rule_error(r, "loss_fn.kl_type",
+		           "forward and mixed are not implemented: they need the teacher's top-k "
+		           "logits, which this release does not compute; use reverse (the "
+		           "per-token reverse KL on the student's own samples)");
+	if (l->zero_outside_topk)
+		rule_error(r, "loss_fn.zero_outside_topk",
+		           "true is not implemented: it corrects a KL summed over the teacher's "
+		           "top-k logits, and the reverse KL here is estimated on the sampled "
+		           "token; set it to false");
+}
+
 /* DAPO's keys (NeMo-RL asserts the first ones when a run starts, and
  * raises in apply_reward_shaping on a missing length). */
 static void check_dapo(struct rules *r, const struct rl_config *cfg)
@@ -222,4 +269,5 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 	if (cfg->grpo.async_grpo.enabled && p->generation.colocated.enabled)
 		rule_error(&r, "grpo.async_grpo.enabled",
 		           "asynchronous GRPO needs policy.generation.colocated.enabled: false");
+	distillation_rules(&r, cfg);
 }

@@ -235,6 +235,38 @@ const struct rl_key rl_schema[] = {
     NOT_YET_UNLESS("loss_fn.use_cispo", "false", "the CISPO loss is not implemented"),
     NOT_YET_UNLESS("loss_fn.positive_example_nll_weight", "0",
                    "the NLL term on correct samples (VAPO) is not implemented"),
+    /* loss_fn: on-policy distillation's (NeMo-RL's DistillationLossFn) */
+    {"loss_fn.kl_type", RL_T_ENUM, OFF(loss_fn.kl_type), "reverse",
+     .choices = "forward|reverse|mixed",
+     .doc = "distillation: the KL to the teacher; reverse is the per-token reverse KL on the "
+            "student's own samples (log pi_student - log pi_teacher of each sampled token, "
+            "its gradient a policy gradient with that KL as the negative advantage); forward "
+            "and mixed (over the teacher's top-k logits) are not implemented"},
+    {"loss_fn.mixed_kl_weight", RL_T_FLOAT, OFF(loss_fn.mixed_kl_weight), "0.5", RANGE(0, 1),
+     .doc = "distillation: the forward KL's weight in kl_type mixed (unused by reverse)"},
+    {"loss_fn.zero_outside_topk", RL_T_BOOL, OFF(loss_fn.zero_outside_topk), "false",
+     .doc = "distillation: NeMo-RL's correction of a top-k KL sum; true is not implemented "
+            "(the reverse KL here is estimated on the sampled token)"},
+
+    /* distillation: on-policy distillation (rlrun distill); its run-control keys
+     * (max_num_steps, seed, num_prompts_per_step, ...) are read as grpo.*'s */
+    NOT_YET_UNLESS("distillation.topk_logits_k", "64",
+                   "the teacher's top-k logits are not computed: the reverse KL is "
+                   "estimated on the sampled token; leave NeMo-RL's default 64 (unused)"),
+    NOT_YET_UNLESS("distillation.val_at_end", "false",
+                   "a validation after the last step is not implemented; use val_period"),
+
+    /* teacher: on-policy distillation's frozen teacher */
+    {"teacher.model_name", RL_T_STRING, OFF(teacher.model_name), "null", .flags = RL_K_NULLABLE,
+     .doc = "distillation: the teacher, as policy.model_name is given (a directory, a hub "
+            "name in the local cache, builtin:NAME); any size or family whose tokenizer "
+            "maps every token to the student's id; cut with the policy's layout, frozen, in "
+            "policy.precision; the block's other keys, as NeMo-RL's <<: *POLICY_BASE "
+            "repeats them, must equal the policy's"},
+    {"teacher.tokenizer.name", RL_T_STRING, OFF(teacher.tokenizer_name), "null",
+     .flags = RL_K_NULLABLE,
+     .doc = "distillation: the teacher's tokenizer (checked against the student's); null: "
+            "teacher.model_name's"},
 
     /* checkpointing */
     {"checkpointing.enabled", RL_T_BOOL, OFF(checkpointing.enabled), "true",

@@ -332,6 +332,19 @@ static bool other_algorithm(const struct rl_config *cfg, const char *path)
 	return false;
 }
 
+/* Whether the schema has a key that is written under the block of a. */
+static bool block_has_keys(enum rl_algorithm a)
+{
+	const char *block = rl_algorithm_block(a);
+	size_t n = strlen(block);
+
+	for (size_t i = 0; i < rl_schema_len; i++)
+		if (rl_schema[i].type != RL_T_UNSUPPORTED &&
+		    strncmp(rl_schema[i].path, block, n) == 0 && rl_schema[i].path[n] == '.')
+			return true;
+	return false;
+}
+
 int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 {
 	struct out o = {.ok = true};
@@ -346,6 +359,16 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
 	emit(&o, &ev);
 	begin(&o, true, false);
+	/* the algorithm is the config's block (algorithm.c): a block with
+	 * keys of its own in the schema (dpo.*) is written with them below;
+	 * one whose keys all went to grpo.* (distillation's) is written
+	 * empty, which says it as well */
+	if (cfg->algorithm != RL_ALGO_GRPO && !block_has_keys(cfg->algorithm)) {
+		const char *block = rl_algorithm_block(cfg->algorithm);
+		key(&o, block, strlen(block));
+		begin(&o, true, true);
+		end(&o, true);
+	}
 
 	const char *prev = "";
 	int open = 0; /* sections currently open below the document mapping */

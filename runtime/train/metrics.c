@@ -175,6 +175,8 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 		put_num(o, m->extra[i].name, m->extra[i].v);
 	put_num(o, "actor_loss", m->actor_loss);
 	put_num(o, "kl", m->kl);
+	if (m->distill)
+		put_num(o, "reverse_kl", m->reverse_kl);
 	put_num(o, "token_mult_prob_error", m->token_mult_prob_error);
 	put_num(o, "gen_logprob_max_diff", m->gen_logprob_max_diff);
 	put_num(o, "probs_ratio", m->probs_ratio);

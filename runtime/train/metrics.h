@@ -52,6 +52,10 @@ struct rl_step_metrics {
 	double gen_logprob_max_diff;  /* max |l_gen - l_old|: how far from exact */
 	double probs_ratio, clip_fraction, importance_weight;
 	double grad_norm, lr; /* the last update's norm before clipping, and rate */
+	/* on-policy distillation: the mean over the step's response tokens
+	 * of log pi_student - log pi_teacher, the student that sampled them */
+	bool distill;
+	double reverse_kl;
 	/* a mixture of experts (moe): the load-balancing term of the
 	 * objective, coefficient included, mean over the step's updates */
 	bool moe;

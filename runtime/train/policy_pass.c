@@ -103,6 +103,7 @@ static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *cu
 /* One pass over micro-batches, as the pipeline schedule calls it back. */
 struct pass {
 	struct rl_trainer *t;
+	struct rl_model *model; /* the policy, or the teacher */
 	struct rl_rollout *r;
 	struct rl_microbatches mb;
 	const int *which; /* micro-batch positions to sample indices */
@@ -144,10 +145,10 @@ static int pass_forward(struct pass *p, int b, struct rl_acts *a, int **samples,
 		         t->packed.batch.n_tokens, t->max_mb_tokens);
 		return -1;
 	}
-	if (rl_model_forward(t->model, a, &t->packed.batch, err, errlen))
+	if (rl_model_forward(p->model, a, &t->packed.batch, err, errlen))
 		return -1;
-	return rl_model_last_stage(t->model)
-	           ? rl_model_logprobs(t->model, a, t->row_lp, t->logit_scale, t->logprob_chunk,
+	return rl_model_last_stage(p->model)
+	           ? rl_model_logprobs(p->model, a, t->row_lp, t->logit_scale, t->logprob_chunk,
 	                               err, errlen)
 	           : 0;
 }
@@ -158,7 +159,7 @@ static int logprobs_forward(void *ctx, int b, struct rl_acts *a, char *err, size
 	int n, *samples = NULL;
 	int rc = pass_forward(p, b, a, &samples, &n, err, errlen);
 
-	if (rc == 0 && rl_model_last_stage(p->t->model))
+	if (rc == 0 && rl_model_last_stage(p->model))
 		rl_packed_scatter(&p->t->packed, p->r, samples, n, p->t->row_lp, p->field);
 	free(samples);
 	return rc;
@@ -201,7 +202,7 @@ static int idle_forward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
 {
 	struct pass *p = ctx;
 
-	return rl_model_idle_forward(p->t->model, a, err, errlen);
+	return rl_model_idle_forward(p->model, a, err, errlen);
 }
 
 static int idle_backward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
@@ -212,11 +213,12 @@ static int idle_backward(void *ctx, struct rl_acts *a, char *err, size_t errlen)
 }
 
 /* most: the micro-batches of the rank of this one's ep group that has
- * the most (ep_most) */
-static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p, int most)
+ * the most (ep_most); acts: the buffers of p->model */
+static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p, struct rl_acts **acts,
+                                      int n_acts, int most)
 {
 	return (struct rl_pipeline){
-	    t->pp,        t->model,         t->acts,        t->n_acts,      p,
+	    t->pp,        p->model,         acts,           n_acts,         p,
 	    pass_tokens,  logprobs_forward, train_backward, most - p->mb.n, idle_forward,
 	    idle_backward};
 }
@@ -224,22 +226,20 @@ static struct rl_pipeline pipeline_of(struct rl_trainer *t, struct pass *p, int 
 /* Expert parallelism: the most micro-batches a rank of this one's ep
  * group has (asked before any pass: a rank asking after its own passes
  * would wait for ranks waiting for it in an exchange); n without. */
-static int ep_most(const struct rl_trainer *t, int n)
+static int ep_most(const struct rl_model *m, int n)
 {
-	const struct rl_ep_group *ep = &t->model->shard.ep;
+	const struct rl_ep_group *ep = &m->shard.ep;
 
 	return ep->size > 1 ? ep->max_int(ep->ctx, n, "micro-batches of the ep group") : n;
 }
 
-int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
-                       size_t errlen)
+int rl_model_logprobs_pass(struct rl_trainer *t, struct rl_rollout *r, const struct rl_scorer *sc,
+                           size_t field, char *err, size_t errlen)
 {
-	struct pass p = {.t = t, .r = r};
+	struct pass p = {.t = t, .model = sc->model, .r = r, .field = field};
 	int *all = malloc(((size_t)r->n + 1) * sizeof *all);
 	int rc = -1, lo, hi;
 
-	p.field =
-	    reference ? offsetof(struct rl_sample, ref_lp) : offsetof(struct rl_sample, prev_lp);
 	p.which = all;
 	if (!all) {
 		snprintf(err, errlen, "out of memory");
@@ -253,29 +253,46 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 		snprintf(err, errlen, "out of memory planning micro-batches");
 		goto out;
 	}
-	int most = ep_most(t, p.mb.n);
-	if (reference && rl_model_use_weights(t->model, t->ref_weights, err, errlen))
+	int most = ep_most(sc->model, p.mb.n);
+	if (sc->weights && rl_model_use_weights(sc->model, sc->weights, err, errlen))
 		goto out;
-	struct rl_pipeline pl = pipeline_of(t, &p, most);
-	/* The policy's with generation's kernels, so that generation's
-	 * logprobs are these to the bit. The reference's only meet the
-	 * training pass's (in the KL term), so they are computed with its
-	 * kernels: at the first step, where the two policies are one, the KL
-	 * and its gradient stay at their rounding floor. */
-	bool was = rl_model_set_invariant(t->model, t->gen.batch_invariant && !reference);
+	struct rl_pipeline pl = pipeline_of(t, &p, sc->acts, sc->n_acts, most);
+	bool was = rl_model_set_invariant(sc->model, sc->invariant);
 	rc = rl_pipeline_forward(&pl, p.mb.n, err, errlen);
-	rl_model_set_invariant(t->model, was);
-	if (reference && rl_model_use_weights(t->model, NULL, rc ? NULL : err, rc ? 0 : errlen))
+	rl_model_set_invariant(sc->model, was);
+	if (sc->weights && rl_model_use_weights(sc->model, NULL, rc ? NULL : err, rc ? 0 : errlen))
 		rc = -1;
 	if (rc == 0 &&
-	    (rl_share_stage_logprobs(t->pp, r, p.field, lo, hi, err, errlen) ||
-	     rl_share_logprobs(t->dp, r, p.field, (int)t->cfg->policy.max_total_sequence_length,
-	                       err, errlen)))
+	    (rl_share_stage_logprobs(t->pp, r, field, lo, hi, err, errlen) ||
+	     rl_share_logprobs(t->dp, r, field, (int)t->cfg->policy.max_total_sequence_length, err,
+	                       errlen)))
 		rc = -1;
 out:
 	rl_microbatches_free(&p.mb);
 	free(all);
 	return rc;
+}
+
+int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool reference, char *err,
+                       size_t errlen)
+{
+	/* The policy's with generation's kernels, so that generation's
+	 * logprobs are these to the bit. The reference's only meet the
+	 * training pass's (in the KL term), so they are computed with its
+	 * kernels: at the first step, where the two policies are one, the KL
+	 * and its gradient stay at their rounding floor. */
+	struct rl_scorer sc = {
+	    .model = t->model,
+	    .weights = reference ? t->ref_weights : NULL,
+	    .acts = t->acts,
+	    .n_acts = t->n_acts,
+	    .invariant = t->gen.batch_invariant && !reference,
+	};
+
+	return rl_model_logprobs_pass(t, r, &sc,
+	                              reference ? offsetof(struct rl_sample, ref_lp)
+	                                        : offsetof(struct rl_sample, prev_lp),
+	                              err, errlen);
 }
 
 /* The buckets start in the last micro-batch's backward pass, on every rank
@@ -298,7 +315,7 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
                         struct rl_loss_stats *stats, char *err, size_t errlen)
 {
 	struct rl_loss_norm norm = {0};
-	struct pass p = {.t = t, .r = r, .norm = &norm, .stats = stats};
+	struct pass p = {.t = t, .model = t->model, .r = r, .norm = &norm, .stats = stats};
 	int rc = -1, lo, hi;
 
 	/* the denominators of the whole global batch, before any micro-batch
@@ -335,9 +352,9 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	float aux = (float)(aux_coef / ((p.mb.n > 0 ? p.mb.n : 1) * ranks));
 	for (int i = 0; i < t->n_acts; i++)
 		rl_acts_set_aux_loss_coef(t->acts[i], aux);
-	int most = ep_most(t, p.mb.n);
+	int most = ep_most(t->model, p.mb.n);
 	p.overlap = overlap_agreed(t, p.mb.n);
-	struct rl_pipeline pl = pipeline_of(t, &p, most);
+	struct rl_pipeline pl = pipeline_of(t, &p, t->acts, t->n_acts, most);
 	pl.forward = train_forward;
 	rc = rl_pipeline_1f1b(&pl, p.mb.n, err, errlen);
 out:

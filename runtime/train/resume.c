@@ -96,6 +96,15 @@ static int check_state(struct rl_trainer *t, const char *dir, int64_t step,
 		         dir, s->reference_xxh3, t->reference_xxh3);
 		return -1;
 	}
+	if (s->teacher_xxh3 != t->teacher_xxh3) {
+		snprintf(err, errlen,
+		         "%s was written by a run with %s teacher than teacher.model_name gives "
+		         "now (xxh3 %016" PRIx64 ", now %016" PRIx64 "): the distillation "
+		         "target would change under the run",
+		         dir, s->teacher_xxh3 && t->teacher_xxh3 ? "another" : "no or another",
+		         s->teacher_xxh3, t->teacher_xxh3);
+		return -1;
+	}
 	if (s->step != step || !same_metrics_step(s)) {
 		snprintf(err, errlen,
 		         "%s/%s: its step disagrees with the manifest's or its metrics'", dir,

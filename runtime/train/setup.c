@@ -7,20 +7,14 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "kernels/fenced.h"
 #include "runtime/comm/transport.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/model/backend.h"
-#include "runtime/model/builtin.h"
-#include "runtime/model/hub.h"
-#include "runtime/model/safetensors.h"
-#include "runtime/parallel/ep_group.h"
-#include "runtime/parallel/pp_group.h"
-#include "runtime/parallel/tp_group.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/load_model.h"
 #include "runtime/train/policy_pass.h"
 #include "runtime/train/setup.h"
 #include "runtime/train/train.h"
@@ -46,61 +40,6 @@ int rl_train_check(const struct rl_config *c, char *err, size_t errlen)
 		         "and data parallelism train)");
 		return -1;
 	}
-	return 0;
-}
-
-/* The reference policy is the weights as loaded; a resume checks that
- * they are still what the checkpoint's run started from. A built-in
- * model, made whole on every rank: its weights as they are. */
-static int reference_hash(struct rl_trainer *t, char *err, size_t errlen)
-{
-	const float *host = rl_model_host_weights(t->model);
-
-	if (!host) {
-		snprintf(err, errlen, "the %s backend cannot copy the weights to host memory",
-		         t->model->ops->name);
-		return -1;
-	}
-	t->reference_xxh3 = XXH3_64bits(host, (size_t)t->model->n_elems * sizeof(float));
-	rl_model_host_weights_release(t->model, host);
-	return 0;
-}
-
-/* A model read from files, which no rank holds whole: the hash of each
- * tensor's bytes in the files (the same weights as loaded, in any
- * layout), each rank hashing its share of the tensors, then the hash of
- * the list. */
-static int reference_hash_files(struct rl_trainer *t, const char *dir, char *err, size_t errlen)
-{
-	struct rl_comm *world = t->dist ? t->dist->g[RL_G_WORLD] : NULL;
-	int me = world ? rl_comm_rank(world) : 0, size = world ? rl_comm_size(world) : 1;
-	struct rl_st_archive *st;
-
-	if (rl_st_open_dir(&st, dir, err, errlen))
-		return -1;
-	int n = rl_st_count(st);
-	/* each hash as two non-negative halves: the others' zeros lose a max */
-	int64_t *half = calloc((size_t)(2 * n + 1), sizeof *half);
-	if (!half) {
-		rl_st_close(st);
-		snprintf(err, errlen, "out of memory hashing %s", dir);
-		return -1;
-	}
-	for (int i = me; i < n; i += size) {
-		const struct rl_st_tensor *x = rl_st_at(st, i);
-		uint64_t h =
-		    XXH3_64bits_withSeed(x->data, x->nbytes, XXH3_64bits(x->name, strlen(x->name)));
-
-		half[2 * i] = (int64_t)(h >> 32);
-		half[2 * i + 1] = (int64_t)(h & 0xffffffffu);
-	}
-	rl_st_close(st);
-	half[2 * n] = n;
-	if (world)
-		rl_comm_all_reduce(world, half, (size_t)(2 * n + 1), RL_COMM_I64, RL_COMM_MAX,
-		                   "reference weights hash");
-	t->reference_xxh3 = XXH3_64bits(half, (size_t)(2 * n + 1) * sizeof *half);
-	free(half);
 	return 0;
 }
 
@@ -150,48 +89,6 @@ static int connect_devices(struct rl_trainer *t, const struct rl_ops *ops, char 
 	return rl_dist_place_devices(t->dist, &me, t->progress, err, errlen);
 }
 
-/* The model's files and the tokenizer's: a hub name (ORG/NAME) is found
- * in the local Hugging Face cache, a directory is taken as it is. */
-static int load_model_and_tokenizer(struct rl_trainer *t, const struct rl_ops *ops,
-                                    const struct rl_model_cut *cut, char *err, size_t errlen)
-{
-	const struct rl_config *c = t->cfg;
-	const char *tok_name =
-	    c->policy.tokenizer_name ? c->policy.tokenizer_name : c->policy.model_name;
-	char *model_dir = NULL, *tok_dir = NULL;
-	int rc = -1;
-
-	if (!(model_dir =
-	          rl_hub_resolve(c->policy.model_name, "policy.model_name", NULL, err, errlen)) ||
-	    !(tok_dir = rl_hub_resolve(tok_name,
-	                               strcmp(tok_name, c->policy.model_name) == 0
-	                                   ? "policy.model_name"
-	                                   : "policy.tokenizer.name",
-	                               NULL, err, errlen)))
-		goto out;
-	if (rl_builtin_is(model_dir)) {
-		/* every rank builds the whole model, then keeps its cut of it */
-		if (rl_builtin_model_new(model_dir, (uint64_t)c->grpo.seed, ops, &t->model, err,
-		                         errlen) ||
-		    reference_hash(t, err, errlen) ||
-		    (t->dist && rl_model_split(&t->model, cut, err, errlen)))
-			goto out;
-	} else {
-		/* each rank reads its cut only */
-		if (reference_hash_files(t, model_dir, err, errlen))
-			goto out;
-		if (t->dist ? rl_model_load_cut(&t->model, model_dir, ops, cut, err, errlen)
-		            : rl_model_load(&t->model, model_dir, ops, err, errlen))
-			goto out;
-	}
-	rc = rl_builtin_is(tok_dir) ? rl_builtin_tokenizer(tok_dir, &t->tok, err, errlen)
-	                            : rl_tokenizer_load(&t->tok, tok_dir, err, errlen);
-out:
-	free(model_dir);
-	free(tok_dir);
-	return rc;
-}
-
 static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 {
 	const struct rl_config *c = t->cfg;
@@ -204,40 +101,11 @@ static int load_policy(struct rl_trainer *t, char *err, size_t errlen)
 		fprintf(t->progress, "rlrun train: backend %s\n", desc);
 	if (t->dist && connect_devices(t, ops, err, errlen))
 		return -1;
-	struct rl_model_cut cut = {0};
-	if (t->dist) {
-		const struct rl_cfg_parallel *par = &c->policy.parallel;
-
-		cut = (struct rl_model_cut){
-		    .sequence_parallel = par->sequence_parallel,
-		    .first_stage_layers = par->num_layers_in_first_pipeline_stage.set
-		                              ? (int)par->num_layers_in_first_pipeline_stage.value
-		                              : 0,
-		    .last_stage_layers = par->num_layers_in_last_pipeline_stage.set
-		                             ? (int)par->num_layers_in_last_pipeline_stage.value
-		                             : 0,
-		};
-		rl_tp_group_bind(&cut.tp, t->dist->g[RL_G_TP]);
-		rl_pp_group_bind(&cut.pp, t->dist->g[RL_G_PP], t->dist->g[RL_G_EMBEDDING]);
-		rl_tp_group_bind(&cut.cp, t->dist->g[RL_G_CP]);
-		rl_ep_group_bind(&cut.ep, t->dist->g[RL_G_EP]);
-		/* the routers' load statistics over the ranks that share a
-		 * micro-batch: data-parallel ranks may run different numbers
-		 * of them */
-		rl_tp_group_bind(&cut.tokens, t->dist->g[RL_G_TP]);
-	}
-	if (load_model_and_tokenizer(t, ops, &cut, err, errlen))
+	if (rl_trainer_load_model(t, ops, c->policy.model_name, "policy.model_name",
+	                          c->policy.tokenizer_name, "policy.tokenizer.name", &t->model,
+	                          &t->tok, &t->reference_xxh3, err, errlen))
 		return -1;
-	/* after the cut: each rank rounds only its own part */
-	enum rl_dtype precision;
-	if (rl_dtype_from_torch_name(c->policy.precision, &precision)) {
-		snprintf(err, errlen, "policy.precision: %s is not a dtype", c->policy.precision);
-		return -1;
-	}
-	return rl_model_set_precision(t->model, precision, err, errlen) ||
-	               moe_options(t, err, errlen)
-	           ? -1
-	           : 0;
+	return moe_options(t, err, errlen);
 }
 
 static int buffers(struct rl_trainer *t, char *err, size_t errlen)

@@ -20,7 +20,7 @@
 #include "runtime/train/update.h"
 #include "runtime/train/validate.h"
 
-static void rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m)
+void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m)
 {
 	double sum = 0, sq = 0, resp = 0, err_sum = 0, max_diff = 0;
 	int64_t tokens = 0, n_tok = 0, truncated = 0;
@@ -51,8 +51,7 @@ static void rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m)
 	m->gen_logprob_max_diff = max_diff;
 }
 
-/* What the rollout source says of the rollout, in the step's metrics. */
-static void take_report(const struct rl_rollout_report *rep, struct rl_step_metrics *m)
+void rl_step_take_report(const struct rl_rollout_report *rep, struct rl_step_metrics *m)
 {
 	m->prompts_truncated = rep->prompts_truncated;
 	m->t.generation = rep->generation_s;
@@ -190,7 +189,7 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 		rc = got;
 		goto out;
 	}
-	take_report(&rep, m);
+	rl_step_take_report(&rep, m);
 
 	t1 = rl_now();
 	if (rl_grpo_rollout_advantages(&r, &t->cfg->grpo)) {
@@ -205,9 +204,9 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	     rl_policy_logprobs(t, &r, true, err, errlen)))
 		goto out;
 	m->t.policy_and_reference_logprobs = rl_now() - t1;
-	rollout_stats(&r, m);
+	rl_step_rollout_stats(&r, m);
 	if (m->dynamic_sampling) {
-		/* rollout_stats saw the groups trained on only */
+		/* rl_step_rollout_stats saw the groups trained on only */
 		m->filtered_reward = m->reward_mean;
 		m->reward_mean = m->ds_reward_mean;
 		m->reward_std = m->ds_reward_std;

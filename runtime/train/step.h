@@ -1,5 +1,5 @@
 /* One GRPO step, in NeMo-RL's order.
- * defines: rl_trainer_step */
+ * defines: rl_trainer_step, rl_step_rollout_stats, rl_step_take_report */
 #ifndef RL_TRAIN_STEP_H
 #define RL_TRAIN_STEP_H
 
@@ -14,5 +14,12 @@
  * -1 with err, or RL_TRAIN_AGREED_FAILURE (score.h). Collective. */
 int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *m, char *err,
                     size_t errlen);
+
+/* What a step reports of its rollout: rewards, lengths, tokens, and how
+ * far generation's logprobs are from the policy's (prev_lp, filled). Any
+ * algorithm that generates. */
+void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m);
+/* What the rollout source says of the rollout, in the step's metrics. */
+void rl_step_take_report(const struct rl_rollout_report *rep, struct rl_step_metrics *m);
 
 #endif

@@ -119,6 +119,7 @@ struct rl_trainer {
 	 * false */
 	struct rl_ckpt_save *ckpt;
 	uint64_t reference_xxh3; /* of the whole model as loaded: the reference policy */
+	uint64_t teacher_xxh3;   /* on-policy distillation's teacher as loaded; 0: none */
 	int64_t resumed_step;    /* the checkpoint's step the run resumed from; 0: fresh */
 };
 

@@ -190,11 +190,15 @@ algo() { # EXAMPLE BACKEND
 	distill*) verb=distill block=distillation ;;
 	*) verb=train block=grpo ;;
 	esac
+	# distillation's teacher: the tiny GRPO run's, made once on the CPU
+	# (see distill-tiny.yaml's comment)
+	teacher=
+	[ "$verb" = distill ] && teacher=teacher.model_name=/tmp/rl-algo/teacher
 	rm -rf "/tmp/rl-algo/$name"
 	mkdir -p /tmp/rl-algo
 	(cd /tmp/rl-algo && timeout "${T_ALGO:-150}" "$here/bin/rlrun" "$verb" "$here/examples/$ex" \
 		"$block.max_num_steps=${ALGO_STEPS:-20}" logger.log_dir="/tmp/rl-algo/$name" \
-		checkpointing.enabled=false policy.backend="$be" policy.precision=float32 \
+		checkpointing.enabled=false policy.backend="$be" policy.precision=float32 $teacher \
 		>"$logs/algo_$name.log" 2>&1)
 	rc=$?
 	cp "/tmp/rl-algo/$name/metrics.jsonl" "$logs/algo_${name}_metrics.jsonl" 2>/dev/null
@@ -204,6 +208,15 @@ algo() { # EXAMPLE BACKEND
 }
 if [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
 	say "algorithms"
+	if [ -f "$here/examples/distill-tiny.yaml" ]; then
+		rm -rf /tmp/rl-algo/teacher /tmp/rl-algo/teacher.ck && mkdir -p /tmp/rl-algo
+		(cd /tmp/rl-algo && timeout "${T_ALGO:-150}" "$here/bin/rlrun" train "$here/examples/grpo-tiny.yaml" \
+			grpo.max_num_steps=25 policy.backend=cpu logger.log_dir=/tmp/rl-algo/teacher-run \
+			checkpointing.enabled=true checkpointing.checkpoint_dir=/tmp/rl-algo/teacher.ck \
+			checkpointing.save_period=25 && "$here/bin/rlrun" ckpt export \
+			/tmp/rl-algo/teacher.ck/step_25 --hf /tmp/rl-algo/teacher) >"$logs/algo_teacher.log" 2>&1
+		say "distillation's teacher (25 GRPO steps on the CPU, exported): exit $?"
+	fi
 	for ex in dapo-tiny.yaml gspo-tiny.yaml dr-grpo-tiny.yaml sft-tiny.yaml dpo-tiny.yaml \
 		distill-tiny.yaml; do
 		[ -f "$here/examples/$ex" ] || { say "$ex: not in the pack"; continue; }

@@ -11,7 +11,9 @@
 # train yet are refused by name; and a rank killed mid-step makes every
 # other rank name it and exit within the collective timeout. DPO (its
 # pairs kept together in a micro-batch of one rank) gives the single-rank
-# gradient and numbers in dp2, dp3, tp2, pp2 and tp2-dp2.
+# gradient and numbers in dp2, dp3, tp2, pp2 and tp2-dp2. On-policy
+# distillation (the teacher cut as the student) gives the single rank's
+# numbers in tp2, dp2, pp2 and tp2-dp2.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -244,6 +246,39 @@ for layout in "tp2-dp2 $tp=2" "tp1-dp4" "pp2-dp2 $pp=2"; do
 	same_as "  $name: steps 3-4 = the original run's" \
 		metrics "$work/$name/metrics.jsonl" "$work/ck-steps-3-4.jsonl" 1e-4
 done
+
+# ---- on-policy distillation: the teacher cut with the student's layout ----
+# A teacher unlike the student (three GRPO steps of it, exported); the same
+# ten steps distilled from it (distillation: any key of the block makes the
+# config one; its val_period is grpo's) in each layout give the single
+# rank's first gradient and metrics, the teacher's logprobs (the loss's
+# target) included through reverse_kl.
+# shellcheck disable=SC2086
+if "$RLRUN" train "$config" $small grpo.max_num_steps=3 logger.log_dir="$work/teacher-run" \
+	checkpointing.enabled=true checkpointing.checkpoint_dir="$work/teacher.ck" \
+	checkpointing.save_period=3 >"$WORK/teacher.out" 2>&1 &&
+	"$RLRUN" ckpt export "$work/teacher.ck/step_3" --hf "$work/teacher" >>"$WORK/teacher.out" 2>&1; then
+	distill="distillation.val_period=0 teacher.model_name=$work/teacher"
+	# shellcheck disable=SC2086
+	train distill-single 1 $distill
+	for layout in "distill-tp2 2 $tp=2" "distill-dp2 2" "distill-pp2 2 $pp=2" \
+		"distill-tp2-dp2 4 $tp=2"; do
+		set -- $layout
+		name=$1
+		# shellcheck disable=SC2086
+		train "$@" $distill
+		same_as "$name: first update's gradient = single rank's" \
+			grads "$work/$name.grads" "$work/distill-single.grads" 1e-5
+		same_as "$name: ten steps' metrics = single rank's" \
+			metrics "$work/$name/metrics.jsonl" "$work/distill-single/metrics.jsonl" 1e-4
+	done
+	grep -q '"reverse_kl":' "$work/distill-single/metrics.jsonl" &&
+		ok "  the distillation runs report reverse_kl" ||
+		not_ok "  no reverse_kl in the distillation metrics"
+else
+	not_ok "the teacher for distillation could not be made:"
+	sed 's/^/  | /' "$WORK/teacher.out" | tail -20
+fi
 
 # ---- what this release does not train yet says so ----
 expect_status 1 "context=2 with pipeline=2 is refused" -- \

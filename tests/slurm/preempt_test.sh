@@ -7,11 +7,12 @@
 # metrics (timers aside) as a run never stopped: preempted after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
 # with the checkpoint), DAPO's dynamic sampling (several rounds of
-# prompts a step), DPO (the preference data's position saved) and SFT
-# (rlrun sft: its place in the data saved); landing inside the reward
-# program; landing inside a checkpoint write; and with a grace time too
-# short for a save, where the newest checkpoint is kept and the log says
-# how many steps will be redone.
+# prompts a step), DPO (the preference data's position saved), SFT
+# (rlrun sft: its place in the data saved) and on-policy distillation (the
+# teacher loaded again and checked); landing inside the reward program;
+# landing inside a checkpoint write; and with a grace time too short for a
+# save, where the newest checkpoint is kept and the log says how many steps
+# will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
@@ -293,6 +294,36 @@ if preempted_at_random srandom $steps; then
 	same_end srandom sref
 fi
 unset CONFIG SMALL STEPS_KEY
+
+# ---- on-policy distillation preempted at a random step ----
+# the same job distilling from a teacher (three GRPO steps of the tiny
+# model, exported): the teacher is loaded again at the second start, its
+# hash checked against the checkpoint's, and the run ends as the
+# uninterrupted one, weights and metrics
+# shellcheck disable=SC2086
+if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3 \
+	env.digits.command="awk -f $reward" logger.log_dir="$work/teacher-run" \
+	checkpointing.checkpoint_dir="$work/teacher.ck" checkpointing.save_period=3 \
+	>"$WORK/teacher.out" 2>&1 &&
+	"$RLRUN" ckpt export "$work/teacher.ck/step_3" --hf "$work/teacher" >>"$WORK/teacher.out" 2>&1; then
+	distill="distillation.val_period=0 teacher.model_name='$work/teacher'"
+	# shellcheck disable=SC2086
+	job_script dref $steps $distill
+	id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+		ok "the uninterrupted distillation run: $steps steps" || {
+		not_ok "the uninterrupted distillation run did not finish"
+		sed 's/^/  | /' "$work/dref.out" | tail -20
+	}
+	grep -q '"reverse_kl":' "$work/dref/metrics.jsonl" &&
+		ok "  it distills (its metrics have reverse_kl)" || not_ok "  no reverse_kl in its metrics"
+	# shellcheck disable=SC2086
+	if preempted_at_random drandom $steps $distill; then
+		same_end drandom dref
+	fi
+else
+	not_ok "the teacher for distillation could not be made:"
+	sed 's/^/  | /' "$WORK/teacher.out" | tail -20
+fi
 
 # ---- asynchronous GRPO preempted at a random step ----
 # 2 training + 2 generation tasks; each step ends with the next rollout
