@@ -299,7 +299,8 @@ unset CONFIG SMALL STEPS_KEY
 # the same job distilling from a teacher (three GRPO steps of the tiny
 # model, exported): the teacher is loaded again at the second start, its
 # hash checked against the checkpoint's, and the run ends as the
-# uninterrupted one, weights and metrics
+# uninterrupted one, weights and metrics (tref and trandom: DAPO's case
+# below has dref and drandom)
 # shellcheck disable=SC2086
 if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3 \
 	env.digits.command="awk -f $reward" logger.log_dir="$work/teacher-run" \
@@ -308,17 +309,17 @@ if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3
 	"$RLRUN" ckpt export "$work/teacher.ck/step_3" --hf "$work/teacher" >>"$WORK/teacher.out" 2>&1; then
 	distill="distillation.val_period=0 teacher.model_name='$work/teacher'"
 	# shellcheck disable=SC2086
-	job_script dref $steps $distill
-	id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+	job_script tref $steps $distill
+	id=$(submit tref low) && wait_until 120 start_ended tref 1 && [ "$(last_exit tref)" = 0 ] &&
 		ok "the uninterrupted distillation run: $steps steps" || {
 		not_ok "the uninterrupted distillation run did not finish"
-		sed 's/^/  | /' "$work/dref.out" | tail -20
+		sed 's/^/  | /' "$work/tref.out" | tail -20
 	}
-	grep -q '"reverse_kl":' "$work/dref/metrics.jsonl" &&
+	grep -q '"reverse_kl":' "$work/tref/metrics.jsonl" &&
 		ok "  it distills (its metrics have reverse_kl)" || not_ok "  no reverse_kl in its metrics"
 	# shellcheck disable=SC2086
-	if preempted_at_random drandom $steps $distill; then
-		same_end drandom dref
+	if preempted_at_random trandom $steps $distill; then
+		same_end trandom tref
 	fi
 else
 	not_ok "the teacher for distillation could not be made:"
