@@ -285,6 +285,11 @@ const char *rl_chat_template_source(const struct rl_chat_template *t)
 	return t->source;
 }
 
+const char *rl_chat_template_special(const struct rl_chat_template *t, const char *name)
+{
+	return json_string_value(json_object_get(t->tokens, name));
+}
+
 void rl_chat_template_free(struct rl_chat_template *t)
 {
 	if (!t)

@@ -5,7 +5,7 @@
  * from tokenizer_config.json) and any extra variables (enable_thinking).
  * defines: struct rl_chat_template, rl_chat_template_load_model,
  * rl_chat_template_from_text, rl_chat_template_apply, rl_chat_template_free,
- * rl_chat_template_source, rl_chat_now, RL_CHAT_PASSTHROUGH */
+ * rl_chat_template_source, rl_chat_template_special, rl_chat_now, RL_CHAT_PASSTHROUGH */
 #ifndef RL_CHAT_CHAT_TEMPLATE_H
 #define RL_CHAT_CHAT_TEMPLATE_H
 
@@ -45,6 +45,10 @@ int rl_chat_template_apply(const struct rl_chat_template *t, const json_t *messa
 
 /* Where the template came from ("DIR/tokenizer_config.json", a path, ...) */
 const char *rl_chat_template_source(const struct rl_chat_template *t);
+
+/* The text of special token NAME ("bos_token", "eos_token", ...) as the
+ * template sees it, from tokenizer_config.json; NULL when it has none. */
+const char *rl_chat_template_special(const struct rl_chat_template *t, const char *name);
 
 void rl_chat_template_free(struct rl_chat_template *t);
 

@@ -66,6 +66,12 @@ static bool metric_of(const char *root, int64_t step, const char *name, double *
 	snprintf(dir, sizeof dir, "%s/step_%" PRId64, root, step);
 	if (rl_ckpt_run_state_read(&s, dir, err, sizeof err))
 		return false;
+	/* NeMo-RL writes the metric as "val:NAME" or "train:NAME"; a step's
+	 * line holds both kinds, and its val:accuracy is our val_reward */
+	if (strncmp(name, "val:", 4) == 0)
+		name = strcmp(name + 4, "accuracy") == 0 ? "val_reward" : name + 4;
+	else if (strncmp(name, "train:", 6) == 0)
+		name += 6;
 	json_t *m = json_object_get(s.metrics, name);
 	if (json_is_number(m)) {
 		*v = json_number_value(m);

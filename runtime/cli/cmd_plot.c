@@ -1,6 +1,6 @@
 #define _GNU_SOURCE
-/* rlrun plot: reward and step time of a run from its metrics.jsonl, in the
- * terminal or as a PNG. gnuplot draws; we only write its script, so that a
+/* rlrun plot: reward (or an SFT run's loss) and step time of a run from its
+ * metrics.jsonl, in the terminal or as a PNG. gnuplot draws; we only write its script, so that a
  * node without a display (gnuplot-nox) is enough and rlrun links nothing
  * graphical. */
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,18 +29,43 @@ static const char usage[] = "usage: rlrun plot LOG_DIR [-o FILE.png]\n";
 #define NOT_FOUND "gnuplot not found on PATH (Debian: apt-get install gnuplot-nox)"
 
 /* The step-time parts, bottom of the stack first; data columns 5.. */
-static const struct {
+struct timer {
 	const char *name, *color;
-} timers[] = {
-    {"generation", "#1f77b4"},
-    {"reward_calculation", "#ff7f0e"},
-    {"policy_and_reference_logprobs", "#2ca02c"},
-    {"policy_training", "#d62728"},
-    {"refit", "#9467bd"},
-    {"checkpointing", "#8c564b"},
+	size_t off; /* in struct rl_metric_row */
 };
-#define N_TIMERS        (int)(sizeof timers / sizeof timers[0])
+#define ROW(f) offsetof(struct rl_metric_row, f)
+static const struct timer grpo_timers[] = {
+    {"generation", "#1f77b4", ROW(generation)},
+    {"reward_calculation", "#ff7f0e", ROW(reward_calculation)},
+    {"policy_and_reference_logprobs", "#2ca02c", ROW(policy_and_reference_logprobs)},
+    {"policy_training", "#d62728", ROW(policy_training)},
+    {"refit", "#9467bd", ROW(refit)},
+    {"checkpointing", "#8c564b", ROW(checkpointing)},
+};
+/* rlrun sft's: no generation, reward or refit */
+static const struct timer sft_timers[] = {
+    {"data_processing", "#1f77b4", ROW(data_processing)},
+    {"policy_training", "#d62728", ROW(policy_training)},
+    {"checkpointing", "#8c564b", ROW(checkpointing)},
+};
 #define FIRST_TIMER_COL 5
+
+/* What a run's plots show: GRPO's reward, or SFT's loss */
+struct what {
+	const struct timer *timers;
+	int n_timers;
+	const char *title, *ylabel, *series, *val;
+	bool band; /* reward_std around it */
+};
+static const struct what grpo_what = {grpo_timers,  6,   "reward per step", "reward", "reward_mean",
+                                      "val_reward", true};
+static const struct what sft_what = {sft_timers, 3,    "loss per step", "loss", "loss",
+                                     "val_loss", false};
+
+static double timer_of(const struct rl_metric_row *r, const struct timer *t)
+{
+	return *(const double *)((const char *)r + t->off);
+}
 
 /* A gnuplot single-quoted string: nothing is special but the quote itself,
  * doubled; a newline would end the command, so control characters become '?'. */
@@ -85,26 +111,26 @@ static void terminal_size(int *w, int *h)
 	*h = *h ? *h : 30;
 }
 
-static void write_data(FILE *s, const struct rl_metric_row *r, size_t n)
+static void write_data(FILE *s, const struct rl_metric_row *r, size_t n, const struct what *w)
 {
 	size_t nval = 0;
 
-	fputs("$data << EOD\n# step reward_mean reward_std total_step_time", s);
-	for (int t = 0; t < N_TIMERS; t++)
-		fprintf(s, " %s", timers[t].name);
+	fprintf(s, "$data << EOD\n# step %s reward_std total_step_time", w->series);
+	for (int t = 0; t < w->n_timers; t++)
+		fprintf(s, " %s", w->timers[t].name);
 	fputc('\n', s);
 	for (size_t i = 0; i < n; i++) {
-		fprintf(s, "%lld %.10g %.10g %.10g %.10g %.10g %.10g %.10g %.10g %.10g\n",
-		        (long long)r[i].step, r[i].reward_mean, r[i].reward_std,
-		        r[i].total_step_time, r[i].generation, r[i].reward_calculation,
-		        r[i].policy_and_reference_logprobs, r[i].policy_training, r[i].refit,
-		        r[i].checkpointing);
+		fprintf(s, "%lld %.10g %.10g %.10g", (long long)r[i].step, r[i].reward_mean,
+		        r[i].reward_std, r[i].total_step_time);
+		for (int t = 0; t < w->n_timers; t++)
+			fprintf(s, " %.10g", timer_of(&r[i], &w->timers[t]));
+		fputc('\n', s);
 		nval += r[i].has_val;
 	}
 	fputs("EOD\n", s);
 	if (!nval)
 		return;
-	fputs("$val << EOD\n# step val_reward\n", s);
+	fprintf(s, "$val << EOD\n# step %s\n", w->val);
 	for (size_t i = 0; i < n; i++)
 		if (r[i].has_val)
 			fprintf(s, "%lld %.10g\n", (long long)r[i].step, r[i].val_reward);
@@ -143,7 +169,8 @@ static void y_range(FILE *s, double lo, double hi, int from_zero)
 		fputs("set yrange [-1:1]\n", s);
 }
 
-static void write_plots(FILE *s, const struct rl_metric_row *r, size_t n, int png)
+static void write_plots(FILE *s, const struct rl_metric_row *r, size_t n, int png,
+                        const struct what *w)
 {
 	int64_t first = r[0].step, last = r[n - 1].step;
 	int has_val = 0, has_total = 0, count = 0, dense = n > DENSE_STEPS;
@@ -151,10 +178,9 @@ static void write_plots(FILE *s, const struct rl_metric_row *r, size_t n, int pn
 	const char *with = dense ? "lines" : "linespoints";
 
 	for (size_t i = 0; i < n; i++) {
-		double band = png ? r[i].reward_std : 0;
-		double sum = r[i].generation + r[i].reward_calculation +
-		             r[i].policy_and_reference_logprobs + r[i].policy_training +
-		             r[i].refit + r[i].checkpointing;
+		double band = png && w->band ? r[i].reward_std : 0, sum = 0;
+		for (int t = 0; t < w->n_timers; t++)
+			sum += timer_of(&r[i], &w->timers[t]);
 		has_val |= r[i].has_val;
 		has_total |= r[i].total_step_time > 0;
 		lo = fmin(lo, r[i].reward_mean - band);
@@ -176,28 +202,28 @@ static void write_plots(FILE *s, const struct rl_metric_row *r, size_t n, int pn
 	fputs("set xlabel 'step'\n", s);
 	fputs(png ? "set key outside right top\n" : "set key below\n", s);
 
-	fputs("set title 'reward per step'\nset ylabel 'reward'\n", s);
+	fprintf(s, "set title '%s'\nset ylabel '%s'\n", w->title, w->ylabel);
 	y_range(s, lo, hi, 0);
-	if (png) {
+	if (png && w->band) {
 		next(s, &count);
 		fputs("$data using 1:($2-$3):($2+$3) with filledcurves fs transparent solid 0.25 "
 		      "lc rgb '#1f77b4' title 'reward_mean +/- reward_std'",
 		      s);
 	}
 	next(s, &count);
-	fprintf(s, "$data using 1:2 with %s lc rgb '#1f77b4' %stitle 'reward_mean'", with,
-	        dense ? "" : "pt 7 ps 0.6 ");
+	fprintf(s, "$data using 1:2 with %s lc rgb '#1f77b4' %stitle '%s'", with,
+	        dense ? "" : "pt 7 ps 0.6 ", w->series);
 	if (has_val) {
 		next(s, &count);
-		fputs("$val using 1:2 with points lc rgb '#000000' pt 9 ps 1.5 title 'val_reward'",
-		      s);
+		fprintf(s, "$val using 1:2 with points lc rgb '#000000' pt 9 ps 1.5 title '%s'",
+		        w->val);
 	}
 
 	count = 0;
 	fputs("\nset title 'step time breakdown'\nset ylabel 'seconds'\n", s);
 	y_range(s, 0, tmax, 1);
-	for (int i = 0; i < N_TIMERS; i++) {
-		int k = png ? N_TIMERS - i : i + 1;
+	for (int i = 0; i < w->n_timers; i++) {
+		int k = png ? w->n_timers - i : i + 1;
 		/* PNG: stacked bars (areas when dense), the tallest sum first and each
 		 * shorter one drawn over it, so that the legend reads top to bottom
 		 * like the stack. dumb fills every area with the same character, so
@@ -207,11 +233,11 @@ static void write_plots(FILE *s, const struct rl_metric_row *r, size_t n, int pn
 		stack_expr(s, k);
 		if (png)
 			fprintf(s, " with %s fs solid 0.9 noborder lc rgb '%s' title '%s'",
-			        dense ? "filledcurves y=0" : "boxes", timers[k - 1].color,
-			        timers[k - 1].name);
+			        dense ? "filledcurves y=0" : "boxes", w->timers[k - 1].color,
+			        w->timers[k - 1].name);
 		else
 			fprintf(s, " with %s title '%s%s'", with, k > 1 ? "+ " : "",
-			        timers[k - 1].name);
+			        w->timers[k - 1].name);
 	}
 	if (has_total) {
 		next(s, &count);
@@ -226,10 +252,15 @@ static int build_script(const char *dir, const struct rl_metric_row *r, size_t n
                         char **text, size_t *len)
 {
 	FILE *s = open_memstream(text, len);
+	/* SFT's run: every line is SFT's; a line of each kind is GRPO's */
+	bool supervised = true;
+	for (size_t i = 0; i < n; i++)
+		supervised &= r[i].supervised;
+	const struct what *w = supervised ? &sft_what : &grpo_what;
 
 	if (!s)
 		return -1;
-	write_data(s, r, n);
+	write_data(s, r, n, w);
 	if (png) {
 		fputs("if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
 		      "  set terminal pngcairo size 1200,900 noenhanced\n"
@@ -246,11 +277,12 @@ static int build_script(const char *dir, const struct rl_metric_row *r, size_t n
 		gp_quote(s, dir);
 		fputc('\n', s);
 	} else {
-		int w, h;
-		terminal_size(&w, &h);
-		fprintf(s, "set terminal dumb feed size %d,%d\nset termoption noenhanced\n", w, h);
+		int cols, rows;
+		terminal_size(&cols, &rows);
+		fprintf(s, "set terminal dumb feed size %d,%d\nset termoption noenhanced\n", cols,
+		        rows);
 	}
-	write_plots(s, r, n, png);
+	write_plots(s, r, n, png, w);
 	if (png)
 		fputs("unset multiplot\n", s);
 	return fclose(s) ? -1 : 0;

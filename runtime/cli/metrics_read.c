@@ -85,6 +85,25 @@ static int parse_row(const json_t *obj, struct rl_metric_row *r, const char *pat
 	if (!json_is_integer(step) || json_integer_value(step) < 0)
 		return fail(err, errlen, path, line, "\"step\" must be an integer >= 0");
 	r->step = json_integer_value(step);
+	/* SFT's line: its loss in the reward's place, NaN (a gap) where the
+	 * line is validation only */
+	r->supervised = !json_object_get(obj, "reward_mean") &&
+	                (json_object_get(obj, "loss") || json_object_get(obj, "val_loss"));
+	if (r->supervised)
+		return number(obj, "loss", false, NAN, &r->reward_mean, NULL, path, line, err,
+		              errlen) ||
+		               number(obj, "val_loss", false, 0, &r->val_reward, &r->has_val, path,
+		                      line, err, errlen) ||
+		               number(obj, "total_step_time", false, 0, &r->total_step_time, NULL,
+		                      path, line, err, errlen) ||
+		               number(obj, "data_processing", false, 0, &r->data_processing, NULL,
+		                      path, line, err, errlen) ||
+		               number(obj, "policy_training", false, 0, &r->policy_training, NULL,
+		                      path, line, err, errlen) ||
+		               number(obj, "checkpointing", false, 0, &r->checkpointing, NULL, path,
+		                      line, err, errlen)
+		           ? -1
+		           : 0;
 	/* a diverged reward is a gap in the plot, not a point at 0 */
 	if (number(obj, "reward_mean", true, NAN, &r->reward_mean, NULL, path, line, err, errlen) ||
 	    number(obj, "reward_std", false, 0, &r->reward_std, NULL, path, line, err, errlen) ||
@@ -148,7 +167,8 @@ static int read_lines(const char *path, struct entry **entries, size_t *count, c
 			goto out;
 		}
 		if (!json_is_object(obj)) {
-			fail(err, errlen, path, line, "%s, not a JSON object", rl_json_type_name(obj));
+			fail(err, errlen, path, line, "%s, not a JSON object",
+			     rl_json_type_name(obj));
 			json_decref(obj);
 			goto out;
 		}

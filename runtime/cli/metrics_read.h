@@ -1,5 +1,5 @@
 /* metrics.jsonl as `rlrun train` writes it into logger.log_dir: one JSON
- * object per GRPO step. The reader keeps what the plots and reports need.
+ * object per GRPO (or SFT) step. The reader keeps what the plots and reports need.
  * defines: struct rl_metric_row, rl_metrics_read */
 #ifndef RL_CLI_METRICS_READ_H
 #define RL_CLI_METRICS_READ_H
@@ -16,10 +16,16 @@ struct rl_metric_row {
 	    policy_training, refit, checkpointing;
 	bool has_val; /* a validation step */
 	double val_reward;
+	/* rlrun sft's line (no reward_mean; loss or val_loss): reward_mean
+	 * holds its loss (NaN on the line of sft.val_at_start), val_reward its
+	 * val_loss */
+	bool supervised;
+	double data_processing;
 };
 
 /* Reads PATH into a malloc'd array sorted by step. `step` (an integer >= 1)
- * and `reward_mean` are required; reward_mean null (a non-finite value, as
+ * and `reward_mean` are required, but on SFT's lines (`loss` or `val_loss`
+ * and no reward_mean: supervised); reward_mean null (a non-finite value, as
  * `rlrun train` writes it) is NaN. reward_std, the timers and val_reward may
  * be absent or null (0, 0 and has_val = false). Other keys are ignored. A
  * resumed run appends steps again: the later line wins. A last line without

@@ -54,6 +54,17 @@ struct rl_cfg_sched_list {
 	int64_t *milestones;
 };
 
+/* The sft block's own keys (NeMo-RL's SFTConfig); its max_num_steps,
+ * max_num_epochs, val_period, val_at_start and seed are read into grpo. */
+struct rl_cfg_sft {
+	int64_t val_batches;           /* 0: the whole validation set */
+	int64_t val_global_batch_size; /* examples per validation batch */
+	int64_t val_micro_batch_size;
+	bool val_at_end;
+	bool only_unmask_final; /* the loss on the last message only */
+	bool train_on_inputs;   /* the loss on every token, the prompt's too */
+};
+
 /* DAPO's overlong reward shaping (NeMo-RL's apply_reward_shaping) */
 struct rl_cfg_reward_shaping {
 	bool enabled;
@@ -239,6 +250,10 @@ struct rl_cfg_data {
 	char *system_prompt;
 	bool shuffle;
 	struct rl_opt_int max_input_seq_length; /* null resolves to max_total_sequence_length */
+	/* SFT: a chat dataset's messages field (dataset_name openai_format),
+	 * and NeMo-RL's sft_processor switches */
+	char *chat_key;
+	bool add_bos, add_eos, add_generation_prompt;
 };
 
 /* One entry of the `env:` map: a named reward environment. */
@@ -305,6 +320,7 @@ struct rl_config {
 	 * distillation blocks' max_num_steps, seed, val_period... are read
 	 * into it (algorithm.c) */
 	struct rl_cfg_grpo grpo;
+	struct rl_cfg_sft sft;
 	struct rl_cfg_dpo dpo;
 	struct rl_cfg_loss_fn loss_fn;
 	struct rl_cfg_teacher teacher;

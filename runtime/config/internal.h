@@ -38,7 +38,8 @@ void rl_cfg_tree_put(struct rl_ynode *root, struct rl_diags *d, const char *from
 
 /* nemo.c: reads an enabled policy.megatron_cfg or policy.dtensor_cfg,
  * policy.generation.backend and vllm_cfg into slurm-rl's keys, with notes. */
-void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags);
+void rl_cfg_nemo_translate(struct rl_ynode *root, enum rl_algorithm algorithm,
+                           struct rl_diags *diags);
 
 /* paths.c: resolves the relative input paths of the tree against the
  * directory of the file each was written in (the working directory for an

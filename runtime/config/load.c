@@ -209,7 +209,7 @@ static int finish(struct load *ld, struct rl_ynode *root, const char *name, char
 		enum rl_algorithm algorithm;
 		rl_cfg_algorithm_translate(root, &algorithm, ld->diags);
 		rl_cfg_teacher_translate(root, ld->diags);
-		rl_cfg_nemo_translate(root, ld->diags);
+		rl_cfg_nemo_translate(root, algorithm, ld->diags);
 		rl_cfg_resolve_paths(root);
 		struct rl_key_pos *pos = calloc(rl_schema_len, sizeof(*pos));
 		if (pos) {

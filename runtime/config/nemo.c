@@ -188,8 +188,9 @@ struct nemo {
 	struct rl_diags *d;
 	const char *block; /* the block's dotted path */
 	char *mapped, *inert;
-	bool vllm;    /* keys without a rule are inert, not unknown */
-	bool partial; /* keys without a rule are slurm-rl's: left alone */
+	bool vllm;                   /* keys without a rule are inert, not unknown */
+	bool partial;                /* keys without a rule are slurm-rl's: left alone */
+	enum rl_algorithm algorithm; /* the config's (algorithm.c) */
 };
 
 static void list_add(char **list, const char *fmt, const char *a, const char *b)
@@ -530,6 +531,14 @@ static void data_special(struct nemo *nm, const char *path, const char *key,
 	const struct rl_ynode *v = e->value;
 	if (matches(v, "math_hf_data_processor") || matches(v, "math_data_processor"))
 		list_add(&nm->mapped, "processor %s = %s", v->text, "data.prompt_file");
+	/* NeMo-RL's SFT processor: what rlrun sft makes of an example
+	 * (data/sft_example.c), in an SFT config only */
+	else if (matches(v, "sft_processor") && nm->algorithm == RL_ALGO_SFT)
+		list_add(&nm->mapped, "processor %s = %s", v->text, "rlrun sft's examples");
+	else if (matches(v, "sft_processor"))
+		rl_diag_add(
+		    nm->d, v->file, e->line, e->col, path,
+		    "sft_processor makes SFT's examples: it needs an sft: block (rlrun sft)");
 	else
 		rl_diag_add(nm->d, v->file, e->line, e->col, path,
 		            "not supported yet: math_hf_data_processor (data.prompt_file and the "
@@ -696,9 +705,10 @@ static void generation(struct nemo *nm)
 	}
 }
 
-void rl_cfg_nemo_translate(struct rl_ynode *root, struct rl_diags *diags)
+void rl_cfg_nemo_translate(struct rl_ynode *root, enum rl_algorithm algorithm,
+                           struct rl_diags *diags)
 {
-	struct nemo nm = {.root = root, .d = diags};
+	struct nemo nm = {.root = root, .d = diags, .algorithm = algorithm};
 	backends(&nm);
 	generation(&nm);
 	translate_block(&nm, "grpo.adv_estimator", adv_rules,

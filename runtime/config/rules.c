@@ -21,6 +21,28 @@ static void rule_error(struct rules *r, const char *path, const char *msg)
 		rl_diag_add(r->d, r->root_file, 1, 1, path, "%s", msg);
 }
 
+/* SFT trains on its data's answers: nothing is generated or scored. */
+static void sft_rules(struct rules *r, const struct rl_config *cfg)
+{
+	const char *ds = cfg->data.dataset_name;
+
+	if (strcmp(ds, "jsonl") != 0 && strcmp(ds, "openai_format") != 0)
+		rule_error(r, "data.dataset_name",
+		           "SFT trains on examples with their answers from a file: jsonl "
+		           "(data.input_key and data.output_key) or openai_format (chat messages)");
+	if (!cfg->policy.generation.colocated.enabled)
+		rule_error(r, "policy.generation.colocated.enabled",
+		           "SFT generates nothing: generation ranks of their own have nothing to "
+		           "do; leave it true");
+	if (cfg->grpo.async_grpo.enabled)
+		rule_error(r, "grpo.async_grpo.enabled",
+		           "SFT has no rollouts to ask for ahead; leave it false");
+	/* NeMo-RL's assert: no validation set, no validation period */
+	if (cfg->grpo.val_period > 0 && !cfg->data.validation_path)
+		rule_error(r, "sft.val_period",
+		           "validation needs data.validation.path (or val_period: 0)");
+}
+
 /* On-policy distillation needs a teacher, and only it reads the teacher
  * and the distillation loss's keys. */
 static void distillation_rules(struct rules *r, const struct rl_config *cfg)
@@ -203,8 +225,17 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 			           "names no reward: use math, exact, or an env.<name> that has a "
 			           "command");
 	}
-	if (strcmp(cfg->data.dataset_name, "jsonl") == 0 && !cfg->data.train_path)
-		rule_error(&r, "data.train.path", "required when data.dataset_name is jsonl");
+	if ((strcmp(cfg->data.dataset_name, "jsonl") == 0 ||
+	     strcmp(cfg->data.dataset_name, "openai_format") == 0) &&
+	    !cfg->data.train_path)
+		rule_error(&r, "data.train.path",
+		           "required when data.dataset_name is jsonl or openai_format");
+	if (strcmp(cfg->data.dataset_name, "openai_format") == 0 && cfg->algorithm != RL_ALGO_SFT)
+		rule_error(&r, "data.dataset_name",
+		           "openai_format (chat conversations) is SFT's data (an sft: block, rlrun "
+		           "sft); GRPO takes problems: jsonl or a built-in task");
+	if (cfg->algorithm == RL_ALGO_SFT)
+		sft_rules(&r, cfg);
 	bool preference = strcmp(cfg->data.dataset_name, "BinaryPreferenceDataset") == 0 ||
 	                  strcmp(cfg->data.dataset_name, "PreferenceDataset") == 0;
 	if (cfg->algorithm == RL_ALGO_DPO && !preference)

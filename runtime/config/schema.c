@@ -166,6 +166,25 @@ const struct rl_key rl_schema[] = {
                    "only the DPO preference loss is implemented (not ipo or rpo_*)"),
     NOT_YET_UNLESS("dpo.gt_reward_scale", "*", "the RPO losses are not implemented"),
 
+    /* sft: NeMo-RL's SFTConfig; its max_num_steps, max_num_epochs, val_period,
+     * val_at_start and seed are read as grpo's (algorithm.c) */
+    {"sft.val_batches", RL_T_INT, OFF(sft.val_batches), "8", AT_LEAST(0),
+     .doc = "SFT: validation batches per validation, each val_global_batch_size examples in "
+            "the file's order; 0: the whole validation set"},
+    {"sft.val_global_batch_size", RL_T_INT, OFF(sft.val_global_batch_size), "32", SIZE_RANGE(1),
+     .doc = "SFT: examples per validation batch (the last one may be short)"},
+    {"sft.val_micro_batch_size", RL_T_INT, OFF(sft.val_micro_batch_size), "1", SIZE_RANGE(1),
+     .doc = "SFT: accepted; the validation loss does not depend on it: the forward pass cuts "
+            "micro-batches as policy.logprob_batch_size (or sequence packing) says"},
+    {"sft.val_at_end", RL_T_BOOL, OFF(sft.val_at_end), "false",
+     .doc = "SFT: validate after the last step too (max_num_steps, or the epochs' end)"},
+    {"sft.only_unmask_final", RL_T_BOOL, OFF(sft.only_unmask_final), "false",
+     .doc = "SFT: the loss on the last message of a conversation only, not on every "
+            "assistant message"},
+    {"sft.train_on_inputs", RL_T_BOOL, OFF(sft.train_on_inputs), "false",
+     .doc = "SFT: the loss on every token (prompt, system and user turns too); false: on the "
+            "response (assistant) tokens only, as NeMo-RL"},
+
     /* loss_fn: NeMo-RL's ClippedPGLossFn */
     {"loss_fn.reference_policy_kl_penalty", RL_T_FLOAT, OFF(loss_fn.reference_policy_kl_penalty),
      "0.01", AT_LEAST(0), .doc = "weight of the KL term to the reference policy"},
@@ -255,7 +274,9 @@ const struct rl_key rl_schema[] = {
     {"checkpointing.checkpoint_dir", RL_T_STRING, OFF(checkpointing.checkpoint_dir), "results/grpo",
      .doc = "where step_N/ directories are written"},
     {"checkpointing.metric_name", RL_T_STRING, OFF(checkpointing.metric_name), "val_reward",
-     .flags = RL_K_NULLABLE, .doc = "metric that ranks checkpoints for keep_top_k"},
+     .flags = RL_K_NULLABLE,
+     .doc = "metric that ranks checkpoints for keep_top_k: a key of metrics.jsonl; NeMo-RL's "
+            "val:NAME and train:NAME read as NAME (val:accuracy as val_reward)"},
     {"checkpointing.higher_is_better", RL_T_BOOL, OFF(checkpointing.higher_is_better), "true",
      .doc = "direction of metric_name"},
     {"checkpointing.keep_top_k", RL_T_OPT_INT, OFF(checkpointing.keep_top_k), "3", AT_LEAST(1),
@@ -497,8 +518,10 @@ const struct rl_key rl_schema[] = {
 
     /* data */
     {"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",
-     .choices = "jsonl|arithmetic|copy|sort|BinaryPreferenceDataset|PreferenceDataset",
-     .doc = "jsonl: data.train.path; arithmetic, copy, sort: built-in synthetic tasks made from "
+     .choices = "jsonl|openai_format|arithmetic|copy|sort|BinaryPreferenceDataset|"
+                "PreferenceDataset",
+     .doc = "jsonl: data.train.path; openai_format (SFT): data.train.path with a list of chat "
+            "messages per line; arithmetic, copy, sort: built-in synthetic tasks made from "
             "grpo.seed; BinaryPreferenceDataset, PreferenceDataset: DPO's preference pairs "
             "(see PREFERENCE DATA in rl-config(5))"},
     {"data.train.path", RL_T_STRING, OFF(data.train_path), "null", .flags = RL_K_NULLABLE,
@@ -534,6 +557,17 @@ const struct rl_key rl_schema[] = {
      .doc = "shuffle each epoch by grpo.seed"},
     {"data.max_input_seq_length", RL_T_OPT_INT, OFF(data.max_input_seq_length), "null", AT_LEAST(1),
      .doc = "prompt token limit; null: max_total_sequence_length"},
+    {"data.chat_key", RL_T_STRING, OFF(data.chat_key), "messages",
+     .doc = "openai_format: the field of each line holding its list of {role, content} "
+            "messages"},
+    {"data.add_bos", RL_T_BOOL, OFF(data.add_bos), "true",
+     .doc = "SFT: the BOS token before an example unless it starts with it"},
+    {"data.add_eos", RL_T_BOOL, OFF(data.add_eos), "true",
+     .doc = "SFT: the EOS token after an example unless it ends with it (before trailing "
+            "newlines)"},
+    {"data.add_generation_prompt", RL_T_BOOL, OFF(data.add_generation_prompt), "false",
+     .doc = "SFT, openai_format: the chat template's generation prompt after user and tool "
+            "messages, so that the assistant's header is prompt, not trained on"},
 
     /* env: named reward environments, env.<name>.* */
     {"env.*.command", RL_T_STRING, EOFF(command), "null", .flags = RL_K_NULLABLE | RL_K_IN_ENV,

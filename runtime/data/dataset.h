@@ -1,20 +1,27 @@
 /* A training or validation set in memory: the problem and reference answer of
  * every example, read from a JSONL file (one JSON object per line), the format
- * NeMo-RL's ResponseDataset reads with input_key / output_key.
+ * NeMo-RL's ResponseDataset reads with input_key / output_key, or the
+ * conversation of every example (NeMo-RL's openai_format: a list of
+ * messages per line).
  * defines: struct rl_example, struct rl_dataset, rl_dataset_load_jsonl,
- * rl_dataset_free, rl_utf8_check */
+ * rl_dataset_load_chat, rl_dataset_free, rl_utf8_check */
 #ifndef RL_DATA_DATASET_H
 #define RL_DATA_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+struct json_t;
+
 struct rl_example {
-	char *problem; /* never NULL or empty */
+	char *problem; /* never NULL or empty; a conversation's first user message */
 	char *answer;  /* NULL when the line has none and answers are optional */
 	/* preference data (preference.h): problem is the prompt, answer the
 	 * chosen response and this the rejected one; NULL otherwise */
 	char *rejected;
+	/* a chat data set's conversation: a JSON list of {"role", "content"};
+	 * NULL otherwise */
+	struct json_t *messages;
 };
 
 struct rl_dataset {
@@ -44,6 +51,16 @@ struct rl_dataset {
  * *ds, or -1 with the message in err and *ds zeroed. */
 int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *output_key,
                           bool need_answer, struct rl_dataset *ds, char *err, size_t errlen);
+
+/* Reads PATH as JSONL of conversations, as rl_dataset_load_jsonl reads
+ * (blank lines, CRLF, BOM, UTF-8, errors with FILE:LINE): each line's field
+ * CHAT_KEY is a list of {"role", "content"} objects, roles system, user,
+ * assistant or tool, contents strings, with at least one user and one
+ * assistant message, e.g.
+ *   "chat.jsonl:7: messages[1].content is an integer, expected a string".
+ * Other fields of a line and of a message are ignored. */
+int rl_dataset_load_chat(const char *path, const char *chat_key, struct rl_dataset *ds, char *err,
+                         size_t errlen);
 
 void rl_dataset_free(struct rl_dataset *ds);
 

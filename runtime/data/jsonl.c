@@ -247,6 +247,63 @@ int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *o
 	return rl_rows_load(path, parse_prompt_row, &k, ds, err, errlen);
 }
 
+/* The roles a conversation may hold, as chat templates know them. */
+static bool known_role(const char *r)
+{
+	return strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0 ||
+	       strcmp(r, "tool") == 0;
+}
+
+/* A chat data set's row: row[key] is a list of {"role", "content"}
+ * objects with string contents, at least one from the user and one from
+ * the assistant. Fills ex->messages (a reference) and ex->problem (the
+ * first user message, for messages and the validation table). */
+static int parse_chat_row(const struct rl_rows *l, json_t *root, struct rl_example *ex, void *ctx)
+{
+	const char *key = ctx;
+	json_t *msgs = json_object_get(root, key), *m;
+	const char *first_user = NULL;
+	bool assistant = false;
+	size_t i;
+
+	if (!msgs)
+		return rl_rows_missing_field(l, root, key);
+	if (!json_is_array(msgs))
+		return rl_rows_fail(l, "field '%s' is %s, expected a list of messages", key,
+		                    rl_json_type_name(msgs));
+	json_array_foreach(msgs, i, m)
+	{
+		json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+
+		if (!json_is_object(m))
+			return rl_rows_fail(
+			    l, "%s[%zu] is %s, expected an object with role and content", key, i,
+			    rl_json_type_name(m));
+		if (!json_is_string(role) || !known_role(json_string_value(role)))
+			return rl_rows_fail(
+			    l, "%s[%zu].role must be system, user, assistant or tool", key, i);
+		if (!json_is_string(content))
+			return rl_rows_fail(l, "%s[%zu].content is %s, expected a string", key, i,
+			                    content ? rl_json_type_name(content) : "missing");
+		if (!first_user && strcmp(json_string_value(role), "user") == 0)
+			first_user = json_string_value(content);
+		assistant |= strcmp(json_string_value(role), "assistant") == 0;
+	}
+	if (!first_user || !assistant)
+		return rl_rows_fail(l, "field '%s' needs a user message and an assistant message",
+		                    key);
+	if (!(ex->problem = strdup(first_user)))
+		return rl_rows_fail(l, "out of memory");
+	ex->messages = json_incref(msgs);
+	return 0;
+}
+
+int rl_dataset_load_chat(const char *path, const char *chat_key, struct rl_dataset *ds, char *err,
+                         size_t errlen)
+{
+	return rl_rows_load(path, parse_chat_row, (void *)chat_key, ds, err, errlen);
+}
+
 int rl_rows_load(const char *path, rl_row_parse parse, void *ctx, struct rl_dataset *ds, char *err,
                  size_t errlen)
 {
@@ -324,6 +381,7 @@ void rl_dataset_free(struct rl_dataset *ds)
 		free(ds->ex[i].problem);
 		free(ds->ex[i].answer);
 		free(ds->ex[i].rejected);
+		json_decref(ds->ex[i].messages);
 	}
 	free(ds->ex);
 	free(ds->path);

@@ -285,6 +285,14 @@ static char *render_turn(const struct rl_prompt *p, const char *role, const char
 	return out;
 }
 
+char *rl_prompt_user_text(const struct rl_prompt *p, const char *problem)
+{
+	struct rl_prompt plain = *p;
+
+	plain.system_text = NULL;
+	return render_plain(&plain, problem, 0, 0);
+}
+
 char *rl_prompt_render(const struct rl_prompt *p, const char *problem, char *err, size_t errlen)
 {
 	char *user, *sys = NULL, *out;

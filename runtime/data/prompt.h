@@ -16,7 +16,7 @@
  * the two texts one after the other; the template writes the special
  * tokens (Llama 3's <|begin_of_text|>), so the tokenizer adds none.
  * defines: struct rl_prompt, rl_prompt_load, rl_prompt_use_chat_template,
- * rl_prompt_chat_template_applies, rl_prompt_render, rl_prompt_free */
+ * rl_prompt_chat_template_applies, rl_prompt_render, rl_prompt_user_text, rl_prompt_free */
 #ifndef RL_DATA_PROMPT_H
 #define RL_DATA_PROMPT_H
 
@@ -77,6 +77,11 @@ int rl_prompt_chat_template_applies(const struct rl_config *cfg, bool *applies, 
  * template: as the header says. The problem is inserted verbatim: braces
  * in it are not fields. Returns malloc'd text, or NULL with err. */
 char *rl_prompt_render(const struct rl_prompt *p, const char *problem, char *err, size_t errlen);
+
+/* The user's turn alone: the template with the problem substituted, no
+ * system prompt and no chat template (what a chat template is given as the
+ * user's content). malloc'd, or NULL when out of memory. */
+char *rl_prompt_user_text(const struct rl_prompt *p, const char *problem);
 
 void rl_prompt_free(struct rl_prompt *p);
 

@@ -19,14 +19,22 @@ static void name_key(char *err, size_t errlen, const char *key)
 	free(msg);
 }
 
-/* A data set of prompts, or of preference pairs. */
-static int load(const struct rl_cfg_data *c, bool preference, enum rl_pref_format pref,
+/* A data set as the run reads it: preference pairs, conversations
+ * (openai_format), or problems whose answers are optional only when an
+ * external reward program decides; SFT learns the answers, so it needs
+ * every one. */
+static int load(const struct rl_config *cfg, bool preference, enum rl_pref_format pref,
                 const char *path, struct rl_dataset *ds, char *err, size_t errlen)
 {
+	const struct rl_cfg_data *c = &cfg->data;
+
 	if (preference)
 		return rl_dataset_load_preference(path, pref, c->prompt_key, c->chosen_key,
 		                                  c->rejected_key, ds, err, errlen);
-	return rl_dataset_load_jsonl(path, c->input_key, c->output_key, false, ds, err, errlen);
+	if (strcmp(c->dataset_name, "openai_format") == 0)
+		return rl_dataset_load_chat(path, c->chat_key, ds, err, errlen);
+	return rl_dataset_load_jsonl(path, c->input_key, c->output_key,
+	                             cfg->algorithm == RL_ALGO_SFT, ds, err, errlen);
 }
 
 int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
@@ -44,7 +52,8 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 	}
 	enum rl_pref_format pref;
 	bool preference = rl_pref_format_parse(c->dataset_name, &pref) == 0;
-	if (strcmp(c->dataset_name, "jsonl") != 0 && !preference) {
+	if (strcmp(c->dataset_name, "jsonl") != 0 &&
+	    strcmp(c->dataset_name, "openai_format") != 0 && !preference) {
 		d->synthetic = true;
 		if (rl_task_parse(c->dataset_name, &d->task)) {
 			snprintf(err, errlen, "data.dataset_name: no built-in task '%s'",
@@ -53,13 +62,12 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
 		}
 		return 0;
 	}
-	/* answers are optional only when an external reward program decides */
-	if (load(c, preference, pref, c->train_path, &d->train, err, errlen)) {
+	if (load(cfg, preference, pref, c->train_path, &d->train, err, errlen)) {
 		name_key(err, errlen, "data.train.path");
 		goto fail;
 	}
 	if (c->validation_path) {
-		if (load(c, preference, pref, c->validation_path, &d->val, err, errlen)) {
+		if (load(cfg, preference, pref, c->validation_path, &d->val, err, errlen)) {
 			name_key(err, errlen, "data.validation.path");
 			goto fail;
 		}
@@ -134,6 +142,22 @@ int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char *
 			return -1;
 	}
 	return 1;
+}
+
+int rl_data_source_next_indices(struct rl_data_source *d, const size_t **idx)
+{
+	if (d->synthetic || !rl_data_order_next(&d->order, d->batch_idx))
+		return 0;
+	*idx = d->batch_idx;
+	return 1;
+}
+
+bool rl_data_source_last_batch(const struct rl_data_source *d)
+{
+	const struct rl_data_order *o = &d->order;
+
+	return !d->synthetic && (o->epoch >= o->max_epochs ||
+	                         (o->epoch == o->max_epochs - 1 && o->pos + o->batch > o->n));
 }
 
 int rl_data_source_next_examples(struct rl_data_source *d, int n, const struct rl_example **ex,

@@ -3,6 +3,7 @@
  * or a built-in synthetic task that makes fresh problems from the seed; in
  * both cases rendered through the prompt template.
  * defines: struct rl_data_source, rl_data_source_open, rl_data_source_next,
+ * rl_data_source_next_indices, rl_data_source_last_batch,
  * rl_data_source_next_examples, rl_data_source_val_example,
  * rl_data_source_val, rl_data_source_close, struct rl_data_position,
  * rl_data_source_position, rl_data_source_restore */
@@ -38,6 +39,12 @@ int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, s
  * prompts, each malloc'd. 1: filled; 0: the epochs are exhausted; -1: error. */
 int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
                         char **prompts, char *err, size_t errlen);
+/* SFT: the next step's examples as indices into d->train.ex (*idx holds
+ * the per_step given to open, valid until the next call). 1: filled; 0:
+ * the epochs are exhausted (or a synthetic task, which has no examples). */
+int rl_data_source_next_indices(struct rl_data_source *d, const size_t **idx);
+/* Whether the batch just handed out was the epochs' last one. */
+bool rl_data_source_last_batch(const struct rl_data_source *d);
 /* The next n examples of a data set (not a built-in task), borrowed from
  * the source, and their rendered prompts (malloc'd): what DPO takes, whose
  * examples are preference pairs (preference.h). 1: filled; 0: the epochs

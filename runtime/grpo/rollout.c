@@ -26,6 +26,17 @@ int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size)
 	return 0;
 }
 
+int rl_sample_loss_tokens(const struct rl_sample *s)
+{
+	int n = 0;
+
+	if (!s->loss_mask)
+		return s->len - s->prompt_len;
+	for (int i = s->prompt_len; i < s->len; i++)
+		n += s->loss_mask[i] != 0;
+	return n;
+}
+
 void rl_rollout_free(struct rl_rollout *r)
 {
 	for (int i = 0; r->s && i < r->n; i++) {
@@ -34,6 +45,7 @@ void rl_rollout_free(struct rl_rollout *r)
 		free(r->s[i].prev_lp);
 		free(r->s[i].ref_lp);
 		free(r->s[i].response);
+		free(r->s[i].loss_mask);
 	}
 	for (int g = 0; g < r->n_groups; g++) {
 		if (r->prompts)
@@ -109,10 +121,11 @@ int rl_packed_build(struct rl_packed *p, const struct rl_rollout *r, const int *
 			 * prompt_len + j - 1 */
 			int j = i + 1 - s->prompt_len;
 			bool response = j >= 0 && i + 1 < s->len;
+			bool counts = response && (!s->loss_mask || s->loss_mask[i + 1]);
 
 			p->ids[t] = s->ids[i];
 			p->targets[t] = i + 1 < s->len ? s->ids[i + 1] : -1;
-			p->token_mask[t] = response;
+			p->token_mask[t] = counts;
 			p->gen[t] = response && s->gen_lp ? s->gen_lp[j] : 0.0f;
 			p->prev[t] = response && s->prev_lp ? s->prev_lp[j] : 0.0f;
 			p->ref[t] = response && s->ref_lp ? s->ref_lp[j] : 0.0f;

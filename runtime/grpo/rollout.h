@@ -3,7 +3,7 @@
  * token (generation, policy before the update, reference), reward and
  * advantage.
  * defines: struct rl_sample, struct rl_rollout, struct rl_packed,
- * rl_rollout_alloc, rl_rollout_free, rl_step_seed, rl_packed_build, rl_packed_scatter,
+ * rl_rollout_alloc, rl_sample_loss_tokens, rl_rollout_free, rl_step_seed, rl_packed_build, rl_packed_scatter,
  * rl_packed_free */
 #ifndef RL_GRPO_ROLLOUT_H
 #define RL_GRPO_ROLLOUT_H
@@ -27,6 +27,10 @@ struct rl_sample {
 	double reward;
 	double advantage;
 	double loss_mult; /* 0 excludes it from the loss (overlong filtering) */
+	/* len entries: loss_mask[i] is 1 when token i is a target the loss
+	 * counts, 0 elsewhere (SFT's assistant turns); all of them at or after
+	 * prompt_len. NULL: every response token counts (GRPO). */
+	uint8_t *loss_mask;
 };
 
 struct rl_rollout {
@@ -38,6 +42,9 @@ struct rl_rollout {
 };
 
 int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size);
+/* The tokens of s that the loss counts (loss_mult aside): its response,
+ * or those loss_mask marks. */
+int rl_sample_loss_tokens(const struct rl_sample *s);
 void rl_rollout_free(struct rl_rollout *r);
 
 /* The sampling seed of a step: the run's seed and the step, mixed, so that

@@ -129,12 +129,42 @@ static void put_num(json_t *o, const char *key, double v)
 	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
 }
 
+/* SFT's line: NeMo-RL's train/ and validation/ metrics of sft.py, and its
+ * timers */
+static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
+{
+	json_object_set_new(o, "step", json_integer(m->step));
+	if (m->has_val)
+		put_num(o, "val_loss", m->val_loss);
+	if (m->tokens == 0) {
+		/* sft.val_at_start's line: validation, no training step */
+		put_num(o, "validation", m->t.validation);
+		return o;
+	}
+	put_num(o, "loss", m->loss);
+	put_num(o, "grad_norm", m->grad_norm);
+	put_num(o, "lr", m->lr);
+	if (m->moe)
+		put_num(o, "moe_aux_loss", m->moe_aux_loss);
+	json_object_set_new(o, "global_valid_toks", json_integer(m->valid_tokens));
+	json_object_set_new(o, "tokens", json_integer(m->tokens));
+	put_num(o, "tokens_per_sec", m->tokens_per_sec);
+	put_num(o, "total_step_time", m->t.total_step_time);
+	put_num(o, "data_processing", m->t.data_processing);
+	put_num(o, "policy_training", m->t.policy_training);
+	put_num(o, "checkpointing", m->t.checkpointing);
+	put_num(o, "validation", m->t.validation);
+	return o;
+}
+
 json_t *rl_metrics_json(const struct rl_step_metrics *m)
 {
 	json_t *o = json_object();
 
 	if (!o)
 		return NULL;
+	if (m->supervised)
+		return supervised_json(o, m);
 	json_object_set_new(o, "step", json_integer(m->step));
 	put_num(o, "reward_mean", m->reward_mean);
 	put_num(o, "reward_std", m->reward_std);
@@ -213,11 +243,17 @@ static const struct {
     {"tokens_per_sec", "performance/tokens_per_sec"},
     {"validation", "timing/validation/total_validation_time"},
 };
-static const char *const timers[] = {"total_step_time",    "generation",
-                                     "reward_calculation", "policy_and_reference_logprobs",
-                                     "policy_training",    "refit",
-                                     "checkpointing",      "exposed_generation",
-                                     "weight_sync",        "idle/buffer_starvation"};
+static const char *const timers[] = {"total_step_time",
+                                     "generation",
+                                     "data_processing",
+                                     "reward_calculation",
+                                     "policy_and_reference_logprobs",
+                                     "policy_training",
+                                     "refit",
+                                     "checkpointing",
+                                     "exposed_generation",
+                                     "weight_sync",
+                                     "idle/buffer_starvation"};
 
 const char *rl_metrics_tag(const char *key, char *buf, size_t len)
 {
@@ -256,7 +292,8 @@ int rl_metrics_open_tensorboard(struct rl_metrics_log *log, const char *dir, int
 
 /* Every number of the step's line, one scalar each; nulls (a diverged
  * value, a step without training reward) are left out. */
-static int write_tensorboard(struct rl_metrics_log *log, json_t *o, char *err, size_t errlen)
+static int write_tensorboard(struct rl_metrics_log *log, const struct rl_step_metrics *m, json_t *o,
+                             char *err, size_t errlen)
 {
 	struct timespec now;
 	const char *key;
@@ -271,8 +308,12 @@ static int write_tensorboard(struct rl_metrics_log *log, json_t *o, char *err, s
 
 		if (strcmp(key, "step") == 0 || !json_is_number(v))
 			continue;
-		if (rl_tb_scalar(&log->tb, rl_metrics_tag(key, buf, sizeof buf),
-		                 json_number_value(v), step, wall, err, errlen))
+		/* NeMo-RL's SFT logs its val_loss as validation/val_loss (its
+		 * DPO, whose val_loss is validation/loss, as the rule says) */
+		const char *tag = m->supervised && strcmp(key, "val_loss") == 0
+		                      ? "validation/val_loss"
+		                      : rl_metrics_tag(key, buf, sizeof buf);
+		if (rl_tb_scalar(&log->tb, tag, json_number_value(v), step, wall, err, errlen))
 			return -1;
 	}
 	return rl_tb_flush(&log->tb, err, errlen);
@@ -290,7 +331,7 @@ int rl_metrics_write(struct rl_metrics_log *log, const struct rl_step_metrics *m
 		snprintf(err, errlen, "%s: out of memory", log->path);
 	else if (fprintf(log->f, "%s\n", line) < 0 || fflush(log->f))
 		snprintf(err, errlen, "%s: %s", log->path, strerror(errno));
-	else if (!log->tb.f || write_tensorboard(log, o, err, errlen) == 0)
+	else if (!log->tb.f || write_tensorboard(log, m, o, err, errlen) == 0)
 		rc = 0;
 	free(line);
 	json_decref(o);
@@ -306,11 +347,53 @@ void rl_metrics_close(struct rl_metrics_log *log)
 	memset(log, 0, sizeof *log);
 }
 
+static void gpu_line(FILE *out, const struct rl_step_metrics *m);
+
+/* SFT's two lines: the loss and its tokens, then the time */
+static void supervised_progress(FILE *out, const struct rl_step_metrics *m, long eta)
+{
+	const struct rl_step_timers *t = &m->t;
+
+	fprintf(
+	    out,
+	    "step %lld/%lld  loss %.4f  grad norm %.3g  lr %.2e  %lld tokens, %lld in the loss\n",
+	    (long long)m->step, (long long)m->total_steps, m->loss, m->grad_norm, m->lr,
+	    (long long)m->tokens, (long long)m->valid_tokens);
+	fprintf(out,
+	        "    data %.2fs  train %.2fs  ckpt %.2fs | %.2f s/step, %.0f tok/s, ETA %ld:%02ld",
+	        t->data_processing, t->policy_training, t->checkpointing, t->total_step_time,
+	        m->tokens_per_sec, eta / 60, eta % 60);
+	gpu_line(out, m);
+	if (m->has_val)
+		fprintf(out, "step %lld/%lld  validation loss %.4f (%.2fs)\n", (long long)m->step,
+		        (long long)m->total_steps, m->val_loss, t->validation);
+	fflush(out);
+}
+
+/* the fullest GPU and the mean utilisation, and the line's end */
+static void gpu_line(FILE *out, const struct rl_step_metrics *m)
+{
+	if (m->n_gpus > 0) {
+		double used = 0, total = 0, util = 0;
+		for (int i = 0; i < m->n_gpus; i++) {
+			if (m->gpus[i].mem_gb >= used)
+				used = m->gpus[i].mem_gb, total = m->gpus[i].mem_total_gb;
+			util += m->gpus[i].util / m->n_gpus;
+		}
+		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
+	}
+	fputc('\n', out);
+}
+
 void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s)
 {
 	const struct rl_step_timers *t = &m->t;
 	long eta = isfinite(eta_s) && eta_s > 0 ? lround(eta_s) : 0;
 
+	if (m->supervised) {
+		supervised_progress(out, m, eta);
+		return;
+	}
 	/* what NeMo-RL's users watch, then where the step's time went */
 	fprintf(out,
 	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  grad norm %.3g  lr %.2e"
@@ -331,17 +414,7 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	        t->generation, t->reward_calculation, t->policy_and_reference_logprobs,
 	        t->policy_training, t->refit, t->checkpointing, t->total_step_time,
 	        m->tokens_per_sec, eta / 60, eta % 60);
-	if (m->n_gpus > 0) {
-		/* the fullest GPU and the mean utilisation */
-		double used = 0, total = 0, util = 0;
-		for (int i = 0; i < m->n_gpus; i++) {
-			if (m->gpus[i].mem_gb >= used)
-				used = m->gpus[i].mem_gb, total = m->gpus[i].mem_total_gb;
-			util += m->gpus[i].util / m->n_gpus;
-		}
-		fprintf(out, " | GPU %.1f/%.0f GiB, %.0f%% busy", used, total, util);
-	}
-	fputc('\n', out);
+	gpu_line(out, m);
 	for (int i = 0; i < m->n_extra; i++)
 		fprintf(out, "%s%s %.4g%s", i == 0 ? "    " : "  ", m->extra[i].name, m->extra[i].v,
 		        i == m->n_extra - 1 ? "\n" : "");
@@ -353,6 +426,18 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 
 void rl_run_summary_add(struct rl_run_summary *s, const struct rl_step_metrics *m)
 {
+	if (m->supervised) {
+		/* the loss in the reward's place, lower is better: negated in,
+		 * negated out (rl_run_summary_print) */
+		struct rl_step_metrics n = *m;
+
+		n.supervised = false;
+		n.reward_mean = -m->loss;
+		n.val_reward = -m->val_loss;
+		rl_run_summary_add(s, &n);
+		s->supervised = true;
+		return;
+	}
 	if (s->steps++ == 0) {
 		s->first_step = m->step;
 		s->first_reward = m->reward_mean;
@@ -385,17 +470,17 @@ void rl_run_summary_print(FILE *out, const struct rl_run_summary *s, const char 
 	        (long long)s->steps, s->steps == 1 ? "" : "s", (long long)s->first_step,
 	        (long long)s->last_step, secs / 3600, secs / 60 % 60, secs % 60,
 	        s->seconds / (double)s->steps, s->seconds > 0 ? (double)s->tokens / s->seconds : 0);
-	fprintf(
-	    out,
-	    "rlrun train: reward %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
-	    s->first_reward, (long long)s->first_step, s->final_reward, (long long)s->last_step,
-	    s->best_reward, (long long)s->best_step);
+	double sign = s->supervised ? -1 : 1;
+	const char *what = s->supervised ? "loss" : "reward";
+	fprintf(out,
+	        "rlrun train: %s %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
+	        what, sign * s->first_reward, (long long)s->first_step, sign * s->final_reward,
+	        (long long)s->last_step, sign * s->best_reward, (long long)s->best_step);
 	if (isfinite(s->final_val))
-		fprintf(
-		    out,
-		    "rlrun train: validation reward %.3f at step %lld; best %.3f at step %lld\n",
-		    s->final_val, (long long)s->final_val_step, s->best_val,
-		    (long long)s->best_val_step);
+		fprintf(out,
+		        "rlrun train: validation %s %.3f at step %lld; best %.3f at step %lld\n",
+		        what, sign * s->final_val, (long long)s->final_val_step, sign * s->best_val,
+		        (long long)s->best_val_step);
 	fprintf(out, "rlrun train: metrics in %s/metrics.jsonl (plots: rlrun plot %s)\n", log_dir,
 	        log_dir);
 	if (tb_dir)

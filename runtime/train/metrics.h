@@ -26,6 +26,7 @@
 struct rl_step_timers {
 	double total_step_time, generation, reward_calculation, policy_and_reference_logprobs,
 	    policy_training, refit, checkpointing, validation;
+	double data_processing; /* SFT: the step's examples rendered and tokenized */
 	/* asynchronous GRPO (NeMo-RL's names): the trainer's wait for a
 	 * rollout asked for during an earlier step, and its wait at the start
 	 * of a step with none in flight (refit is written again as
@@ -76,6 +77,11 @@ struct rl_step_metrics {
 	double filtered_reward, ds_reward_mean, ds_reward_std;
 	bool has_val;
 	double val_reward;
+	/* SFT: no rollout, no reward: the line holds the loss, the tokens it
+	 * counted (NeMo-RL's global_valid_toks) and the validation loss */
+	bool supervised;
+	int64_t valid_tokens;
+	double val_loss; /* with has_val */
 	/* what an algorithm reports beyond these (DPO: preference_loss,
 	 * accuracy, ...), written after loss under its own names; a name
 	 * val_X is a validation number (TensorBoard: validation/X) */
@@ -135,6 +141,7 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 
 /* The run's steps as a whole, for its last lines. */
 struct rl_run_summary {
+	bool supervised; /* SFT: the training and validation loss, lower is better */
 	int64_t steps, first_step, last_step, tokens, best_step, best_val_step, final_val_step;
 	double seconds, first_reward, final_reward, best_reward, best_val, final_val;
 };

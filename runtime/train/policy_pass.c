@@ -324,7 +324,7 @@ int rl_policy_gradients(struct rl_trainer *t, struct rl_rollout *r, const int *w
 	for (int k = 0; k < n; k++) {
 		const struct rl_sample *s = &r->s[which[k]];
 		norm.valid_seqs += s->loss_mult;
-		norm.valid_tokens += s->loss_mult * (double)(s->len - s->prompt_len);
+		norm.valid_tokens += s->loss_mult * (double)rl_sample_loss_tokens(s);
 	}
 	if (t->algo->unit > 1) {
 		/* whole units to each rank (n is a multiple of the unit) */

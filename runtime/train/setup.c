@@ -279,6 +279,11 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 		t->samples_per_step = 2 * data_per_step;
 		t->updates_per_step = 1;
 	}
+	/* SFT: one update per step over train_global_batch_size examples */
+	if (cfg->algorithm == RL_ALGO_SFT) {
+		data_per_step = t->samples_per_step = cfg->policy.train_global_batch_size;
+		t->updates_per_step = 1;
+	}
 	t->logit_scale = rl_gen_logit_scale(cfg);
 	t->logprob_chunk = rl_gen_logprob_chunk(cfg);
 	t->remote_generation =
@@ -291,8 +296,9 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	rl_stop_signal_set(&stop_signals);
 	if (rl_train_check(cfg, err, errlen) ||
 	    rl_loss_init(&t->loss, &cfg->loss_fn, err, errlen) ||
-	    /* DPO's data are preference pairs, scored by no reward */
-	    (cfg->algorithm != RL_ALGO_DPO &&
+	    /* DPO's data are preference pairs and SFT's answers its data:
+	     * scored by no reward */
+	    (cfg->algorithm != RL_ALGO_DPO && cfg->algorithm != RL_ALGO_SFT &&
 	     rl_rewarder_setup(&t->reward, cfg, &stop_signals, err, errlen)) ||
 	    rl_data_source_open(&t->data, cfg, (size_t)data_per_step, err, errlen) ||
 	    load_policy(t, err, errlen) ||

@@ -21,6 +21,20 @@
 #include "runtime/train/train.h"
 #include "runtime/train/validate.h"
 
+/* SFT's second line: its steps are global batches of examples */
+static void describe_sft(const struct rl_trainer *t, FILE *out)
+{
+	const struct rl_config *c = t->cfg;
+
+	fprintf(out,
+	        "rlrun sft: %lld step%s of %lld example%s from %s (%zu), one optimizer update "
+	        "each; metrics in %s\n",
+	        (long long)c->grpo.max_num_steps, rl_plural(c->grpo.max_num_steps),
+	        (long long)c->policy.train_global_batch_size,
+	        rl_plural(c->policy.train_global_batch_size), c->data.train_path, t->data.train.n,
+	        t->log.path);
+}
+
 static void describe(const struct rl_trainer *t, FILE *out)
 {
 	const struct rl_config *c = t->cfg;
@@ -29,7 +43,16 @@ static void describe(const struct rl_trainer *t, FILE *out)
 
 	for (int i = 0; i < t->model->n_params; i++)
 		params += t->model->params[i].numel;
-	if (c->algorithm == RL_ALGO_DPO) {
+	if (c->algorithm == RL_ALGO_SFT) {
+		/* SFT: examples from the data, no generation */
+		fprintf(out,
+		        "rlrun sft: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data "
+		        "%s\n",
+		        c->policy.model_name, mc->architecture, mc->n_layers,
+		        rl_plural(mc->n_layers), mc->hidden_size, (double)params / 1e6,
+		        t->model->ops->name, c->data.dataset_name);
+		describe_sft(t, out);
+	} else if (c->algorithm == RL_ALGO_DPO) {
 		/* DPO: pairs of sequences from the data, no generation */
 		fprintf(out,
 		        "rlrun dpo: %s (%s, %d layer%s, hidden %d, %.2fM parameters) on %s, data "
@@ -163,8 +186,10 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		    rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		if (m.has_val && progress)
-			fprintf(progress, "step 0/%lld  validation reward %.3f (%.2fs)\n",
-			        (long long)cfg->grpo.max_num_steps, m.val_reward, m.t.validation);
+			fprintf(progress, "step 0/%lld  validation %s %.3f (%.2fs)\n",
+			        (long long)cfg->grpo.max_num_steps,
+			        m.supervised ? "loss" : "reward",
+			        m.supervised ? m.val_loss : m.val_reward, m.t.validation);
 	}
 	started = rl_now();
 	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();

@@ -3,7 +3,8 @@
 # every layout this release trains (data, tensor, pipeline and context
 # parallelism, with and without sequence parallelism) gives the single-rank gradient of the first
 # update (RL_GRAD_DUMP, within 1e-5 norm-wise) and the single-rank metrics
-# of ten GRPO steps (within 1e-4, timers aside); a checkpoint written by
+# of ten GRPO steps (within 1e-4, timers aside), and so do ten SFT steps
+# (rlrun sft: gradient, losses, validation losses); a checkpoint written by
 # tp2-dp2 resumes bit-identically in its own layout and to the same
 # gradient in tp1-dp4 and pp2-dp2; DAPO's dynamic sampling gives the
 # single-rank numbers in tp2-dp2 and beside generation ranks; the layouts it does not
@@ -147,6 +148,32 @@ done
 	>/dev/null 2>&1
 [ $? = 1 ] && ok "the bf16 gradient is not the fp32 one" ||
 	not_ok "the bf16 and fp32 gradients were not found to differ"
+
+# ---- SFT (rlrun sft under the plugin: the config's sft block decides) ----
+# no generation and no reward: each layout's first update and ten steps,
+# their validation losses included, are the single rank's
+sft_config=$(cd "$top_srcdir/etc/examples" && pwd -P)/sft-tiny.yaml
+sft_small="sft.max_num_steps=10 sft.val_period=5 checkpointing.enabled=false
+policy.train_micro_batch_size=8 policy.logprob_batch_size=8"
+sft() { # NAME NTASKS [KEY=VALUE...]
+	name=$1 n=$2
+	shift 2
+	# shellcheck disable=SC2086
+	RL_GRAD_DUMP=$work/$name.grads expect_status 0 "$name: srun --mpi=pmi2 -n $n rlrun (sft) $*" -- \
+		srun --mpi=pmi2 -n "$n" --rl-config="$sft_config" "$RLRUN" $sft_small \
+		logger.log_dir="$work/$name" "$@"
+}
+sft sft-single 1
+expect_grep "$work/sft-single/metrics.jsonl" '^\{"step":10,"val_loss":' "sft-single: validation loss at step 10"
+for layout in "sft-dp2 2" "sft-tp2 2 $tp=2" "sft-tp2-dp2 4 $tp=2" "sft-pp2 2 $pp=2"; do
+	set -- $layout
+	name=$1
+	sft "$@"
+	same_as "$name: first update's gradient = single rank's" \
+		grads "$work/$name.grads" "$work/sft-single.grads" 1e-5
+	same_as "$name: ten steps' metrics and validation losses = single rank's" \
+		metrics "$work/$name/metrics.jsonl" "$work/sft-single/metrics.jsonl" 1e-4
+done
 
 # ---- DPO: a pair's two sequences in one micro-batch of one rank ----
 # Ten DPO steps (the built-in DPO example) in each layout give the single

@@ -7,11 +7,12 @@
 # metrics (timers aside) as a run never stopped: preempted after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
 # with the checkpoint), DAPO's dynamic sampling (several rounds of
-# prompts a step), DPO (the preference data's position saved) and
-# on-policy distillation (the teacher loaded again and checked); landing
-# inside the reward program; landing inside a checkpoint write; and with a
-# grace time too short for a save, where the newest checkpoint is kept and
-# the log says how many steps will be redone.
+# prompts a step), DPO (the preference data's position saved), SFT
+# (rlrun sft: its place in the data saved) and on-policy distillation (the
+# teacher loaded again and checked); landing inside the reward program;
+# landing inside a checkpoint write; and with a grace time too short for a
+# save, where the newest checkpoint is kept and the log says how many steps
+# will be redone.
 # Where the step matters, the run holds after it until the signal comes
 # (RL_HOLD_AFTER_STEP), so that no part races the machine's speed.
 # Then the job's end time stops a run ahead of the limit (anchored at the
@@ -52,13 +53,15 @@ checkpointing.save_period=5"
 
 # the srun of a run that trains into $work/NAME and $work/NAME.ck, on
 # TASKS tasks (2 unless set), scored by REWARD_CMD (the digits reward
-# unless set)
+# unless set); CONFIG, SMALL and STEPS_KEY, when set, take the place of
+# the GRPO config, its small settings and grpo.max_num_steps
 train_cmd() { # NAME STEPS [KEY=VALUE...]
 	name=$1 n=$2
 	shift 2
 	# shellcheck disable=SC2086
-	echo "srun --mpi=pmi2 -n ${TASKS:-2} --rl-config='$config' '$RLRUN'" $small \
-		"grpo.max_num_steps=$n 'env.digits.command=${REWARD_CMD:-awk -f $reward}'" \
+	echo "srun --mpi=pmi2 -n ${TASKS:-2} --rl-config='${CONFIG:-$config}' '$RLRUN'" \
+		${SMALL:-$small} "${STEPS_KEY:-grpo.max_num_steps}=$n" \
+		"'env.digits.command=${REWARD_CMD:-awk -f $reward}'" \
 		"logger.log_dir='$work/$name' checkpointing.checkpoint_dir='$work/$name.ck'" "$@"
 }
 
@@ -270,11 +273,34 @@ if preempted_at_random brandom $steps $bf16; then
 	same_end brandom bref
 fi
 
+# ---- SFT preempted at a random step ----
+# rlrun sft's checkpoint holds its place in the data (epoch and position,
+# as GRPO's): the resumed run takes the examples the uninterrupted one took
+# and ends with its weights and metrics, validation losses included
+CONFIG=$(cd "$top_srcdir/etc/examples" && pwd -P)/sft-tiny.yaml
+SMALL="policy.train_global_batch_size=16 policy.train_micro_batch_size=8
+policy.parallel.tensor=2 checkpointing.enabled=true checkpointing.save_period=5
+checkpointing.keep_top_k=null sft.val_period=10 sft.val_at_start=false"
+STEPS_KEY=sft.max_num_steps
+job_script sref $steps
+id=$(submit sref low) && wait_until 120 start_ended sref 1 && [ "$(last_exit sref)" = 0 ] &&
+	ok "the uninterrupted SFT run: $steps steps" || {
+	not_ok "the uninterrupted SFT run did not finish"
+	sed 's/^/  | /' "$work/sref.out" | tail -20
+}
+if preempted_at_random srandom $steps; then
+	expect_grep "$work/srandom.out" "requeued job $id: it resumes from step_[0-9]+" \
+		"srandom: a checkpoint, then the requeue"
+	same_end srandom sref
+fi
+unset CONFIG SMALL STEPS_KEY
+
 # ---- on-policy distillation preempted at a random step ----
 # the same job distilling from a teacher (three GRPO steps of the tiny
 # model, exported): the teacher is loaded again at the second start, its
 # hash checked against the checkpoint's, and the run ends as the
-# uninterrupted one, weights and metrics
+# uninterrupted one, weights and metrics (tref and trandom: DAPO's case
+# below has dref and drandom)
 # shellcheck disable=SC2086
 if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3 \
 	env.digits.command="awk -f $reward" logger.log_dir="$work/teacher-run" \
@@ -283,17 +309,17 @@ if "$RLRUN" train "$config" $small policy.parallel.tensor=1 grpo.max_num_steps=3
 	"$RLRUN" ckpt export "$work/teacher.ck/step_3" --hf "$work/teacher" >>"$WORK/teacher.out" 2>&1; then
 	distill="distillation.val_period=0 teacher.model_name='$work/teacher'"
 	# shellcheck disable=SC2086
-	job_script dref $steps $distill
-	id=$(submit dref low) && wait_until 120 start_ended dref 1 && [ "$(last_exit dref)" = 0 ] &&
+	job_script tref $steps $distill
+	id=$(submit tref low) && wait_until 120 start_ended tref 1 && [ "$(last_exit tref)" = 0 ] &&
 		ok "the uninterrupted distillation run: $steps steps" || {
 		not_ok "the uninterrupted distillation run did not finish"
-		sed 's/^/  | /' "$work/dref.out" | tail -20
+		sed 's/^/  | /' "$work/tref.out" | tail -20
 	}
-	grep -q '"reverse_kl":' "$work/dref/metrics.jsonl" &&
+	grep -q '"reverse_kl":' "$work/tref/metrics.jsonl" &&
 		ok "  it distills (its metrics have reverse_kl)" || not_ok "  no reverse_kl in its metrics"
 	# shellcheck disable=SC2086
-	if preempted_at_random drandom $steps $distill; then
-		same_end drandom dref
+	if preempted_at_random trandom $steps $distill; then
+		same_end trandom tref
 	fi
 else
 	not_ok "the teacher for distillation could not be made:"

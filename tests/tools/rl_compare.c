@@ -105,6 +105,7 @@ static bool is_timer(const char *key)
 	    "tokens_per_sec",       "mfu",
 	    "gen_logprob_max_diff", "exposed_generation",
 	    "weight_sync",          "idle/buffer_starvation",
+	    "data_processing",
 	};
 	for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
 		if (strcmp(key, skip[i]) == 0)

@@ -861,7 +861,7 @@ Test(ckpt_retain, removals_match_hand_tables)
 	}
 }
 
-Test(ckpt_retain, retain_reads_the_metric_from_run_state)
+static void retain_by(const char *metric_name)
 {
 	char *root = tmp_dir();
 	static const double reward[] = {0.9, 0.1, NAN, 0.2}; /* steps 1-4; step 3 has none */
@@ -879,13 +879,26 @@ Test(ckpt_retain, retain_reads_the_metric_from_run_state)
 		free(text);
 		free(dir);
 	}
-	cr_assert_eq(rl_ckpt_retain(root, 1, "reward", true, err, sizeof err), 0, "%s", err);
-	cr_expect(exists(root, "step_1"), "the best was removed");
+	cr_assert_eq(rl_ckpt_retain(root, 1, metric_name, true, err, sizeof err), 0, "%s", err);
+	cr_expect(exists(root, "step_1"), "%s: the best was removed", metric_name);
 	cr_expect(!exists(root, "step_2"));
 	cr_expect(!exists(root, "step_3"));
 	cr_expect(exists(root, "step_4"), "the newest was removed");
 	remove_tree(root);
 	free(root);
+}
+
+Test(ckpt_retain, retain_reads_the_metric_from_run_state)
+{
+	retain_by("reward");
+}
+
+/* NeMo-RL's spelling of checkpointing.metric_name: "val:" or "train:",
+ * then the name in the step's line */
+Test(ckpt_retain, nemo_rl_prefixes_name_the_same_metric)
+{
+	retain_by("val:reward");
+	retain_by("train:reward");
 }
 
 /* ---- run state ---- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "runtime/data/dataset.h"
 #include "tests/unit/helpers.h"
@@ -324,4 +325,69 @@ Test(dataset, utf8_check_table)
 		cr_expect_eq(rl_utf8_check(cases[i].s, cases[i].n), cases[i].want,
 		             "case %zu: %zu, want %zu", i, rl_utf8_check(cases[i].s, cases[i].n),
 		             cases[i].want);
+}
+
+/* ---- chat datasets (openai_format): a conversation per line ---- */
+
+static void expect_chat_error(const char *text, const char *where, const char *needle)
+{
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, strlen(text)), *prefix = NULL;
+	struct rl_dataset ds;
+
+	cr_assert_eq(rl_dataset_load_chat(path, "messages", &ds, err, sizeof err), -1, "loaded %s",
+	             text);
+	cr_assert_geq(asprintf(&prefix, "%s%s", path, where), 0);
+	cr_expect_eq(strncmp(err, prefix, strlen(prefix)), 0, "want prefix \"%s\" in:\n%s", prefix,
+	             err);
+	expect_contains(err, needle);
+	cr_expect_eq(ds.n, 0);
+	free(prefix);
+	free(path);
+	remove_tree(dir);
+	free(dir);
+}
+
+Test(dataset, chat_conversations)
+{
+	const char text[] = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+	                    " {\"role\": \"user\", \"content\": \"Hi\"},"
+	                    " {\"role\": \"assistant\", \"content\": \"Hello\"}], \"id\": 1}\n"
+	                    "\n"
+	                    "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2=\", \"x\": 0},"
+	                    " {\"role\": \"assistant\", \"content\": \"4\"}]}\n";
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, sizeof text - 1);
+	struct rl_dataset ds;
+
+	cr_assert_eq(rl_dataset_load_chat(path, "messages", &ds, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(ds.n, 2);
+	/* the problem is the first user message, for messages and tables */
+	cr_expect_str_eq(ds.ex[0].problem, "Hi");
+	cr_expect_str_eq(ds.ex[1].problem, "2+2=");
+	cr_expect_null(ds.ex[0].answer);
+	cr_assert_eq(json_array_size(ds.ex[0].messages), 3);
+	cr_expect_str_eq(
+	    json_string_value(json_object_get(json_array_get(ds.ex[0].messages, 2), "content")),
+	    "Hello");
+	rl_dataset_free(&ds);
+	free(path);
+	remove_tree(dir);
+	free(dir);
+}
+
+Test(dataset, chat_errors_name_line_and_message)
+{
+	expect_chat_error("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"},"
+	                  " {\"role\": \"assistant\", \"content\": \"b\"}]}\n"
+	                  "{\"msgs\": []}\n",
+	                  ":2:", "no field 'messages' (fields: msgs)");
+	expect_chat_error("{\"messages\": {\"role\": \"user\"}}\n",
+	                  ":1:", "field 'messages' is an object, expected a list of messages");
+	expect_chat_error("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, 3]}\n", ":1:",
+	                  "messages[1] is an integer, expected an object with role and content");
+	expect_chat_error("{\"messages\": [{\"role\": \"bot\", \"content\": \"a\"}]}\n",
+	                  ":1:", "messages[0].role must be system, user, assistant or tool");
+	expect_chat_error("{\"messages\": [{\"role\": \"user\"}]}\n",
+	                  ":1:", "messages[0].content is missing, expected a string");
+	expect_chat_error("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n",
+	                  ":1:", "needs a user message and an assistant message");
 }
