@@ -67,12 +67,22 @@ static bool metric_of(const char *root, int64_t step, const char *name, double *
 	if (rl_ckpt_run_state_read(&s, dir, err, sizeof err))
 		return false;
 	/* NeMo-RL writes the metric as "val:NAME" or "train:NAME"; a step's
-	 * line holds both kinds, and its val:accuracy is our val_reward */
-	if (strncmp(name, "val:", 4) == 0)
-		name = strcmp(name + 4, "accuracy") == 0 ? "val_reward" : name + 4;
-	else if (strncmp(name, "train:", 6) == 0)
+	 * line holds both kinds: val:NAME is our val_NAME (DPO's
+	 * val_accuracy), or NAME itself (SFT's val_loss), and val:accuracy of
+	 * a GRPO run is our val_reward */
+	char val_name[300];
+	json_t *m = NULL;
+	if (strncmp(name, "val:", 4) == 0) {
+		snprintf(val_name, sizeof val_name, "val_%s", name + 4);
+		m = json_object_get(s.metrics, val_name);
+		if (!m && strcmp(name + 4, "accuracy") == 0)
+			m = json_object_get(s.metrics, "val_reward");
+		name += 4;
+	} else if (strncmp(name, "train:", 6) == 0) {
 		name += 6;
-	json_t *m = json_object_get(s.metrics, name);
+	}
+	if (!m)
+		m = json_object_get(s.metrics, name);
 	if (json_is_number(m)) {
 		*v = json_number_value(m);
 		found = true;

@@ -10,7 +10,8 @@
  * over the validation pairs, without a gradient. No generation, no reward.
  * What NeMo-RL reports (loss, sft_loss, preference_loss, accuracy,
  * rewards_chosen_mean, rewards_rejected_mean) goes into the step's line,
- * with rewards_margin_mean; reward_mean is the reward accuracy. */
+ * with rewards_margin_mean and the pairs counted (num_valid_samples); the
+ * line has no reward (metrics.c's preference line). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,9 +301,7 @@ static int dpo_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	m->t.policy_training = rl_now() - t1;
 	m->grad_norm = gn;
 	m->loss = s.loss;
-	m->reward_mean = s.accuracy;
-	m->reward_std = 0;
-	m->token_mult_prob_error = 1;
+	m->preference = true;
 	put_extra(m, "sft_loss", s.sft_loss);
 	put_extra(m, "preference_loss", s.preference_loss);
 	put_extra(m, "accuracy", s.accuracy);
@@ -421,7 +420,7 @@ static int dpo_validate(struct rl_trainer *t, int64_t step, struct rl_step_metri
 	}
 	double p = acc.pairs > 0 ? acc.pairs : 1;
 	m->has_val = true;
-	m->val_reward = acc.accuracy / p;
+	m->preference = true;
 	put_extra(m, "val_loss", acc.loss / p);
 	put_extra(m, "val_sft_loss", acc.sft_loss / p);
 	put_extra(m, "val_preference_loss", acc.preference_loss / p);

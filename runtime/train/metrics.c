@@ -157,6 +157,46 @@ static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
 	return o;
 }
 
+/* An extra metric by name (NAN when the step has none) */
+static double extra(const struct rl_step_metrics *m, const char *name)
+{
+	for (int i = 0; i < m->n_extra; i++)
+		if (strcmp(m->extra[i].name, name) == 0)
+			return m->extra[i].v;
+	return NAN;
+}
+
+/* DPO's line: NeMo-RL's train/ and validation/ metrics of dpo.py (its
+ * extras, in the order the step and the validation put them), and the
+ * timers it has */
+static json_t *preference_json(json_t *o, const struct rl_step_metrics *m)
+{
+	json_object_set_new(o, "step", json_integer(m->step));
+	if (m->tokens > 0)
+		put_num(o, "loss", m->loss);
+	for (int i = 0; i < m->n_extra; i++)
+		put_num(o, m->extra[i].name, m->extra[i].v);
+	if (m->tokens == 0) {
+		/* dpo.val_at_start's line: validation, no training step */
+		put_num(o, "validation", m->t.validation);
+		return o;
+	}
+	put_num(o, "grad_norm", m->grad_norm);
+	put_num(o, "lr", m->lr);
+	if (m->moe)
+		put_num(o, "moe_aux_loss", m->moe_aux_loss);
+	/* the pairs too long for max_total_sequence_length, left out */
+	json_object_set_new(o, "prompts_truncated", json_integer(m->prompts_truncated));
+	json_object_set_new(o, "tokens", json_integer(m->tokens));
+	put_num(o, "tokens_per_sec", m->tokens_per_sec);
+	put_num(o, "total_step_time", m->t.total_step_time);
+	put_num(o, "policy_and_reference_logprobs", m->t.policy_and_reference_logprobs);
+	put_num(o, "policy_training", m->t.policy_training);
+	put_num(o, "checkpointing", m->t.checkpointing);
+	put_num(o, "validation", m->t.validation);
+	return o;
+}
+
 json_t *rl_metrics_json(const struct rl_step_metrics *m)
 {
 	json_t *o = json_object();
@@ -165,6 +205,8 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 		return NULL;
 	if (m->supervised)
 		return supervised_json(o, m);
+	if (m->preference)
+		return preference_json(o, m);
 	json_object_set_new(o, "step", json_integer(m->step));
 	put_num(o, "reward_mean", m->reward_mean);
 	put_num(o, "reward_std", m->reward_std);
@@ -364,10 +406,44 @@ static void supervised_progress(FILE *out, const struct rl_step_metrics *m, long
 	        t->data_processing, t->policy_training, t->checkpointing, t->total_step_time,
 	        m->tokens_per_sec, eta / 60, eta % 60);
 	gpu_line(out, m);
-	if (m->has_val)
-		fprintf(out, "step %lld/%lld  validation loss %.4f (%.2fs)\n", (long long)m->step,
-		        (long long)m->total_steps, m->val_loss, t->validation);
+	rl_metrics_progress_validation(out, m);
 	fflush(out);
+}
+
+/* DPO's two lines: the loss, the reward accuracy and margin, then the time */
+static void preference_progress(FILE *out, const struct rl_step_metrics *m, long eta)
+{
+	const struct rl_step_timers *t = &m->t;
+
+	fprintf(out,
+	        "step %lld/%lld  loss %.4f  accuracy %.3f  margin %+.3f  grad norm %.3g  lr %.2e"
+	        "  %.0f pairs\n",
+	        (long long)m->step, (long long)m->total_steps, m->loss, extra(m, "accuracy"),
+	        extra(m, "rewards_margin_mean"), m->grad_norm, m->lr,
+	        extra(m, "num_valid_samples"));
+	fprintf(out,
+	        "    logprobs %.2fs  train %.2fs  ckpt %.2fs | %.2f s/step, %.0f tok/s, ETA "
+	        "%ld:%02ld",
+	        t->policy_and_reference_logprobs, t->policy_training, t->checkpointing,
+	        t->total_step_time, m->tokens_per_sec, eta / 60, eta % 60);
+	gpu_line(out, m);
+	rl_metrics_progress_validation(out, m);
+	fflush(out);
+}
+
+void rl_metrics_progress_validation(FILE *out, const struct rl_step_metrics *m)
+{
+	if (!m->has_val)
+		return;
+	fprintf(out, "step %lld/%lld  validation ", (long long)m->step, (long long)m->total_steps);
+	if (m->supervised)
+		fprintf(out, "loss %.4f", m->val_loss);
+	else if (m->preference)
+		fprintf(out, "loss %.4f, accuracy %.3f", extra(m, "val_loss"),
+		        extra(m, "val_accuracy"));
+	else
+		fprintf(out, "reward %.3f", m->val_reward);
+	fprintf(out, " (%.2fs)\n", m->t.validation);
 }
 
 /* the fullest GPU and the mean utilisation, and the line's end */
@@ -394,6 +470,10 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		supervised_progress(out, m, eta);
 		return;
 	}
+	if (m->preference) {
+		preference_progress(out, m, eta);
+		return;
+	}
 	/* what NeMo-RL's users watch, then where the step's time went */
 	fprintf(out,
 	        "step %lld/%lld  reward %.3f ±%.3f  loss %+.4f  kl %.4f  grad norm %.3g  lr %.2e"
@@ -418,9 +498,7 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	for (int i = 0; i < m->n_extra; i++)
 		fprintf(out, "%s%s %.4g%s", i == 0 ? "    " : "  ", m->extra[i].name, m->extra[i].v,
 		        i == m->n_extra - 1 ? "\n" : "");
-	if (m->has_val)
-		fprintf(out, "step %lld/%lld  validation reward %.3f (%.2fs)\n", (long long)m->step,
-		        (long long)m->total_steps, m->val_reward, t->validation);
+	rl_metrics_progress_validation(out, m);
 	fflush(out);
 }
 
@@ -436,6 +514,17 @@ void rl_run_summary_add(struct rl_run_summary *s, const struct rl_step_metrics *
 		n.val_reward = -m->val_loss;
 		rl_run_summary_add(s, &n);
 		s->supervised = true;
+		return;
+	}
+	if (m->preference) {
+		/* the reward accuracy in the reward's place */
+		struct rl_step_metrics n = *m;
+
+		n.preference = false;
+		n.reward_mean = m->tokens > 0 ? extra(m, "accuracy") : NAN;
+		n.val_reward = extra(m, "val_accuracy");
+		rl_run_summary_add(s, &n);
+		s->preference = true;
 		return;
 	}
 	if (s->steps++ == 0) {
@@ -471,7 +560,7 @@ void rl_run_summary_print(FILE *out, const struct rl_run_summary *s, const char 
 	        (long long)s->last_step, secs / 3600, secs / 60 % 60, secs % 60,
 	        s->seconds / (double)s->steps, s->seconds > 0 ? (double)s->tokens / s->seconds : 0);
 	double sign = s->supervised ? -1 : 1;
-	const char *what = s->supervised ? "loss" : "reward";
+	const char *what = s->supervised ? "loss" : s->preference ? "reward accuracy" : "reward";
 	fprintf(out,
 	        "rlrun train: %s %.3f at step %lld, %.3f at step %lld; best %.3f at step %lld\n",
 	        what, sign * s->first_reward, (long long)s->first_step, sign * s->final_reward,

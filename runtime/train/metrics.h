@@ -82,6 +82,9 @@ struct rl_step_metrics {
 	bool supervised;
 	int64_t valid_tokens;
 	double val_loss; /* with has_val */
+	/* DPO: no rollout, no reward either: the line holds the loss and the
+	 * extras below (accuracy, margins; val_* after a validation) */
+	bool preference;
 	/* what an algorithm reports beyond these (DPO: preference_loss,
 	 * accuracy, ...), written after loss under its own names; a name
 	 * val_X is a validation number (TensorBoard: validation/X) */
@@ -138,10 +141,14 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m);
  * ...  response 212 tok, 5% cut  reward failures 0" and the times: "  gen
  * 0.41s ... | 1.2 s/step, 900 tok/s, ETA 0:42". */
 void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_s);
+/* A validation's line, "step 10/40  validation reward 0.625 (1.20s)", in
+ * the algorithm's terms (SFT: its loss; DPO: its loss and accuracy). */
+void rl_metrics_progress_validation(FILE *out, const struct rl_step_metrics *m);
 
 /* The run's steps as a whole, for its last lines. */
 struct rl_run_summary {
 	bool supervised; /* SFT: the training and validation loss, lower is better */
+	bool preference; /* DPO: the reward accuracy, its validation's too */
 	int64_t steps, first_step, last_step, tokens, best_step, best_val_step, final_val_step;
 	double seconds, first_reward, final_reward, best_reward, best_val, final_val;
 };

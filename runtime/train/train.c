@@ -185,11 +185,8 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 		if (m.has_val && rl_trainer_is_main(t) &&
 		    rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
-		if (m.has_val && progress)
-			fprintf(progress, "step 0/%lld  validation %s %.3f (%.2fs)\n",
-			        (long long)cfg->grpo.max_num_steps,
-			        m.supervised ? "loss" : "reward",
-			        m.supervised ? m.val_loss : m.val_reward, m.t.validation);
+		if (progress)
+			rl_metrics_progress_validation(progress, &m);
 	}
 	started = rl_now();
 	int64_t done = t->resumed_step, saved = t->resumed_step, hold = hold_after_step();
