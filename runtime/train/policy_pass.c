@@ -281,6 +281,11 @@ int rl_policy_logprobs(struct rl_trainer *t, struct rl_rollout *r, bool referenc
 	 * training pass's (in the KL term), so they are computed with its
 	 * kernels: at the first step, where the two policies are one, the KL
 	 * and its gradient stay at their rounding floor. */
+	if (reference && !t->ref_weights) {
+		/* NULL weights would be the policy's own (rl_model_use_weights) */
+		snprintf(err, errlen, "the %s run holds no reference policy", t->algo->name);
+		return -1;
+	}
 	struct rl_scorer sc = {
 	    .model = t->model,
 	    .weights = reference ? t->ref_weights : NULL,

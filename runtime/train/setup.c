@@ -133,14 +133,26 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 		                            : rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
 	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
 	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
-	size_t bytes = rl_model_weights_bytes(t->model);
-	t->ref_weights = t->model->ops->alloc(bytes ? bytes : 1);
-	if (!acts_ok || !t->row_lp || !t->row_grad || !t->ref_weights) {
+	if (!acts_ok || !t->row_lp || !t->row_grad) {
 		snprintf(err, errlen, "out of memory for micro-batches of %d tokens",
 		         t->max_mb_tokens);
 		return -1;
 	}
-	/* the reference policy is the policy as it starts */
+	/* The reference policy is the policy as it starts, a whole copy of
+	 * the weights in device memory: held only by the algorithms that read
+	 * it (GRPO's KL term, DPO), not by SFT, distillation (its teacher is
+	 * a model of its own) or a GRPO without the KL penalty. */
+	const struct rl_config *c = t->cfg;
+	bool reference =
+	    c->algorithm == RL_ALGO_DPO ||
+	    (c->algorithm == RL_ALGO_GRPO && c->loss_fn.reference_policy_kl_penalty != 0);
+	if (!reference)
+		return 0;
+	size_t bytes = rl_model_weights_bytes(t->model);
+	if (!(t->ref_weights = t->model->ops->alloc(bytes ? bytes : 1))) {
+		snprintf(err, errlen, "out of memory for the reference policy's %zu bytes", bytes);
+		return -1;
+	}
 	return rl_model_copy_weights(t->model, t->ref_weights, err, errlen);
 }
 
@@ -370,7 +382,8 @@ void rl_trainer_free(struct rl_trainer *t)
 		for (int i = 0; i < t->n_acts; i++)
 			rl_acts_free(t->model, t->acts[i]);
 		free(t->acts);
-		t->model->ops->release(t->ref_weights);
+		if (t->ref_weights)
+			t->model->ops->release(t->ref_weights);
 	}
 	rl_model_free(t->model);
 	rl_tokenizer_free(t->tok);
