@@ -1,6 +1,7 @@
 /* The algorithm a config runs, from its top-level block, and that block's
  * run-control keys read where the trainer's loop reads them (grpo.*), so
  * that one loop, one checkpoint and one resume serve every algorithm. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,4 +93,30 @@ void rl_cfg_algorithm_translate(struct rl_ynode *root, enum rl_algorithm *algori
 		move_keys(root, block, name, distillation_keys, diags);
 	if (block->n == 0)
 		rl_ynode_free(rl_ymap_take(root, name));
+}
+
+bool rl_cfg_grpo_only_key(const char *path)
+{
+	/* distillation's own keys of loss_fn */
+	static const char *const distillation_own[] = {"loss_fn.kl_type", "loss_fn.mixed_kl_weight",
+	                                               "loss_fn.zero_outside_topk", NULL};
+	static const char *const grpo_prefixes[] = {"grpo.normalize_rewards",
+	                                            "grpo.use_leave_one_out_baseline",
+	                                            "grpo.overlong_filtering",
+	                                            "grpo.advantage_clip_",
+	                                            "grpo.use_dynamic_sampling",
+	                                            "grpo.dynamic_sampling_max_gen_batches",
+	                                            "grpo.batch_multiplier",
+	                                            "grpo.reward_shaping.",
+	                                            "grpo.reward_scaling.",
+	                                            "loss_fn.",
+	                                            NULL};
+
+	for (const char *const *p = distillation_own; *p; p++)
+		if (strcmp(path, *p) == 0)
+			return false;
+	for (const char *const *p = grpo_prefixes; *p; p++)
+		if (strncmp(path, *p, strlen(*p)) == 0)
+			return true;
+	return false;
 }

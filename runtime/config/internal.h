@@ -30,6 +30,12 @@ void rl_cfg_resolve_refs(struct rl_ynode *root, struct rl_diags *diags);
 void rl_cfg_algorithm_translate(struct rl_ynode *root, enum rl_algorithm *algorithm,
                                 struct rl_diags *diags);
 
+/* Whether PATH is a key of GRPO's loss or advantages alone (loss_fn.*
+ * but distillation's kl_type, mixed_kl_weight and zero_outside_topk;
+ * grpo.normalize_rewards, DAPO's keys, ...): SFT, DPO and distillation
+ * refuse it written and leave it out of their resolved config. */
+bool rl_cfg_grpo_only_key(const char *path);
+
 /* Sets the tree's dotted key TO (making its maps) to VALUE (owned), which
  * came from FROM at SRC; where TO is already set to another value, an error
  * names both places. nemo.c's, shared with algorithm.c. */

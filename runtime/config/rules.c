@@ -90,6 +90,28 @@ static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 		           "token; set it to false");
 }
 
+/* SFT, DPO and distillation have losses of their own: a GRPO loss or
+ * advantage key written in their config would change nothing, silently.
+ * Only a key the config writes is refused (pos has its place); a resolved
+ * config of theirs leaves these keys out (write_yaml.c). */
+static void grpo_only_keys(struct rules *r, const struct rl_config *cfg)
+{
+	char msg[200];
+
+	if (cfg->algorithm == RL_ALGO_GRPO)
+		return;
+	for (size_t k = 0; k < rl_schema_len; k++) {
+		if (!r->pos[k].file || rl_schema[k].type == RL_T_UNSUPPORTED ||
+		    !rl_cfg_grpo_only_key(rl_schema[k].path))
+			continue;
+		snprintf(msg, sizeof msg,
+		         "is GRPO's: rlrun %s's loss does not read it; remove it from this %s: "
+		         "config",
+		         rl_algorithm_verb(cfg->algorithm), rl_algorithm_block(cfg->algorithm));
+		rule_error(r, rl_schema[k].path, msg);
+	}
+}
+
 /* DAPO's keys (NeMo-RL asserts the first ones when a run starts, and
  * raises in apply_reward_shaping on a missing length). */
 static void check_dapo(struct rules *r, const struct rl_config *cfg)
@@ -270,4 +292,5 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 		rule_error(&r, "grpo.async_grpo.enabled",
 		           "asynchronous GRPO needs policy.generation.colocated.enabled: false");
 	distillation_rules(&r, cfg);
+	grpo_only_keys(&r, cfg);
 }

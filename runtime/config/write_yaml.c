@@ -376,7 +376,8 @@ int rl_config_write_yaml(const struct rl_config *cfg, FILE *out)
 	const char *skip_below = NULL; /* a section printed as `auto` */
 	for (size_t i = 0; i < rl_schema_len; i++) {
 		const struct rl_key *k = &rl_schema[i];
-		if (k->type == RL_T_UNSUPPORTED || other_algorithm(cfg, k->path))
+		if (k->type == RL_T_UNSUPPORTED || other_algorithm(cfg, k->path) ||
+		    (cfg->algorithm != RL_ALGO_GRPO && rl_cfg_grpo_only_key(k->path)))
 			continue;
 		if (skip_below && strncmp(k->path, skip_below, strlen(skip_below)) == 0 &&
 		    k->path[strlen(skip_below)] == '.')
