@@ -214,17 +214,8 @@ static int distill_step(struct rl_trainer *t, int64_t step, struct rl_step_metri
 	m->distill = true;
 	m->reverse_kl = reverse_kl(&r);
 
-	t1 = rl_now();
-	if (rl_policy_train(t, &r, m, err, errlen))
+	if (rl_step_train_and_refit(t, &r, step, t0, m, err, errlen))
 		goto out;
-	m->t.policy_training = rl_now() - t1;
-
-	t1 = rl_now();
-	if (rl_rollout_refit(&t->rollouts, step, err, errlen))
-		goto out;
-	m->t.refit = rl_now() - t1;
-	m->t.total_step_time = rl_now() - t0;
-	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;
 	rc = 0;
 out:
 	rl_rollout_free(&r);

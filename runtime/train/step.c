@@ -212,9 +212,21 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 		m->reward_std = m->ds_reward_std;
 	}
 
-	t1 = rl_now();
-	if (rl_policy_train(t, &r, m, err, errlen))
+	if (rl_step_train_and_refit(t, &r, step, t0, m, err, errlen))
 		goto out;
+	rc = 0;
+out:
+	rl_rollout_free(&r);
+	return rc;
+}
+
+int rl_step_train_and_refit(struct rl_trainer *t, struct rl_rollout *r, int64_t step, double t0,
+                            struct rl_step_metrics *m, char *err, size_t errlen)
+{
+	double t1 = rl_now();
+
+	if (rl_policy_train(t, r, m, err, errlen))
+		return -1;
 	m->t.policy_training = rl_now() - t1;
 
 	/* Refit: colocated, generation runs on the very weights just
@@ -224,14 +236,11 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	 * they are done with the rollouts asked for before). */
 	t1 = rl_now();
 	if (rl_rollout_refit(&t->rollouts, step, err, errlen))
-		goto out;
+		return -1;
 	m->t.refit = rl_now() - t1;
 	m->t.total_step_time = rl_now() - t0;
 	m->tokens_per_sec = m->t.total_step_time > 0 ? (double)m->tokens / m->t.total_step_time : 0;
-	rc = 0;
-out:
-	rl_rollout_free(&r);
-	return rc;
+	return 0;
 }
 
 static double grpo_loss(const struct rl_trainer *t, const struct rl_loss_batch *b,
