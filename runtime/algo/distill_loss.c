@@ -102,14 +102,8 @@ double rl_distill_loss_compute(const struct rl_distill_loss *l, const struct rl_
 		}
 	}
 	st.loss = st.actor_loss;
-	if (acc) {
-		acc->loss += st.loss;
-		acc->actor_loss += st.actor_loss;
-		acc->kl += st.kl;
-		acc->token_mult_prob_error += st.token_mult_prob_error;
-		acc->probs_ratio += st.probs_ratio;
-		acc->probs_ratio_clamped += st.probs_ratio;
-		acc->importance_weight += st.importance_weight;
-	}
+	st.probs_ratio_clamped = st.probs_ratio; /* no clip */
+	if (acc)
+		rl_loss_stats_add(acc, &st);
 	return st.loss;
 }

@@ -356,15 +356,20 @@ double rl_loss_compute(const struct rl_loss *l, const struct rl_loss_batch *b,
 		}
 	}
 	st.loss = st.actor_loss + st.kl;
-	if (acc) {
-		acc->loss += st.loss;
-		acc->actor_loss += st.actor_loss;
-		acc->kl += st.kl;
-		acc->token_mult_prob_error += st.token_mult_prob_error;
-		acc->probs_ratio += st.probs_ratio;
-		acc->probs_ratio_clamped += st.probs_ratio_clamped;
-		acc->clip_fraction += st.clip_fraction;
-		acc->importance_weight += st.importance_weight;
-	}
+	if (acc)
+		rl_loss_stats_add(acc, &st);
 	return st.loss;
+}
+
+void rl_loss_stats_add(struct rl_loss_stats *acc, const struct rl_loss_stats *st)
+{
+	acc->loss += st->loss;
+	acc->actor_loss += st->actor_loss;
+	acc->kl += st->kl;
+	acc->token_mult_prob_error += st->token_mult_prob_error;
+	acc->probs_ratio += st->probs_ratio;
+	acc->probs_ratio_clamped += st->probs_ratio_clamped;
+	acc->clip_fraction += st->clip_fraction;
+	acc->importance_weight += st->importance_weight;
+	acc->moe_aux_loss += st->moe_aux_loss;
 }

@@ -3,7 +3,8 @@
  * penalty to a reference policy, and its gradient with respect to the
  * trained policy's token log-probabilities.
  * defines: struct rl_loss, rl_loss_init, struct rl_loss_batch,
- * struct rl_loss_norm, rl_loss_norm_add, struct rl_loss_stats, rl_loss_compute */
+ * struct rl_loss_norm, rl_loss_norm_add, struct rl_loss_stats, rl_loss_stats_add,
+ * rl_loss_compute */
 #ifndef RL_GRPO_LOSS_H
 #define RL_GRPO_LOSS_H
 
@@ -106,6 +107,9 @@ struct rl_loss_stats {
 	 * model's, which the policy pass adds (rl_loss_compute leaves it) */
 	double moe_aux_loss;
 };
+
+/* *acc += *st, field by field (a micro-batch's share into the step's). */
+void rl_loss_stats_add(struct rl_loss_stats *acc, const struct rl_loss_stats *st);
 
 /* This micro-batch's share of the step's loss. With dcurr != NULL, writes
  * d(loss)/d(curr[t]) for every t < n_tokens (0 where the token does not
