@@ -225,8 +225,12 @@ if [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
 		n=${ex%.yaml}
 		head -1 "/tmp/rl-algo/$n-cpu/metrics.jsonl" >/tmp/rl-algo/$n-cpu.1 2>/dev/null
 		head -1 "/tmp/rl-algo/$n-cuda/metrics.jsonl" >/tmp/rl-algo/$n-cuda.1 2>/dev/null
-		say "  $n step 1, cuda vs cpu: $(./rl_compare metrics /tmp/rl-algo/$n-cuda.1 \
-			/tmp/rl-algo/$n-cpu.1 1e-3 2>&1 | tail -1)"
+		if [ -s "/tmp/rl-algo/$n-cuda.1" ] && [ -s "/tmp/rl-algo/$n-cpu.1" ]; then
+			say "  $n step 1, cuda vs cpu: $(./rl_compare metrics /tmp/rl-algo/$n-cuda.1 \
+				/tmp/rl-algo/$n-cpu.1 1e-3 2>&1 | tail -1)"
+		else
+			say "  $n step 1, cuda vs cpu: FAIL: a run wrote no step"
+		fi
 	done
 fi
 
