@@ -91,25 +91,41 @@ static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 }
 
 /* SFT, DPO and distillation have losses of their own: a GRPO loss or
- * advantage key written in their config would change nothing, silently.
- * Only a key the config writes is refused (pos has its place); a resolved
- * config of theirs leaves these keys out (write_yaml.c). */
+ * advantage key written in their config changes nothing. It is said, in
+ * one note naming each such key where it was written, rather than refused:
+ * a config built on a GRPO one (`defaults:`, or a distillation: block
+ * added to it) carries them harmlessly. A resolved config of theirs leaves
+ * them out (write_yaml.c). */
 static void grpo_only_keys(struct rules *r, const struct rl_config *cfg)
 {
-	char msg[200];
+	char list[1024];
+	size_t used = 0, n = 0, more = 0;
 
 	if (cfg->algorithm == RL_ALGO_GRPO)
 		return;
+	list[0] = '\0';
 	for (size_t k = 0; k < rl_schema_len; k++) {
-		if (!r->pos[k].file || rl_schema[k].type == RL_T_UNSUPPORTED ||
+		const struct rl_key_pos *p = &r->pos[k];
+
+		if (!p->file || rl_schema[k].type == RL_T_UNSUPPORTED ||
 		    !rl_cfg_grpo_only_key(rl_schema[k].path))
 			continue;
-		snprintf(msg, sizeof msg,
-		         "is GRPO's: rlrun %s's loss does not read it; remove it from this %s: "
-		         "config",
-		         rl_algorithm_verb(cfg->algorithm), rl_algorithm_block(cfg->algorithm));
-		rule_error(r, rl_schema[k].path, msg);
+		int w = snprintf(list + used, sizeof list - used, "%s%s (%s:%d:%d)", n ? ", " : "",
+		                 rl_schema[k].path, p->file, p->line, p->col);
+		if (w < 0 || (size_t)w >= sizeof list - used) {
+			list[used] = '\0';
+			more++;
+			continue;
+		}
+		used += (size_t)w;
+		n++;
 	}
+	if (n + more == 0)
+		return;
+	rl_note_add(r->d,
+	            "ignored: GRPO's loss and advantage keys, which rlrun %s's loss does not read: "
+	            "%s%s",
+	            rl_algorithm_verb(cfg->algorithm), list, more ? ", and more" : "");
 }
 
 /* DAPO's keys (NeMo-RL asserts the first ones when a run starts, and
