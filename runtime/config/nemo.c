@@ -205,49 +205,13 @@ static void list_add(char **list, const char *fmt, const char *a, const char *b)
 	free(item);
 }
 
-static struct rl_yentry *entry_at(struct rl_ynode *root, const char *path)
-{
-	struct rl_ynode *n = root;
-	struct rl_yentry *e = NULL;
-	while (n && *path) {
-		size_t len = strcspn(path, ".");
-		char *name = strndup(path, len);
-		e = name ? rl_ymap_find(n, name) : NULL;
-		free(name);
-		if (!e)
-			return NULL;
-		n = e->value;
-		path += len + (path[len] == '.');
-	}
-	return e;
-}
-
-static bool same_value(const struct rl_ynode *a, const struct rl_ynode *b)
-{
-	if (a->kind != b->kind || a->n != b->n)
-		return false;
-	if (a->kind != RL_Y_SCALAR) {
-		for (size_t i = 0; i < a->n; i++)
-			if (!same_value(a->items[i].value, b->items[i].value))
-				return false;
-		return true;
-	}
-	double x, y;
-	if (a->plain && b->plain && rl_scalar_float(a->text, &x) && rl_scalar_float(b->text, &y))
-		return x == y;
-	bool p, q;
-	if (a->plain && b->plain && rl_scalar_bool(a->text, &p) && rl_scalar_bool(b->text, &q))
-		return p == q;
-	return strcmp(a->text, b->text) == 0;
-}
-
 /* Puts value (owned) at our key `to`, or checks it against what is there. */
 void rl_cfg_tree_put(struct rl_ynode *root, struct rl_diags *d, const char *from,
                      const struct rl_yentry *src, struct rl_ynode *value, const char *to)
 {
-	struct rl_yentry *have = entry_at(root, to);
+	struct rl_yentry *have = rl_ytree_find(root, to);
 	if (have) {
-		if (!same_value(have->value, value))
+		if (!rl_ynode_same_value(have->value, value))
 			rl_diag_add(d, value->file, src->line, src->col, from,
 			            "conflicts with %s set at %s:%d:%d; set one of them", to,
 			            have->value->file, have->line, have->col);
@@ -312,7 +276,7 @@ static bool matches(const struct rl_ynode *v, const char *want)
 	if (v->kind != RL_Y_SCALAR)
 		return false;
 	struct rl_ynode w = {.kind = RL_Y_SCALAR, .text = (char *)want, .plain = true};
-	return same_value(v, &w);
+	return rl_ynode_same_value(v, &w);
 }
 
 static bool switched_on(const struct rl_ynode *block)
@@ -401,7 +365,7 @@ static void walk(struct nemo *nm, const struct rule *rules, size_t n_rules, spec
 
 static const struct rl_ynode *inside(struct rl_ynode *block, const char *key)
 {
-	const struct rl_yentry *e = entry_at(block, key);
+	const struct rl_yentry *e = rl_ytree_find(block, key);
 	return e ? e->value : NULL;
 }
 
@@ -473,7 +437,7 @@ static void megatron_special(struct nemo *nm, const char *path, const char *key,
 	           strcmp(key, "scheduler.end_weight_decay") == 0) {
 		/* a weight decay that changes over the run is not implemented */
 		const struct rl_ynode *wd = inside(block, "optimizer.weight_decay");
-		if (!wd || !same_value(v, wd))
+		if (!wd || !rl_ynode_same_value(v, wd))
 			rl_diag_add(
 			    nm->d, v->file, e->line, e->col, path,
 			    "not supported yet: must equal optimizer.weight_decay (a weight "
@@ -495,7 +459,7 @@ static void vllm_special(struct nemo *nm, const char *path, const char *key,
 	const struct rl_ynode *v = e->value;
 	const char *ours =
 	    strcmp(key, "precision") == 0 ? "policy.precision" : "policy.max_total_sequence_length";
-	const struct rl_yentry *have = entry_at(nm->root, ours);
+	const struct rl_yentry *have = rl_ytree_find(nm->root, ours);
 	if (strcmp(key, "precision") == 0) {
 		/* generation runs in the training precision */
 		const char *p =
@@ -559,7 +523,7 @@ static void finish_note(struct nemo *nm, const char *what)
 static void translate(struct nemo *nm, const char *block_path, const struct rule *rules, size_t n,
                       special_fn *special)
 {
-	struct rl_yentry *e = entry_at(nm->root, block_path);
+	struct rl_yentry *e = rl_ytree_find(nm->root, block_path);
 	nm->block = block_path;
 	walk(nm, rules, n, special, e->value, e->value, "");
 	finish_note(nm, "");
@@ -586,7 +550,7 @@ static void drop_for_megatron(struct nemo *nm, struct rl_ynode *policy)
 
 static void backends(struct nemo *nm)
 {
-	struct rl_yentry *pe = entry_at(nm->root, "policy");
+	struct rl_yentry *pe = rl_ytree_find(nm->root, "policy");
 	if (!pe || pe->value->kind != RL_Y_MAP)
 		return;
 	struct rl_ynode *policy = pe->value;
@@ -617,13 +581,13 @@ static void backends(struct nemo *nm)
 static void translate_block(struct nemo *nm, const char *path, const struct rule *rules, size_t n,
                             special_fn *special, bool partial)
 {
-	struct rl_yentry *e = entry_at(nm->root, path);
+	struct rl_yentry *e = rl_ytree_find(nm->root, path);
 	if (!e || e->value->kind != RL_Y_MAP)
 		return;
 	nm->partial = partial;
 	translate(nm, path, rules, n, special);
 	nm->partial = false;
-	e = entry_at(nm->root, path);
+	e = rl_ytree_find(nm->root, path);
 	if (!e)
 		return;
 	if (partial) {
@@ -634,7 +598,7 @@ static void translate_block(struct nemo *nm, const char *path, const struct rule
 	/* the block itself, from the mapping that holds it */
 	const char *dot = strrchr(path, '.');
 	char *up = dot ? strndup(path, (size_t)(dot - path)) : NULL;
-	struct rl_yentry *ue = up ? entry_at(nm->root, up) : NULL;
+	struct rl_yentry *ue = up ? rl_ytree_find(nm->root, up) : NULL;
 	struct rl_ynode *holder = dot ? (ue ? ue->value : NULL) : nm->root;
 	if (holder)
 		rl_ynode_free(rl_ymap_take(holder, dot ? dot + 1 : path));
@@ -657,7 +621,7 @@ static void validation_sampling(struct nemo *nm, struct rl_ynode *gen)
 		const struct rl_ynode *train = te ? te->value : def;
 		bool both_null =
 		    train && rl_yscalar_is_null(ve->value) && rl_yscalar_is_null(train);
-		if (train && !both_null && !same_value(ve->value, train)) {
+		if (train && !both_null && !rl_ynode_same_value(ve->value, train)) {
 			char *path = NULL;
 			if (asprintf(&path, "policy.generation.%s", keys[i][0]) >= 0)
 				rl_diag_add(
@@ -674,7 +638,7 @@ static void validation_sampling(struct nemo *nm, struct rl_ynode *gen)
 
 static void generation(struct nemo *nm)
 {
-	struct rl_yentry *ge = entry_at(nm->root, "policy.generation");
+	struct rl_yentry *ge = rl_ytree_find(nm->root, "policy.generation");
 	if (!ge || ge->value->kind != RL_Y_MAP)
 		return;
 	struct rl_ynode *gen = ge->value;

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "runtime/config/internal.h"
-#include "runtime/config/scalar.h"
 
 /* the teacher's own keys, read by the schema (teacher.*) */
 static const char *const own[] = {"model_name", "tokenizer.name", NULL};
@@ -28,46 +27,6 @@ static bool is_own(const char *path)
 		if (strcmp(path, *k) == 0)
 			return true;
 	return false;
-}
-
-static bool same(const struct rl_ynode *a, const struct rl_ynode *b)
-{
-	if (a->kind != b->kind || a->n != b->n)
-		return false;
-	if (a->kind != RL_Y_SCALAR) {
-		for (size_t i = 0; i < a->n; i++)
-			if ((a->kind == RL_Y_MAP &&
-			     (!b->items[i].key || strcmp(a->items[i].key, b->items[i].key) != 0)) ||
-			    !same(a->items[i].value, b->items[i].value))
-				return false;
-		return true;
-	}
-	double x, y;
-	bool p, q;
-	if (a->plain && b->plain && rl_scalar_float(a->text, &x) && rl_scalar_float(b->text, &y))
-		return x == y;
-	if (a->plain && b->plain && rl_scalar_bool(a->text, &p) && rl_scalar_bool(b->text, &q))
-		return p == q;
-	if (rl_yscalar_is_null(a) || rl_yscalar_is_null(b))
-		return rl_yscalar_is_null(a) && rl_yscalar_is_null(b);
-	return strcmp(a->text, b->text) == 0;
-}
-
-static const struct rl_ynode *at(const struct rl_ynode *map, const char *path)
-{
-	const struct rl_ynode *n = map;
-
-	while (n && *path) {
-		size_t len = strcspn(path, ".");
-		char *name = strndup(path, len);
-		const struct rl_yentry *e =
-		    name && n->kind == RL_Y_MAP ? rl_ymap_find(n, name) : NULL;
-
-		free(name);
-		n = e ? e->value : NULL;
-		path += len + (path[len] == '.');
-	}
-	return n;
 }
 
 /* map is teacher.<prefix>: what is not the teacher's own is compared
@@ -86,11 +45,12 @@ static void prune(struct rl_ynode *map, const char *prefix, const struct rl_ynod
 			free(path);
 			continue;
 		}
-		const struct rl_ynode *mine = policy ? at(policy, path) : NULL;
+		const struct rl_yentry *pe = policy ? rl_ytree_find(policy, path) : NULL;
+		const struct rl_ynode *mine = pe ? pe->value : NULL;
 		if (e->value->kind == RL_Y_MAP && e->value->n > 0 &&
 		    (!mine || mine->kind == RL_Y_MAP)) {
 			prune(e->value, path, policy, d);
-		} else if (!mine || !same(e->value, mine)) {
+		} else if (!mine || !rl_ynode_same_value(e->value, mine)) {
 			const struct rl_ynode *v = e->value;
 			char *key = NULL;
 

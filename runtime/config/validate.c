@@ -383,20 +383,6 @@ static char *env_name(const char *path)
 
 static void walk_map(struct walk *w, const struct rl_ynode *map, const char *prefix);
 
-static const struct rl_ynode *find_path(const struct rl_ynode *root, const char *path)
-{
-	const struct rl_ynode *n = root;
-	while (n && *path) {
-		size_t len = strcspn(path, ".");
-		char *name = strndup(path, len);
-		const struct rl_yentry *e = name ? rl_ymap_find(n, name) : NULL;
-		free(name);
-		n = e ? e->value : NULL;
-		path += len + (path[len] == '.');
-	}
-	return n;
-}
-
 /* A block that NeMo-RL switches with a boolean is off when that boolean is
  * false or absent (NeMo-RL's default), or when the block is empty. */
 static bool switched_off(const struct walk *w, const char *path, const struct rl_ynode *v)
@@ -406,13 +392,14 @@ static bool switched_off(const struct walk *w, const char *path, const struct rl
 		return false;
 	if (rl_yscalar_is_null(v) || (v->kind == RL_Y_MAP && v->n == 0))
 		return true;
-	const struct rl_ynode *flag;
+	const struct rl_yentry *e;
 	if (strchr(sw, '.'))
-		flag = find_path(w->root, sw);
+		e = rl_ytree_find(w->root, sw);
 	else if (v->kind == RL_Y_MAP)
-		flag = find_path(v, sw);
+		e = rl_ytree_find(v, sw);
 	else
 		return false;
+	const struct rl_ynode *flag = e ? e->value : NULL;
 	bool on = false;
 	if (!flag || rl_yscalar_is_null(flag))
 		return true;

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "runtime/config/ynode.h"
 
+#include "runtime/config/scalar.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -208,6 +210,48 @@ bool rl_yscalar_is_null(const struct rl_ynode *n)
 	const char *t = n->text;
 	return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") ||
 	       !strcmp(t, "NULL");
+}
+
+struct rl_yentry *rl_ytree_find(const struct rl_ynode *root, const char *dotted)
+{
+	const struct rl_ynode *n = root;
+	struct rl_yentry *e = NULL;
+
+	while (n && *dotted) {
+		size_t len = strcspn(dotted, ".");
+		char *name = strndup(dotted, len);
+
+		e = name ? rl_ymap_find(n, name) : NULL;
+		free(name);
+		if (!e)
+			return NULL;
+		n = e->value;
+		dotted += len + (dotted[len] == '.');
+	}
+	return e;
+}
+
+bool rl_ynode_same_value(const struct rl_ynode *a, const struct rl_ynode *b)
+{
+	if (a->kind != b->kind || a->n != b->n)
+		return false;
+	if (a->kind != RL_Y_SCALAR) {
+		for (size_t i = 0; i < a->n; i++)
+			if ((a->kind == RL_Y_MAP &&
+			     (!b->items[i].key || strcmp(a->items[i].key, b->items[i].key) != 0)) ||
+			    !rl_ynode_same_value(a->items[i].value, b->items[i].value))
+				return false;
+		return true;
+	}
+	double x, y;
+	bool p, q;
+	if (a->plain && b->plain && rl_scalar_float(a->text, &x) && rl_scalar_float(b->text, &y))
+		return x == y;
+	if (a->plain && b->plain && rl_scalar_bool(a->text, &p) && rl_scalar_bool(b->text, &q))
+		return p == q;
+	if (rl_yscalar_is_null(a) || rl_yscalar_is_null(b))
+		return rl_yscalar_is_null(a) && rl_yscalar_is_null(b);
+	return strcmp(a->text, b->text) == 0;
 }
 
 /* ---- parsing ---- */

@@ -71,4 +71,14 @@ struct rl_ynode *rl_ymap_take(struct rl_ynode *map, const char *key);
 /* Scalar readings with YAML 1.2 core-schema spellings. */
 bool rl_yscalar_is_null(const struct rl_ynode *n);
 
+/* The entry at a dotted path below root ("policy.generation.backend"), or
+ * NULL where a part is missing or its parent is not a mapping. */
+struct rl_yentry *rl_ytree_find(const struct rl_ynode *root, const char *dotted);
+
+/* Whether a and b say the same thing: mappings with the same keys in the
+ * same order and sequences item by item, each value the same; plain
+ * scalars equal as numbers (1e-3 and 0.001), as booleans (True and true)
+ * or as null (~ and null); otherwise equal texts. */
+bool rl_ynode_same_value(const struct rl_ynode *a, const struct rl_ynode *b);
+
 #endif
