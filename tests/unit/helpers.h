@@ -70,6 +70,20 @@ static inline char *diag_text(struct rl_diags *d)
 #define expect_contains(text, needle)                                                              \
 	cr_expect(strstr((text), (needle)) != NULL, "missing \"%s\" in:\n%s", (needle), (text))
 
+/* A loader's error that names the file and the place: err starts with
+ * "<path><where>" (where: ":12: ", say) and holds needle. */
+static inline void expect_error_at(const char *err, const char *path, const char *where,
+                                   const char *needle)
+{
+	char *prefix = NULL;
+
+	cr_assert_geq(asprintf(&prefix, "%s%s", path, where), 0);
+	cr_expect_eq(strncmp(err, prefix, strlen(prefix)), 0, "want prefix \"%s\" in:\n%s", prefix,
+	             err);
+	expect_contains(err, needle);
+	free(prefix);
+}
+
 static inline const struct rl_diag *find_diag(const struct rl_diags *d, const char *key)
 {
 	for (size_t i = 0; i < d->n; i++)

@@ -31,20 +31,16 @@ static char *write_bytes(const char *dir, const char *text, size_t len)
 static void expect_error(const char *text, size_t len, bool need_answer, const char *where,
                          const char *needle)
 {
-	char *dir = tmp_dir(), *path = write_bytes(dir, text, len), *prefix = NULL;
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, len);
 	struct rl_dataset ds;
 
 	cr_assert_eq(rl_dataset_load_jsonl(path, "problem", "expected_answer", need_answer, &ds,
 	                                   err, sizeof err),
 	             -1, "loaded %s", text);
-	cr_assert_geq(asprintf(&prefix, "%s%s", path, where), 0);
-	cr_expect_eq(strncmp(err, prefix, strlen(prefix)), 0, "want prefix \"%s\" in:\n%s", prefix,
-	             err);
-	expect_contains(err, needle);
+	expect_error_at(err, path, where, needle);
 	cr_expect_eq(ds.n, 0);
 	cr_expect_null(ds.ex);
 	cr_expect_null(ds.path);
-	free(prefix);
 	free(path);
 	remove_tree(dir);
 	free(dir);
@@ -331,17 +327,13 @@ Test(dataset, utf8_check_table)
 
 static void expect_chat_error(const char *text, const char *where, const char *needle)
 {
-	char *dir = tmp_dir(), *path = write_bytes(dir, text, strlen(text)), *prefix = NULL;
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, strlen(text));
 	struct rl_dataset ds;
 
 	cr_assert_eq(rl_dataset_load_chat(path, "messages", &ds, err, sizeof err), -1, "loaded %s",
 	             text);
-	cr_assert_geq(asprintf(&prefix, "%s%s", path, where), 0);
-	cr_expect_eq(strncmp(err, prefix, strlen(prefix)), 0, "want prefix \"%s\" in:\n%s", prefix,
-	             err);
-	expect_contains(err, needle);
+	expect_error_at(err, path, where, needle);
 	cr_expect_eq(ds.n, 0);
-	free(prefix);
 	free(path);
 	remove_tree(dir);
 	free(dir);

@@ -99,16 +99,13 @@ static void expect_error(const char *text, enum rl_pref_format fmt, const char *
                          const char *needle)
 {
 	struct rl_dataset ds;
-	char *path, *dir, *prefix = NULL;
+	char *path, *dir, where[32];
 
 	cr_assert_eq(load(text, fmt, "prompt", "chosen", "rejected", &ds, &path, &dir), -1,
 	             "loaded %s", text);
-	cr_assert_geq(asprintf(&prefix, "%s:%s: ", path, line), 0);
-	cr_expect_eq(strncmp(err, prefix, strlen(prefix)), 0, "want prefix \"%s\" in:\n%s", prefix,
-	             err);
-	expect_contains(err, needle);
+	snprintf(where, sizeof where, ":%s: ", line);
+	expect_error_at(err, path, where, needle);
 	cr_expect_eq(ds.n, 0);
-	free(prefix);
 	free(path);
 	remove_tree(dir);
 	free(dir);
