@@ -10,17 +10,27 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* v (n elements of size elem, room for *cap; first when empty) with room
+ * for one more: v itself, or a larger copy; NULL out of memory (v kept),
+ * where losing a message beats crashing. */
+static void *room_for_one(void *v, size_t n, size_t *cap, size_t elem, size_t first)
+{
+	if (n < *cap)
+		return v;
+	size_t grown = *cap ? 2 * *cap : first;
+	void *p = realloc(v, grown * elem);
+	if (p)
+		*cap = grown;
+	return p;
+}
+
 void rl_diag_add(struct rl_diags *d, const char *file, int line, int col, const char *key,
                  const char *fmt, ...)
 {
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 8;
-		struct rl_diag *v = realloc(d->v, cap * sizeof(*v));
-		if (!v)
-			return; /* out of memory: losing a message beats crashing */
-		d->v = v;
-		d->cap = cap;
-	}
+	struct rl_diag *v = room_for_one(d->v, d->n, &d->cap, sizeof *v, 8);
+	if (!v)
+		return;
+	d->v = v;
 	va_list ap;
 	va_start(ap, fmt);
 	char *msg = NULL;
@@ -72,14 +82,10 @@ void rl_diags_print(struct rl_diags *d, FILE *out)
 
 void rl_note_add(struct rl_diags *d, const char *fmt, ...)
 {
-	if (d->n_notes == d->cap_notes) {
-		size_t cap = d->cap_notes ? 2 * d->cap_notes : 4;
-		char **v = realloc(d->notes, cap * sizeof(*v));
-		if (!v)
-			return;
-		d->notes = v;
-		d->cap_notes = cap;
-	}
+	char **notes = room_for_one(d->notes, d->n_notes, &d->cap_notes, sizeof *notes, 4);
+	if (!notes)
+		return;
+	d->notes = notes;
 	va_list ap;
 	va_start(ap, fmt);
 	char *msg = NULL;
