@@ -22,54 +22,36 @@ int64_t rl_mb_token_budget(const struct rl_cfg_policy *p, bool training, int uni
 	       p->max_total_sequence_length;
 }
 
-/* The gradient pass of an algorithm whose loss reads several consecutive
- * samples together (DPO: a pair): micro-batches of whole units, planned
- * over the units (n / unit of them, each as long as its samples together)
- * and then read back as samples, a unit's in order. */
-static int plan_units(const struct rl_trainer *t, const struct rl_rollout *r, const int *which,
-                      int n, int unit, struct rl_microbatches *mb)
+/* Micro-batches of the samples which[0..n), as positions into which[].
+ * In the gradient pass of an algorithm whose loss reads several
+ * consecutive samples together (t->algo->unit: DPO's pair), micro-batches
+ * hold whole units: they are planned over the units (n / unit of them,
+ * each as long as its samples together), then read back as samples, a
+ * unit's in order. */
+static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout *r,
+                             const int *which, int n, bool training, struct rl_microbatches *mb)
 {
 	const struct rl_cfg_policy *p = &t->cfg->policy;
-	struct rl_microbatches units = {0};
-	int n_units = n / unit, rc;
+	int unit = training && t->algo->unit > 1 ? t->algo->unit : 1, n_units = n / unit, rc;
+	struct rl_microbatches units = {0}, *plan = unit > 1 ? &units : mb;
 
 	if (!p->sequence_packing.enabled) {
-		rc = rl_pack_fixed(n_units, (int)p->train_micro_batch_size, &units);
+		rc = rl_pack_fixed(
+		    n_units, (int)(training ? p->train_micro_batch_size : p->logprob_batch_size),
+		    plan);
 	} else {
 		int *len = calloc((size_t)n_units + 1, sizeof *len);
 		if (!len)
 			return -1;
 		for (int k = 0; k < n; k++)
 			len[k / unit] += r->s[which[k]].len;
-		rc = rl_pack_ffd(len, n_units, (int)rl_mb_token_budget(p, true, unit),
-		                 (int)p->sequence_packing.sequence_length_round, &units);
+		rc = rl_pack_ffd(len, n_units, (int)rl_mb_token_budget(p, training, unit),
+		                 (int)p->sequence_packing.sequence_length_round, plan);
 		free(len);
 	}
-	if (rc == 0)
+	if (rc == 0 && unit > 1)
 		rc = rl_microbatches_expand(&units, unit, mb);
 	rl_microbatches_free(&units);
-	return rc;
-}
-
-/* Micro-batches of the samples which[0..n), as positions into which[]. */
-static int plan_microbatches(const struct rl_trainer *t, const struct rl_rollout *r,
-                             const int *which, int n, bool training, struct rl_microbatches *mb)
-{
-	const struct rl_cfg_policy *p = &t->cfg->policy;
-
-	if (training && t->algo->unit > 1)
-		return plan_units(t, r, which, n, t->algo->unit, mb);
-	if (!p->sequence_packing.enabled)
-		return rl_pack_fixed(
-		    n, (int)(training ? p->train_micro_batch_size : p->logprob_batch_size), mb);
-	int *len = malloc(((size_t)n + 1) * sizeof *len);
-	if (!len)
-		return -1;
-	for (int k = 0; k < n; k++)
-		len[k] = r->s[which[k]].len;
-	int rc = rl_pack_ffd(len, n, (int)rl_mb_token_budget(p, training, 1),
-	                     (int)p->sequence_packing.sequence_length_round, mb);
-	free(len);
 	return rc;
 }
 
