@@ -123,20 +123,11 @@ static int distill_setup(struct rl_trainer *t, char *err, size_t errlen)
 		return -1;
 	/* the teacher only runs forward: with activation checkpointing its
 	 * layers share buffers as the policy's do */
-	d->acts = calloc((size_t)t->n_acts, sizeof *d->acts);
-	if (!d->acts) {
-		snprintf(err, errlen, "out of memory");
+	if (rl_trainer_acts_new(t, d->teacher, &d->acts, &d->n_acts)) {
+		snprintf(err, errlen, "out of memory for the teacher's micro-batches of %d tokens",
+		         t->max_mb_tokens);
 		return -1;
 	}
-	for (; d->n_acts < t->n_acts; d->n_acts++)
-		if (!(d->acts[d->n_acts] = c->policy.parallel.activation_checkpointing
-		                               ? rl_acts_new_recompute(d->teacher, t->max_mb_tokens)
-		                               : rl_acts_new(d->teacher, t->max_mb_tokens))) {
-			snprintf(err, errlen,
-			         "out of memory for the teacher's micro-batches of %d tokens",
-			         t->max_mb_tokens);
-			return -1;
-		}
 	if (t->progress)
 		fprintf(t->progress,
 		        "rlrun distill: teacher %s (%d layers, hidden %d), student %s (%d layers, "

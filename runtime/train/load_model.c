@@ -169,3 +169,19 @@ int rl_trainer_load_model(struct rl_trainer *t, const struct rl_ops *ops, const 
 	           ? -1
 	           : 0;
 }
+
+int rl_trainer_acts_new(const struct rl_trainer *t, struct rl_model *m, struct rl_acts ***acts,
+                        int *n)
+{
+	int want = t->pp ? rl_comm_size(t->pp) - rl_comm_rank(t->pp) : 1;
+	bool recompute = t->cfg->policy.parallel.activation_checkpointing;
+
+	*n = 0;
+	if (!(*acts = calloc((size_t)want, sizeof **acts)))
+		return -1;
+	for (; *n < want; ++*n)
+		if (!((*acts)[*n] = recompute ? rl_acts_new_recompute(m, t->max_mb_tokens)
+		                              : rl_acts_new(m, t->max_mb_tokens)))
+			return -1;
+	return 0;
+}

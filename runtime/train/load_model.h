@@ -1,5 +1,6 @@
-/* A model of the run read for this rank, the policy's way.
- * defines: rl_trainer_load_model */
+/* A model of the run read for this rank, the policy's way, and its
+ * activation buffers.
+ * defines: rl_trainer_load_model, rl_trainer_acts_new */
 #ifndef RL_TRAIN_LOAD_MODEL_H
 #define RL_TRAIN_LOAD_MODEL_H
 
@@ -20,5 +21,14 @@ int rl_trainer_load_model(struct rl_trainer *t, const struct rl_ops *ops, const 
                           const char *key, const char *tok_name, const char *tok_key,
                           struct rl_model **model, struct rl_tokenizer **tok, uint64_t *hash,
                           char *err, size_t errlen);
+
+/* Model m's activation buffers for this rank's micro-batches of
+ * t->max_mb_tokens tokens: one per micro-batch its pipeline stage holds at
+ * once in 1F1B (as many as there are stages from it to the last), each
+ * recomputing its layers in the backward pass under activation
+ * checkpointing. *n counts those made, so that a failure (-1, out of
+ * memory) leaves what to free. The policy's and the teacher's. */
+int rl_trainer_acts_new(const struct rl_trainer *t, struct rl_model *m, struct rl_acts ***acts,
+                        int *n);
 
 #endif

@@ -122,15 +122,7 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 		return -1;
 	}
 	t->max_mb_tokens = (int)max;
-	/* 1F1B: a stage holds as many micro-batches as there are stages from
-	 * it to the last */
-	int n_acts = t->pp ? rl_comm_size(t->pp) - rl_comm_rank(t->pp) : 1;
-	t->acts = calloc((size_t)n_acts, sizeof *t->acts);
-	bool acts_ok = t->acts != NULL;
-	for (int i = 0; acts_ok && i < n_acts; i++, t->n_acts++)
-		acts_ok = (t->acts[i] = t->cfg->policy.parallel.activation_checkpointing
-		                            ? rl_acts_new_recompute(t->model, t->max_mb_tokens)
-		                            : rl_acts_new(t->model, t->max_mb_tokens)) != NULL;
+	bool acts_ok = rl_trainer_acts_new(t, t->model, &t->acts, &t->n_acts) == 0;
 	t->row_lp = calloc((size_t)max, sizeof *t->row_lp);
 	t->row_grad = calloc((size_t)max, sizeof *t->row_grad);
 	if (!acts_ok || !t->row_lp || !t->row_grad) {
