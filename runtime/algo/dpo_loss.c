@@ -29,7 +29,6 @@ double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_bat
                            float *dcurr, struct rl_dpo_stats *acc)
 {
 	struct rl_dpo_stats st = {0};
-	double total = 0;
 
 	if (b->n_seqs % 2 != 0 || !b->ref)
 		return NAN;
@@ -56,7 +55,6 @@ double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_bat
 		double sft = l->sft_loss_weight > 0 ? -sc.pi / sft_div : 0;
 		double loss = l->preference_loss_weight * pref + l->sft_loss_weight * sft;
 
-		total += w * loss;
 		st.loss += w * loss;
 		st.preference_loss += w * pref;
 		st.sft_loss += w * sft;
@@ -86,5 +84,5 @@ double rl_dpo_loss_compute(const struct rl_dpo_loss *l, const struct rl_loss_bat
 		acc->rewards_margin_mean += st.rewards_margin_mean;
 		acc->pairs += st.pairs;
 	}
-	return total;
+	return st.loss;
 }

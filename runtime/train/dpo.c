@@ -77,19 +77,10 @@ static double dpo_loss(const struct rl_trainer *t, const struct rl_loss_batch *b
                        const struct rl_loss_norm *norm, float *dcurr, struct rl_loss_stats *acc)
 {
 	struct dpo_state *st = t->algo_state;
-	struct rl_dpo_stats s = {0};
-	double v = rl_dpo_loss_compute(&st->loss, b, norm->valid_seqs / 2, dcurr, &s);
+	double v = rl_dpo_loss_compute(&st->loss, b, norm->valid_seqs / 2, dcurr, &st->acc);
 
-	st->acc.loss += s.loss;
-	st->acc.preference_loss += s.preference_loss;
-	st->acc.sft_loss += s.sft_loss;
-	st->acc.accuracy += s.accuracy;
-	st->acc.rewards_chosen_mean += s.rewards_chosen_mean;
-	st->acc.rewards_rejected_mean += s.rewards_rejected_mean;
-	st->acc.rewards_margin_mean += s.rewards_margin_mean;
-	st->acc.pairs += s.pairs;
-	if (acc)
-		acc->loss += s.loss;
+	if (acc && !isnan(v))
+		acc->loss += v;
 	return v;
 }
 
