@@ -163,14 +163,16 @@ bool rl_data_source_last_batch(const struct rl_data_source *d)
 int rl_data_source_next_examples(struct rl_data_source *d, int n, const struct rl_example **ex,
                                  char **prompts, char *err, size_t errlen)
 {
+	const size_t *idx;
+
 	if (d->synthetic) {
 		snprintf(err, errlen, "a built-in task has no examples to hand out");
 		return -1;
 	}
-	if (!rl_data_order_next(&d->order, d->batch_idx))
+	if (!rl_data_source_next_indices(d, &idx))
 		return 0;
 	for (int i = 0; i < n; i++) {
-		ex[i] = &d->train.ex[d->batch_idx[i]];
+		ex[i] = &d->train.ex[idx[i]];
 		if (!(prompts[i] = rl_prompt_render(&d->prompt, ex[i]->problem, err, errlen)))
 			return -1;
 	}
