@@ -213,8 +213,6 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	if (m->has_val)
 		put_num(o, "val_reward", m->val_reward);
 	put_num(o, "loss", m->loss);
-	for (int i = 0; i < m->n_extra; i++)
-		put_num(o, m->extra[i].name, m->extra[i].v);
 	put_num(o, "actor_loss", m->actor_loss);
 	put_num(o, "kl", m->kl);
 	if (m->distill)
@@ -495,9 +493,6 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 	        t->policy_training, t->refit, t->checkpointing, t->total_step_time,
 	        m->tokens_per_sec, eta / 60, eta % 60);
 	gpu_line(out, m);
-	for (int i = 0; i < m->n_extra; i++)
-		fprintf(out, "%s%s %.4g%s", i == 0 ? "    " : "  ", m->extra[i].name, m->extra[i].v,
-		        i == m->n_extra - 1 ? "\n" : "");
 	rl_metrics_progress_validation(out, m);
 	fflush(out);
 }

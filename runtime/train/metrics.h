@@ -85,9 +85,9 @@ struct rl_step_metrics {
 	/* DPO: no rollout, no reward either: the line holds the loss and the
 	 * extras below (accuracy, margins; val_* after a validation) */
 	bool preference;
-	/* what an algorithm reports beyond these (DPO: preference_loss,
-	 * accuracy, ...), written after loss under its own names; a name
-	 * val_X is a validation number (TensorBoard: validation/X) */
+	/* DPO's numbers (preference_loss, accuracy, ...), written in its
+	 * line (preference) under their own names; a name val_X is a
+	 * validation number (TensorBoard: validation/X) */
 	struct {
 		const char *name;
 		double v;
