@@ -95,11 +95,11 @@ void rl_cfg_algorithm_translate(struct rl_ynode *root, enum rl_algorithm *algori
 		rl_ynode_free(rl_ymap_take(root, name));
 }
 
+const char *const rl_cfg_distillation_loss_keys[3] = {"loss_fn.kl_type", "loss_fn.mixed_kl_weight",
+                                                      "loss_fn.zero_outside_topk"};
+
 bool rl_cfg_grpo_only_key(const char *path)
 {
-	/* distillation's own keys of loss_fn */
-	static const char *const distillation_own[] = {"loss_fn.kl_type", "loss_fn.mixed_kl_weight",
-	                                               "loss_fn.zero_outside_topk", NULL};
 	static const char *const grpo_prefixes[] = {"grpo.normalize_rewards",
 	                                            "grpo.use_leave_one_out_baseline",
 	                                            "grpo.overlong_filtering",
@@ -112,8 +112,8 @@ bool rl_cfg_grpo_only_key(const char *path)
 	                                            "loss_fn.",
 	                                            NULL};
 
-	for (const char *const *p = distillation_own; *p; p++)
-		if (strcmp(path, *p) == 0)
+	for (size_t i = 0; i < 3; i++)
+		if (strcmp(path, rl_cfg_distillation_loss_keys[i]) == 0)
 			return false;
 	for (const char *const *p = grpo_prefixes; *p; p++)
 		if (strncmp(path, *p, strlen(*p)) == 0)

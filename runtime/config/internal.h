@@ -36,6 +36,10 @@ void rl_cfg_algorithm_translate(struct rl_ynode *root, enum rl_algorithm *algori
  * refuse it written and leave it out of their resolved config. */
 bool rl_cfg_grpo_only_key(const char *path);
 
+/* loss_fn's keys of on-policy distillation alone: kl_type,
+ * mixed_kl_weight, zero_outside_topk (in that order). */
+extern const char *const rl_cfg_distillation_loss_keys[3];
+
 /* Sets the tree's dotted key TO (making its maps) to VALUE (owned), which
  * came from FROM at SRC; where TO is already set to another value, an error
  * names both places. nemo.c's, shared with algorithm.c. */

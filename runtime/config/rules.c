@@ -47,8 +47,6 @@ static void sft_rules(struct rules *r, const struct rl_config *cfg)
  * and the distillation loss's keys. */
 static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 {
-	static const char *const loss_keys[] = {"loss_fn.kl_type", "loss_fn.mixed_kl_weight",
-	                                        "loss_fn.zero_outside_topk"};
 	const struct rl_cfg_loss_fn *l = &cfg->loss_fn;
 
 	if (cfg->algorithm != RL_ALGO_DISTILLATION) {
@@ -62,10 +60,10 @@ static void distillation_rules(struct rules *r, const struct rl_config *cfg)
 		 * lists every key) */
 		const bool changed[] = {l->kl_type && strcmp(l->kl_type, "reverse") != 0,
 		                        l->mixed_kl_weight != 0.5, l->zero_outside_topk};
-		for (size_t i = 0; i < sizeof loss_keys / sizeof *loss_keys; i++)
+		for (size_t i = 0; i < 3; i++)
 			if (changed[i])
 				rule_error(
-				    r, loss_keys[i],
+				    r, rl_cfg_distillation_loss_keys[i],
 				    "is on-policy distillation's (a config with a distillation: "
 				    "block); GRPO's KL term is loss_fn.reference_policy_kl_type");
 		return;
