@@ -21,6 +21,8 @@ int rl_cmd_run_config(int argc, char **argv);
 int rl_cmd_plot(int argc, char **argv);
 int rl_cmd_plan(int argc, char **argv);
 int rl_cmd_ckpt(int argc, char **argv);
+/* a built-in environment program (rl-env(7)) */
+int rl_cmd_env(int argc, char **argv);
 
 /* The default config compiled into rlrun (etc/examples/grpo-tiny.yaml). */
 extern const char rl_default_config[];

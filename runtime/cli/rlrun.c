@@ -35,6 +35,7 @@ static const char usage[] =
     "       [--env RANK]                layout, groups and each task's GPU, CPUs and NIC\n"
     "  ckpt list DIR | verify DIR/step_N | export DIR/step_N --hf OUT\n"
     "                                   a run's checkpoints: list, check, export\n"
+    "  env calculator|guess             a built-in environment on stdin/stdout (rl-env(7))\n"
     "\n"
     "Under the plugin (srun --rl-config=FILE rlrun [KEY=VALUE...]), rlrun with no\n"
     "command runs $RL_CONFIG's algorithm.\n"
@@ -88,6 +89,8 @@ int main(int argc, char **argv)
 		return rl_cmd_plan(argc - 1, argv + 1);
 	if (strcmp(cmd, "ckpt") == 0)
 		return rl_cmd_ckpt(argc - 1, argv + 1);
+	if (strcmp(cmd, "env") == 0)
+		return rl_cmd_env(argc - 1, argv + 1);
 	fprintf(stderr, "rlrun: unknown command '%s'\n%s", cmd, usage);
 	return RL_EXIT_USAGE;
 }

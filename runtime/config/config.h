@@ -263,6 +263,13 @@ struct rl_cfg_env {
 	double timeout;                     /* a step's scoring on a rank, and each sample */
 	struct rl_opt_float sample_timeout; /* each sample, when shorter; null: timeout */
 	struct rl_opt_int num_workers;      /* null: the rank's CPUs */
+	/* an environment (rl-env(7)): the program plays whole episodes, turn
+	 * by turn, instead of scoring single responses */
+	bool multi_turn;
+	struct rl_opt_float turn_timeout;    /* one answer; null: timeout */
+	struct rl_opt_float episode_timeout; /* one episode from its start; null: none */
+	int64_t max_episodes_in_flight;      /* episodes one copy holds at once */
+	char *observation_role;              /* tool|user: the observation's chat message */
 };
 
 struct rl_cfg_logger {

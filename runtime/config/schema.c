@@ -41,8 +41,10 @@ const struct rl_key rl_schema[] = {
      .doc = "distinct prompts sampled per step"},
     {"grpo.num_generations_per_prompt", RL_T_INT, OFF(grpo.num_generations_per_prompt), "16",
      SIZE_RANGE(1), .doc = "samples generated per prompt (the GRPO group size)"},
-    {"grpo.max_rollout_turns", RL_T_INT, OFF(grpo.max_rollout_turns), "1", RANGE(1, 1),
-     .doc = "turns per rollout; multi-turn rollouts are not supported yet"},
+    {"grpo.max_rollout_turns", RL_T_INT, OFF(grpo.max_rollout_turns), "1", RANGE(1, 1000),
+     .doc = "the model's turns per episode at most; above 1 the run's environment must be "
+            "multi-turn (env.<name>.multi_turn, or a built-in environment): each turn's "
+            "message goes to it and its observation is appended before the next turn"},
     {"grpo.max_num_epochs", RL_T_INT, OFF(grpo.max_num_epochs), "1", AT_LEAST(1),
      .doc = "passes over the training data"},
     {"grpo.max_num_steps", RL_T_INT, OFF(grpo.max_num_steps), "1000000", AT_LEAST(1),
@@ -585,6 +587,27 @@ const struct rl_key rl_schema[] = {
      .flags = RL_K_IN_ENV,
      .doc = "copies of the reward program run at a time, each scoring a share of the rank's "
             "samples; null: as many as the rank has CPUs (its CPU affinity)"},
+    {"env.*.multi_turn", RL_T_BOOL, EOFF(multi_turn), "false", .flags = RL_K_IN_ENV,
+     .doc = "the command is an environment (rl-env(7)): it plays whole episodes, answering "
+            "each of the model's turns with an observation, a reward and whether the episode "
+            "is done, several episodes at once; false: a reward program"},
+    {"env.*.turn_timeout", RL_T_OPT_FLOAT, EOFF(turn_timeout), "null", AT_LEAST(0),
+     .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
+     .doc = "multi_turn: seconds the environment may take to answer one turn; the episode "
+            "then ends with reward 0 (counted as timed out) and the copy that hangs is "
+            "replaced; null: timeout"},
+    {"env.*.episode_timeout", RL_T_OPT_FLOAT, EOFF(episode_timeout), "null", AT_LEAST(0),
+     .flags = RL_K_MIN_OPEN | RL_K_IN_ENV,
+     .doc = "multi_turn: seconds one episode may last from its start, the model's turns "
+            "included; it then ends with reward 0 (counted as timed out); null: no bound"},
+    {"env.*.max_episodes_in_flight", RL_T_INT, EOFF(max_episodes_in_flight), "64",
+     AT_LEAST(1), .flags = RL_K_IN_ENV,
+     .doc = "multi_turn: episodes one copy of the environment holds at once"},
+    {"env.*.observation_role", RL_T_ENUM, EOFF(observation_role), "tool",
+     .choices = "tool|user", .flags = RL_K_IN_ENV,
+     .doc = "multi_turn: the chat message an observation becomes in the model's chat "
+            "template (a tool result or a user turn); without a template the observation's "
+            "text is appended as it is"},
     NOT_YET_UNLESS("env.*.math_verify_impl", "*",
                    "NeMo-RL's choice of math checker (hf_math_verify, dapo_math_verify); "
                    "slurm-rl's math reward is its own, built in"),

@@ -29,8 +29,15 @@ struct rl_sample {
 	double loss_mult; /* 0 excludes it from the loss (overlong filtering) */
 	/* len entries: loss_mask[i] is 1 when token i is a target the loss
 	 * counts, 0 elsewhere (SFT's assistant turns); all of them at or after
-	 * prompt_len. NULL: every response token counts (GRPO). */
+	 * prompt_len. NULL: every response token counts (GRPO). A
+	 * multi-turn episode's marks the model's own tokens: its
+	 * environment's observations are context, never a target. */
 	uint8_t *loss_mask;
+	/* multi-turn (rollout/episodes.h): the model's turns in the episode
+	 * (0 for a single response), and whether the reward came with the
+	 * episode from its environment, so that nothing scores it again */
+	int turns;
+	bool env_scored;
 };
 
 struct rl_rollout {

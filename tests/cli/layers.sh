@@ -15,7 +15,7 @@
 
 # lowest first: a room may use the rooms before it, never those after
 order="kernels topology base logger config tokenizer chat model generate comm parallel ckpt data
-reward grpo algo rollout job train plan cli spank"
+reward env grpo algo rollout job train plan cli spank"
 rank_of() { # ROOM: its place in the order, empty when it is not a room
 	i=0
 	for r in $order; do
