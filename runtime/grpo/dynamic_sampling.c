@@ -27,7 +27,8 @@ static void move_group(struct rl_rollout *dst, int to, struct rl_rollout *r, int
 	dst->prompts[to] = r->prompts[g];
 	dst->problems[to] = r->problems[g];
 	dst->answers[to] = r->answers[g];
-	r->prompts[g] = r->problems[g] = r->answers[g] = NULL;
+	dst->metadata[to] = r->metadata[g];
+	r->prompts[g] = r->problems[g] = r->answers[g] = r->metadata[g] = NULL;
 	for (int i = 0; i < k; i++) {
 		struct rl_sample *from = &r->s[g * k + i];
 

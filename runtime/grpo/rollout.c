@@ -15,7 +15,8 @@ int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size)
 	r->prompts = calloc((size_t)n_groups, sizeof *r->prompts);
 	r->problems = calloc((size_t)n_groups, sizeof *r->problems);
 	r->answers = calloc((size_t)n_groups, sizeof *r->answers);
-	if (!r->s || !r->prompts || !r->problems || !r->answers) {
+	r->metadata = calloc((size_t)n_groups, sizeof *r->metadata);
+	if (!r->s || !r->prompts || !r->problems || !r->answers || !r->metadata) {
 		rl_rollout_free(r);
 		return -1;
 	}
@@ -54,10 +55,13 @@ void rl_rollout_free(struct rl_rollout *r)
 			free(r->problems[g]);
 		if (r->answers)
 			free(r->answers[g]);
+		if (r->metadata)
+			free(r->metadata[g]);
 	}
 	free(r->s);
 	free(r->prompts);
 	free(r->problems);
+	free(r->metadata);
 	free(r->answers);
 	memset(r, 0, sizeof *r);
 }

@@ -46,6 +46,9 @@ struct rl_rollout {
 	char **prompts;  /* per group: the text given to the model */
 	char **problems; /* per group */
 	char **answers;  /* per group; entries may be NULL */
+	/* per group: what the data gives an environment besides (NeMo-RL's
+	 * extra_env_info), a JSON text; entries may be NULL */
+	char **metadata;
 };
 
 int rl_rollout_alloc(struct rl_rollout *r, int n_groups, int group_size);
