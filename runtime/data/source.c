@@ -124,8 +124,11 @@ static int synthetic_problem(struct rl_data_source *d, uint64_t index, char **pr
 }
 
 int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
-                        char **prompts, char *err, size_t errlen)
+                        char **prompts, char **metadata, char *err, size_t errlen)
 {
+	if (metadata)
+		for (int i = 0; i < n; i++)
+			metadata[i] = NULL;
 	if (d->synthetic) {
 		for (int i = 0; i < n; i++)
 			if (synthetic_problem(d, (uint64_t)d->next_problem++, &problems[i],
@@ -140,6 +143,10 @@ int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char *
 		if (fill(d, ex->problem, ex->answer, &problems[i], &answers[i], &prompts[i], err,
 		         errlen))
 			return -1;
+		if (metadata && ex->metadata && !(metadata[i] = strdup(ex->metadata))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 	}
 	return 1;
 }
