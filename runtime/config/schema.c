@@ -81,7 +81,9 @@ const struct rl_key rl_schema[] = {
                    "early stopping on a validation metric is not implemented"),
     NOT_YET_UNLESS("grpo.seq_logprob_error_threshold", "null",
                    "filtering sequences by logprob error is not implemented"),
-    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null", "tool calls are not implemented"),
+    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null",
+                   "tool-call validity is the environment's (NeMo-RL reads this only on "
+                   "its NeMo-Gym path): give a malformed call its reward there"),
     NOT_YET_UNLESS("grpo.malformed_thinking_advantage", "null",
                    "advantages for malformed thinking tags are not implemented; score them in "
                    "an env command"),
