@@ -142,7 +142,9 @@ int rl_remote_request(struct rl_rollout_source *s, const struct rl_rollout *r, u
 
 	if (!s->ctx.dist->bridge)
 		return 0;
-	if (rl_wire_pack_prompts(&prompts, r)) {
+	/* the groups whole: generation ranks that play episodes give each
+	 * environment its problem, answer and metadata */
+	if (rl_wire_pack_groups(&prompts, r)) {
 		rl_wire_free(&prompts);
 		snprintf(err, errlen, "out of memory");
 		return -1;

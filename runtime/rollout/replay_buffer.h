@@ -6,8 +6,10 @@
  * head (the count), then per rollout a record head (its step, the step of
  * the weights that generated it, its shape and sizes), the step's prompts
  * and one wire.h packet of every sample, in the host's byte order
- * (as the shard files, little-endian). Version 1 files (one rollout, age
- * 1) are still read.
+ * (as the shard files, little-endian): with an episode's loss mask,
+ * turns and its environment's reward, so that episodes generated ahead
+ * survive a preemption. Version 2 files (samples without those) and
+ * version 1 files (one rollout, age 1) are still read.
  * defines: RL_CKPT_ROLLOUT_BUFFER, struct rl_buffered, rl_replay_buffer_begin,
  * rl_replay_buffer_pack, rl_replay_buffer_load, rl_replay_buffer_parse, rl_replay_buffer_free */
 #ifndef RL_ROLLOUT_REPLAY_BUFFER_H

@@ -1,7 +1,13 @@
 /* A packet: its head (the sample range and the truncated-prompt count),
- * then each sample's head, tokens, generation logprobs and response text,
- * all in the host's byte order (the two ends are ranks of one run). */
+ * then each sample's head, tokens, generation logprobs, loss mask (when it
+ * has one) and response text, all in the host's byte order (the two ends
+ * are ranks of one run, or a checkpoint's replay buffer read back on the
+ * machines that wrote it). Version 1's sample head had no turns, flags or
+ * reward, and no mask followed: replay buffers written before multi-turn
+ * episodes hold it. */
 #define _GNU_SOURCE
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +20,20 @@ struct packet_head {
 	struct rl_wire_info info;
 };
 
+/* version 2 */
 struct sample_head {
+	int32_t len, prompt_len, truncated, text_len;
+	int32_t turns, flags; /* SAMPLE_* */
+	double loss_mult;
+	double reward; /* the environment's, with SAMPLE_ENV_SCORED; else 0 */
+};
+
+#define SAMPLE_ENV_SCORED 1 /* the reward came with the episode */
+#define SAMPLE_LOSS_MASK  2 /* len bytes of loss mask follow the logprobs */
+#define SAMPLE_FLAGS      (SAMPLE_ENV_SCORED | SAMPLE_LOSS_MASK)
+
+/* version 1 */
+struct sample_head_v1 {
 	int32_t len, prompt_len, truncated, text_len;
 	double loss_mult;
 };
@@ -48,13 +67,23 @@ int rl_wire_pack(struct rl_wire *w, const struct rl_rollout *r, int lo, int hi,
 	for (int i = lo; i < hi; i++) {
 		const struct rl_sample *s = &r->s[i];
 		size_t text_len = s->response ? strlen(s->response) : 0;
-		struct sample_head h = {s->len, s->prompt_len, s->truncated, (int32_t)text_len,
-		                        s->loss_mult};
+		struct sample_head h = {
+		    .len = s->len,
+		    .prompt_len = s->prompt_len,
+		    .truncated = s->truncated,
+		    .text_len = (int32_t)text_len,
+		    .turns = s->turns,
+		    .flags = (s->env_scored ? SAMPLE_ENV_SCORED : 0) |
+		             (s->loss_mask ? SAMPLE_LOSS_MASK : 0),
+		    .loss_mult = s->loss_mult,
+		    .reward = s->env_scored ? s->reward : 0,
+		};
 
-		if (rl_wire_put(w, &h, sizeof h) ||
+		if (text_len > INT32_MAX || rl_wire_put(w, &h, sizeof h) ||
 		    rl_wire_put(w, s->ids, (size_t)s->len * sizeof *s->ids) ||
 		    rl_wire_put(w, s->gen_lp,
 		                (size_t)(s->len - s->prompt_len) * sizeof *s->gen_lp) ||
+		    (s->loss_mask && rl_wire_put(w, s->loss_mask, (size_t)s->len)) ||
 		    rl_wire_put(w, s->response, text_len))
 			return -1;
 	}
@@ -75,12 +104,44 @@ static int take(struct reader *rd, void *out, size_t n)
 	return 0;
 }
 
-static int unpack_sample(struct reader *rd, struct rl_sample *s, int max_len, char *err,
-                         size_t errlen, int i)
+/* A sample's head of either version, as version 2's. */
+static int take_head(struct reader *rd, int version, struct sample_head *h)
+{
+	struct sample_head_v1 v1;
+
+	if (version >= 2)
+		return take(rd, h, sizeof *h);
+	if (take(rd, &v1, sizeof v1))
+		return -1;
+	*h = (struct sample_head){.len = v1.len,
+	                          .prompt_len = v1.prompt_len,
+	                          .truncated = v1.truncated,
+	                          .text_len = v1.text_len,
+	                          .loss_mult = v1.loss_mult};
+	return 0;
+}
+
+/* The loss mask just read: 0 or 1 everywhere, nothing of the prompt
+ * (rollout.h's contract, which the loss relies on). */
+static int check_mask(const uint8_t *mask, int prompt_len, int len, char *err, size_t errlen, int i)
+{
+	for (int t = 0; t < len; t++)
+		if (mask[t] > 1 || (t < prompt_len && mask[t])) {
+			snprintf(err, errlen,
+			         "sample %d: its loss mask has %u at token %d (prompt of %d): "
+			         "damaged",
+			         i, mask[t], t, prompt_len);
+			return -1;
+		}
+	return 0;
+}
+
+static int unpack_sample(struct reader *rd, int version, struct rl_sample *s, int max_len,
+                         char *err, size_t errlen, int i)
 {
 	struct sample_head h;
 
-	if (take(rd, &h, sizeof h)) {
+	if (take_head(rd, version, &h)) {
 		snprintf(err, errlen, "sample %d: the packet ends in its head", i);
 		return -1;
 	}
@@ -89,36 +150,72 @@ static int unpack_sample(struct reader *rd, struct rl_sample *s, int max_len, ch
 		         h.len, h.prompt_len, max_len);
 		return -1;
 	}
+	if (h.turns < 0 || (h.flags & ~SAMPLE_FLAGS) ||
+	    ((h.flags & SAMPLE_ENV_SCORED) && !isfinite(h.reward))) {
+		snprintf(err, errlen,
+		         "sample %d: its head is damaged (%d turns, flags %#x, reward %g)", i,
+		         h.turns, (unsigned)h.flags, h.reward);
+		return -1;
+	}
 	size_t n_resp = (size_t)(h.len - h.prompt_len);
+	size_t mask_len = (h.flags & SAMPLE_LOSS_MASK) ? (size_t)h.len : 0;
+	/* every size that follows is checked against the bytes there before
+	 * it sizes an allocation: the text's is bounded by nothing else */
+	size_t data = (size_t)h.len * sizeof *s->ids + n_resp * sizeof *s->gen_lp + mask_len;
+	if ((size_t)(rd->end - rd->p) < data + (size_t)h.text_len) {
+		snprintf(err, errlen,
+		         "sample %d: the packet ends in its data (%zu bytes announced, %zu left)",
+		         i, data + (size_t)h.text_len, (size_t)(rd->end - rd->p));
+		return -1;
+	}
 	s->len = h.len;
 	s->prompt_len = h.prompt_len;
 	s->truncated = h.truncated != 0;
 	s->loss_mult = h.loss_mult;
+	s->turns = h.turns;
+	s->env_scored = (h.flags & SAMPLE_ENV_SCORED) != 0;
+	s->reward = s->env_scored ? h.reward : 0;
 	s->ids = malloc((size_t)h.len * sizeof *s->ids);
 	s->gen_lp = calloc(n_resp + 1, sizeof *s->gen_lp);
 	s->prev_lp = calloc(n_resp + 1, sizeof *s->prev_lp);
 	s->ref_lp = calloc(n_resp + 1, sizeof *s->ref_lp);
 	s->response = malloc((size_t)h.text_len + 1);
-	if (!s->ids || !s->gen_lp || !s->prev_lp || !s->ref_lp || !s->response) {
+	s->loss_mask = mask_len ? malloc(mask_len) : NULL;
+	if (!s->ids || !s->gen_lp || !s->prev_lp || !s->ref_lp || !s->response ||
+	    (mask_len && !s->loss_mask)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	if (take(rd, s->ids, (size_t)h.len * sizeof *s->ids) ||
 	    take(rd, s->gen_lp, n_resp * sizeof *s->gen_lp) ||
+	    (mask_len && take(rd, s->loss_mask, mask_len)) ||
 	    take(rd, s->response, (size_t)h.text_len)) {
 		snprintf(err, errlen, "sample %d: the packet ends in its data", i);
 		return -1;
 	}
 	s->response[h.text_len] = '\0';
+	if (mask_len && check_mask(s->loss_mask, h.prompt_len, h.len, err, errlen, i))
+		return -1;
 	return 0;
 }
 
 int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, int max_len,
                    struct rl_wire_info *info, char *err, size_t errlen)
 {
+	return rl_wire_unpack_version(buf, len, RL_WIRE_VERSION, r, max_len, info, err, errlen);
+}
+
+int rl_wire_unpack_version(const unsigned char *buf, size_t len, int version, struct rl_rollout *r,
+                           int max_len, struct rl_wire_info *info, char *err, size_t errlen)
+{
 	struct reader rd = {buf, buf + len};
 	struct packet_head ph;
 
+	if (version < 1 || version > RL_WIRE_VERSION) {
+		snprintf(err, errlen, "a rollout packet of version %d (this rlrun reads 1 to %d)",
+		         version, RL_WIRE_VERSION);
+		return -1;
+	}
 	if (take(&rd, &ph, sizeof ph)) {
 		snprintf(err, errlen, "a rollout packet of %zu bytes has no head", len);
 		return -1;
@@ -133,7 +230,7 @@ int rl_wire_unpack(const unsigned char *buf, size_t len, struct rl_rollout *r, i
 			snprintf(err, errlen, "sample %d arrived twice", i);
 			return -1;
 		}
-		if (unpack_sample(&rd, &r->s[i], max_len, err, errlen, i))
+		if (unpack_sample(&rd, version, &r->s[i], max_len, err, errlen, i))
 			return -1;
 	}
 	if (rd.p != rd.end) {
@@ -179,6 +276,64 @@ int rl_wire_unpack_prompts(const unsigned char *buf, size_t len, struct rl_rollo
 	}
 	if (rd.p != rd.end) {
 		snprintf(err, errlen, "%zu bytes follow the %d prompts", (size_t)(rd.end - rd.p),
+		         r->n_groups);
+		return -1;
+	}
+	return 0;
+}
+
+/* A text as its int32 length (-1: NULL) and its bytes. */
+static int put_text(struct rl_wire *w, const char *text)
+{
+	size_t len = text ? strlen(text) : 0;
+	int32_t len32 = text ? (int32_t)len : -1;
+
+	return len > INT32_MAX || rl_wire_put(w, &len32, sizeof len32) || rl_wire_put(w, text, len);
+}
+
+/* 0 with *out malloc'd (NULL for -1), or -1 when the length does not fit
+ * the bytes left (checked before it sizes anything) or memory is out. */
+static int take_text(struct reader *rd, bool nullable, char **out)
+{
+	int32_t n;
+
+	*out = NULL;
+	if (take(rd, &n, sizeof n) || n < -1 || (n == -1 && !nullable) ||
+	    (size_t)(rd->end - rd->p) < (size_t)(n < 0 ? 0 : n))
+		return -1;
+	if (n < 0)
+		return 0;
+	if (!(*out = strndup((const char *)rd->p, (size_t)n)))
+		return -1;
+	rd->p += n;
+	return 0;
+}
+
+int rl_wire_pack_groups(struct rl_wire *w, const struct rl_rollout *r)
+{
+	for (int g = 0; g < r->n_groups; g++)
+		if (put_text(w, r->prompts[g]) || put_text(w, r->problems[g]) ||
+		    put_text(w, r->answers[g]) || put_text(w, r->metadata[g]))
+			return -1;
+	return 0;
+}
+
+int rl_wire_unpack_groups(const unsigned char *buf, size_t len, struct rl_rollout *r, char *err,
+                          size_t errlen)
+{
+	struct reader rd = {buf, buf + len};
+
+	for (int g = 0; g < r->n_groups; g++)
+		if (take_text(&rd, false, &r->prompts[g]) ||
+		    take_text(&rd, true, &r->problems[g]) || take_text(&rd, true, &r->answers[g]) ||
+		    take_text(&rd, true, &r->metadata[g])) {
+			snprintf(err, errlen,
+			         "the groups are cut short or damaged at group %d of %d", g,
+			         r->n_groups);
+			return -1;
+		}
+	if (rd.p != rd.end) {
+		snprintf(err, errlen, "%zu bytes follow the %d groups", (size_t)(rd.end - rd.p),
 		         r->n_groups);
 		return -1;
 	}
