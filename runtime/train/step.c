@@ -31,15 +31,20 @@ void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m
 
 		sum += s->reward;
 		sq += s->reward * s->reward;
-		resp += n;
+		/* an episode's generated tokens are the model's own (NeMo-RL's
+		 * mean_gen_tokens_per_sample); its observations were never
+		 * sampled, so generation has no logprob of them to compare */
+		resp += rl_sample_loss_tokens(s);
 		tokens += s->len;
 		truncated += s->truncated;
 		for (int j = 0; j < n; j++) {
+			if (s->loss_mask && !s->loss_mask[s->prompt_len + j])
+				continue;
 			double d = fabs((double)s->gen_lp[j] - (double)s->prev_lp[j]);
 			err_sum += exp(d);
 			max_diff = d > max_diff ? d : max_diff;
+			n_tok++;
 		}
-		n_tok += n;
 	}
 	m->reward_mean = sum / r->n;
 	double var = sq / r->n - m->reward_mean * m->reward_mean;
