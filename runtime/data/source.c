@@ -202,13 +202,21 @@ size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max)
 }
 
 int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
-                       char **prompt, char *err, size_t errlen)
+                       char **prompt, char **metadata, char *err, size_t errlen)
 {
+	if (metadata)
+		*metadata = NULL;
 	if (d->synthetic)
 		return synthetic_problem(d, VAL_PROBLEM_BASE + k, problem, answer, prompt, err,
 		                         errlen);
 	const struct rl_example *ex = &d->val.ex[k];
-	return fill(d, ex->problem, ex->answer, problem, answer, prompt, err, errlen);
+	if (fill(d, ex->problem, ex->answer, problem, answer, prompt, err, errlen))
+		return -1;
+	if (metadata && ex->metadata && !(*metadata = strdup(ex->metadata))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 void rl_data_source_close(struct rl_data_source *d)

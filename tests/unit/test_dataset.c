@@ -441,8 +441,8 @@ Test(dataset, source_hands_out_metadata_with_the_problem)
 	cr_assert_geq(asprintf(&yaml,
 	                       "policy:\n  model_name: builtin:tiny-llama\n"
 	                       "data:\n  dataset_name: jsonl\n  shuffle: false\n"
-	                       "  train:\n    path: %s\n",
-	                       path),
+	                       "  train:\n    path: %s\n  validation:\n    path: %s\n",
+	                       path, path),
 	              0);
 	cr_assert_eq(rl_config_load_text("t.yaml", yaml, strlen(yaml), dir, NULL, 0, &cfg, &d), 0,
 	             "%s", diag_text(&d));
@@ -460,6 +460,17 @@ Test(dataset, source_hands_out_metadata_with_the_problem)
 			cr_expect_str_eq(meta[i], want);
 		free(prob[i]), free(ans[i]), free(prompt[i]), free(meta[i]);
 	}
+	/* validation examples carry theirs too */
+	char *vp, *va, *vprompt, *vmeta;
+	cr_assert_eq(rl_data_source_val(&src, 2, &vp, &va, &vprompt, &vmeta, err, sizeof err), 0,
+	             "%s", err);
+	cr_expect_str_eq(vp, "p2");
+	cr_expect_str_eq(vmeta, "{\"i\":2}");
+	free(vp), free(va), free(vprompt), free(vmeta);
+	cr_assert_eq(rl_data_source_val(&src, 1, &vp, &va, &vprompt, &vmeta, err, sizeof err), 0,
+	             "%s", err);
+	cr_expect_null(vmeta);
+	free(vp), free(va), free(vprompt);
 	rl_data_source_close(&src);
 	rl_config_free(&cfg);
 	rl_diags_free(&d);
