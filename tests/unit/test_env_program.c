@@ -32,6 +32,7 @@
 
 #include "runtime/env/builtin_env.h"
 #include "runtime/env/env_program.h"
+#include "tests/unit/child_checks.h"
 
 static const char *srcdir(void)
 {
@@ -48,18 +49,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	cr_assert_not_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 #define expect_contains(text, needle)                                                              \
@@ -137,6 +126,22 @@ static char *env_command(const char *name, const char *body)
 }
 
 static const char *good_loop = "while IFS= read -r line; do n=$((n + 1)); handle \"$line\"; done\n";
+
+/* An environment that plays the game after `before` (sh, run on each
+ * input line, $line, its number in $n). */
+static char *env_loop(const char *name, const char *before)
+{
+	char *body = NULL, *cmd;
+
+	cr_assert_geq(
+	    asprintf(&body,
+	             "while IFS= read -r line; do n=$((n + 1))\n%s\n\thandle \"$line\"\ndone\n",
+	             before),
+	    0);
+	cmd = env_command(name, body);
+	free(body);
+	return cmd;
+}
 
 static int count_lines(const char *name)
 {
@@ -225,6 +230,15 @@ static void act(struct harness *h, int e, const char *msg)
 	char err[256] = "";
 
 	cr_assert_eq(rl_env_act(h->pool, e, msg, strlen(msg), err, sizeof err), 0, "%s", err);
+}
+
+/* Episodes 0..n-1 begun, each sent msg. */
+static void begin_acting(struct harness *h, int n, const char *msg)
+{
+	for (int e = 0; e < n; e++) {
+		begin(h, e);
+		act(h, e, msg);
+	}
 }
 
 /* The next answer, waiting at most limit_s (the test fails past it). */
@@ -348,21 +362,14 @@ Test(env_program, answers_out_of_order)
 /* Answers taking 0.3 s each, under a 2 s turn timeout: no failure. */
 Test(env_program, slow_within_the_timeout)
 {
-	char *cmd =
-	    env_command("slow", "while IFS= read -r line; do\n"
-	                        "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n"
-	                        "	handle \"$line\"\n"
-	                        "done\n");
+	char *cmd = env_loop("slow", "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n");
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer got[3];
 
 	p.turn_timeout_s = 2;
 	open_pool(&h, &p, 3);
-	for (int e = 0; e < 3; e++) {
-		begin(&h, e);
-		act(&h, e, "x");
-	}
+	begin_acting(&h, 3, "x");
 	collect(&h, 3, got, 3, 10);
 	for (int e = 0; e < 3; e++) {
 		expect_answer(&got[e], e, "x.", 0.25, false);
@@ -382,20 +389,14 @@ Test(env_program, slow_within_the_timeout)
 Test(env_program, slow_past_the_timeout)
 {
 	char *cmd =
-	    env_command("slowone", "while IFS= read -r line; do\n"
-	                           "	case $line in *'\"message\":\"slow\"'*) sleep 5 ;; esac\n"
-	                           "	handle \"$line\"\n"
-	                           "done\n");
+	    env_loop("slowone", "	case $line in *'\"message\":\"slow\"'*) sleep 5 ;; esac\n");
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer got[3];
 
 	p.turn_timeout_s = 1;
 	open_pool(&h, &p, 3);
-	for (int e = 0; e < 3; e++) {
-		begin(&h, e);
-		act(&h, e, "a");
-	}
+	begin_acting(&h, 3, "a");
 	collect(&h, 3, got, 3, 5);
 	for (int e = 0; e < 3; e++)
 		free(got[e].observation);
@@ -447,13 +448,10 @@ Test(env_program, slow_past_the_timeout)
  * uninterrupted copy gives. Its stderr is shown once. */
 Test(env_program, crash_mid_episode)
 {
-	char *cmd = env_command(
-	    "crash", "while IFS= read -r line; do n=$((n + 1))\n"
-	             "	if [ $n = 7 ] && [ ! -e \"$DIR/crashed\" ]; then\n"
+	char *cmd = env_loop(
+	    "crash", "	if [ $n = 7 ] && [ ! -e \"$DIR/crashed\" ]; then\n"
 	             "		touch \"$DIR/crashed\"; echo \"boom at line $n\" >&2; exit 3\n"
-	             "	fi\n"
-	             "	handle \"$line\"\n"
-	             "done\n");
+	             "	fi\n");
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer got[3];
@@ -582,27 +580,6 @@ Test(env_program, garbage)
 	free(cmd);
 }
 
-/* pid has ended (a zombie whose reaper is slow counts as ended), within
- * a second. */
-static bool gone(int pid)
-{
-	for (int i = 0; i < 100; i++) {
-		char path[64], state = 0;
-		FILE *f;
-
-		snprintf(path, sizeof path, "/proc/%d/stat", pid);
-		if (!(f = fopen(path, "r")))
-			return true;
-		int got = fscanf(f, "%*d (%*[^)]) %c", &state);
-
-		fclose(f);
-		if (got == 1 && (state == 'Z' || state == 'X'))
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 /* A program that reads and never answers: every episode owed an answer
  * times out within the turn timeout (and a margin), and the hung copy is
  * killed with its process group (its `sleep` child included). */
@@ -620,10 +597,7 @@ Test(env_program, never_answers)
 	open_pool(&h, &p, 3);
 	double t0 = now_s();
 
-	for (int e = 0; e < 3; e++) {
-		begin(&h, e);
-		act(&h, e, "a");
-	}
+	begin_acting(&h, 3, "a");
 	collect(&h, 3, got, 3, 5);
 	double took = now_s() - t0;
 
@@ -643,7 +617,7 @@ Test(env_program, never_answers)
 	fclose(f);
 	close_pool(&h);
 	cr_expect_eq(h.fail.timed_out, 3);
-	cr_expect(gone(sleeper), "the copy's child %d outlived it", sleeper);
+	cr_expect(process_dead(sleeper), "the copy's child %d outlived it", sleeper);
 	free(h.log_text);
 	free(cmd);
 }
@@ -653,15 +627,11 @@ Test(env_program, never_answers)
  * stop signals, the same kill is a crash. */
 static void stop_signal_case(bool listed)
 {
-	char *cmd =
-	    env_command("sig", "while IFS= read -r line; do\n"
-	                       "	case $line in *'\"message\":\"sig\"'*)\n"
-	                       "		if [ ! -e \"$DIR/signalled\" ]; then\n"
-	                       "			touch \"$DIR/signalled\"; kill -USR1 $$\n"
-	                       "		fi ;;\n"
-	                       "	esac\n"
-	                       "	handle \"$line\"\n"
-	                       "done\n");
+	char *cmd = env_loop("sig", "	case $line in *'\"message\":\"sig\"'*)\n"
+	                            "		if [ ! -e \"$DIR/signalled\" ]; then\n"
+	                            "			touch \"$DIR/signalled\"; kill -USR1 $$\n"
+	                            "		fi ;;\n"
+	                            "	esac\n");
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer got[2];
@@ -671,10 +641,7 @@ static void stop_signal_case(bool listed)
 	sigaddset(&stop, SIGUSR1);
 	p.stop_signals = listed ? &stop : NULL;
 	open_pool(&h, &p, 2);
-	for (int e = 0; e < 2; e++) {
-		begin(&h, e);
-		act(&h, e, "a");
-	}
+	begin_acting(&h, 2, "a");
 	collect(&h, 2, got, 2, 5);
 	free(got[0].observation);
 	free(got[1].observation);
@@ -729,10 +696,7 @@ Test(env_program, command_not_found)
 
 	p.num_workers = 2;
 	open_pool(&h, &p, 3);
-	for (int e = 0; e < 2; e++) {
-		begin(&h, e);
-		act(&h, e, "a");
-	}
+	begin_acting(&h, 2, "a");
 	collect(&h, 2, got, 3, 5);
 	begin(&h, 2);
 	act(&h, 2, "a");
@@ -755,11 +719,7 @@ Test(env_program, command_not_found)
  * at its fourth turn, the program is told to end it. */
 Test(env_program, episode_timeout)
 {
-	char *cmd =
-	    env_command("paced", "while IFS= read -r line; do\n"
-	                         "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n"
-	                         "	handle \"$line\"\n"
-	                         "done\n");
+	char *cmd = env_loop("paced", "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n");
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer a;
@@ -790,6 +750,33 @@ Test(env_program, episode_timeout)
 	cr_expect_eq(h.fail.timed_out, 1);
 	cr_expect_eq(count_lines("ends"), 1, "the program was told");
 	expect_contains(h.log_text, "episode 0: not over within 1 s");
+	free(h.log_text);
+	free(cmd);
+}
+
+/* The environment holds this process still for 3 s (as a job suspended
+ * and resumed would be) and answers half a second after it runs again:
+ * under a 1 s turn timeout the answer came in time, the held time not
+ * counted. */
+Test(env_program, held_still_is_not_counted)
+{
+	char *cmd =
+	    env_loop("hold", "	case $line in *'\"message\":\"late\"'*)\n"
+	                     "		kill -STOP $PPID; sleep 3; kill -CONT $PPID; sleep 0.5 ;;\n"
+	                     "	esac\n");
+	struct rl_env_program p = program(cmd);
+	struct harness h;
+
+	p.turn_timeout_s = 1;
+	open_pool(&h, &p, 1);
+	begin_acting(&h, 1, "late");
+	struct rl_env_answer a = next_answer(&h, 10);
+
+	expect_answer(&a, 0, "late.", 0.25, false);
+	free(a.observation);
+	rl_env_end(h.pool, 0);
+	close_pool(&h);
+	expect_no_failures(&h);
 	free(h.log_text);
 	free(cmd);
 }
