@@ -883,9 +883,11 @@ int rl_env_wait(struct rl_env_pool *pool, double wait_s, struct rl_env_answer *o
 	}
 	rl_prog_sigpipe_restore(&pool->sigpipe);
 	*n = pool->n_ready < cap ? pool->n_ready : cap;
-	memcpy(out, pool->ready, (size_t)*n * sizeof *out);
-	memmove(pool->ready, pool->ready + *n, (size_t)(pool->n_ready - *n) * sizeof *out);
-	pool->n_ready -= *n;
+	if (*n > 0) {
+		memcpy(out, pool->ready, (size_t)*n * sizeof *out);
+		memmove(pool->ready, pool->ready + *n, (size_t)(pool->n_ready - *n) * sizeof *out);
+		pool->n_ready -= *n;
+	}
 	if (pool->spawn_errno) {
 		snprintf(err, errlen, "env command: cannot start /bin/sh -c '%s': %s",
 		         pool->command, strerror(pool->spawn_errno));
