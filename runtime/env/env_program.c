@@ -35,8 +35,11 @@
  * copies have at the pool's close once told to end. */
 #define EXIT_GRACE_S  2.0
 #define CLOSE_GRACE_S 1.0
-/* Poll interval while waiting for a copy that closed its stdout to exit. */
-#define REAP_POLL_MS 2
+/* Poll interval while waiting for a copy that closed its stdout to exit,
+ * and while a copy owes answers (a child it left may hold its stdout
+ * open after it died, so that no end of file says so). */
+#define REAP_POLL_MS  2
+#define DEATH_POLL_MS 50
 /* Ids of episodes ended while an answer was owed, kept per copy so that
  * the late answer is dropped quietly rather than counted as bad output. */
 #define ENDED_KEEP 64
@@ -255,6 +258,18 @@ static void fail_episode(struct rl_env_pool *pool, int e, enum rl_env_outcome wh
 	push_answer(pool,
 	            (struct rl_env_answer){
 	                .episode = e, .outcome = why, .observation = calloc(1, 1), .done = true});
+}
+
+/* The copy's process has ended (it stays a zombie until rl_prog_kill
+ * reaps it, so that its process group, which may outlive it, is still
+ * its own to kill). */
+static bool ended(const struct copy *c)
+{
+	siginfo_t si = {0};
+
+	if (waitid(P_PID, (id_t)c->c.pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+		return errno == ECHILD; /* reaped by someone else */
+	return si.si_pid == c->c.pid;
 }
 
 static int copies_running(const struct rl_env_pool *pool)
@@ -660,6 +675,9 @@ static void round_once(struct rl_env_pool *pool, int wait_ms)
 			continue;
 		if (c->closing)
 			next = fmin(next, now + REAP_POLL_MS / 1e3);
+		else if (owed(pool, c) >
+		         0) /* its death shows no descriptor while a child holds its stdout */
+			next = fmin(next, now + DEATH_POLL_MS / 1e3);
 		if (c->c.in_fd >= 0 && c->out_len > c->out_off)
 			pool->pfd[np++] = (struct pollfd){.fd = c->c.in_fd, .events = POLLOUT};
 		if (c->c.out_fd >= 0)
@@ -690,15 +708,15 @@ static void round_once(struct rl_env_pool *pool, int wait_ms)
 	now = rl_now();
 	for (int i = 0; i < pool->n_workers; i++) {
 		struct copy *c = &pool->cp[i];
-		int status = 0;
 
-		if (!c->c.pid || !c->closing)
+		if (!c->c.pid)
 			continue;
-		pid_t r = waitpid(c->c.pid, &status, WNOHANG);
+		bool gone = ended(c);
 
-		if (r == c->c.pid || (r < 0 && errno == ECHILD))
-			lost(pool, c, r == c->c.pid ? status : 0, false);
-		else if (now >= c->reap_by)
+		if (gone && !c->closing)
+			read_out(pool, c); /* what it wrote before it died counts */
+		if (gone ||
+		    (c->closing && now >= c->reap_by)) /* what else is in its group ends too */
 			lost(pool, c, rl_prog_kill(&c->c), false);
 	}
 	for (int e = 0; e < pool->n; e++) {
@@ -918,7 +936,6 @@ void rl_env_pool_close(struct rl_env_pool *pool)
 	while (pool->cp && copies_running(pool) > 0 && rl_now() < until) {
 		for (int i = 0; i < pool->n_workers; i++) {
 			struct copy *c = &pool->cp[i];
-			int status;
 			char buf[4096];
 
 			if (!c->c.pid)
@@ -926,10 +943,8 @@ void rl_env_pool_close(struct rl_env_pool *pool)
 			while (c->c.out_fd >= 0 && read(c->c.out_fd, buf, sizeof buf) > 0)
 				; /* what it says now is not waited for */
 			rl_prog_read_err(&c->c);
-			if (waitpid(c->c.pid, &status, WNOHANG) == c->c.pid) {
-				c->c.pid = 0;
-				rl_prog_close_fd(&c->c.out_fd);
-			}
+			if (ended(c))
+				rl_prog_kill(&c->c); /* its group too */
 		}
 		if (copies_running(pool) > 0)
 			poll(NULL, 0, REAP_POLL_MS);

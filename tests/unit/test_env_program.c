@@ -159,6 +159,22 @@ static int count_lines(const char *name)
 	return n;
 }
 
+/* The pid a test environment wrote into $DIR/name. */
+static int read_pid(const char *name)
+{
+	char path[128];
+	int pid = 0;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "r");
+
+	cr_assert_not_null(f, "no %s", path);
+	cr_assert_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	cr_assert_gt(pid, 0);
+	return pid;
+}
+
 /* The largest of the copies' $DIR/max.PID. */
 static int max_held(void)
 {
@@ -498,6 +514,35 @@ Test(env_program, crash_mid_episode)
 	free(cmd);
 }
 
+/* A copy that dies while a child it left holds its stdout open (so no
+ * end of file comes): its death is seen all the same, well before the
+ * turn timeout, and the child ends with it. */
+Test(env_program, crash_with_a_child_holding_stdout)
+{
+	char *cmd = env_loop("orphan",
+	                     "	if [ $n = 1 ]; then sleep 1000 & echo $! > \"$DIR/sleeper\"; fi\n"
+	                     "	case $line in *'\"message\":\"crash\"'*) exit 3 ;; esac\n");
+	struct rl_env_program p = program(cmd);
+	struct harness h;
+
+	open_pool(&h, &p, 1);
+	double t0 = now_s();
+
+	begin_acting(&h, 1, "crash");
+	struct rl_env_answer a = next_answer(&h, 5);
+	double took = now_s() - t0;
+
+	cr_expect_eq(a.outcome, RL_ENV_CRASHED);
+	cr_expect(took < 2.0, "its death seen after %g s (turn timeout 10 s)", took);
+	free(a.observation);
+	rl_env_end(h.pool, 0);
+	close_pool(&h);
+	cr_expect_eq(h.fail.crashed, 1);
+	cr_expect(process_dead(read_pid("sleeper")), "the copy's child outlived it");
+	free(h.log_text);
+	free(cmd);
+}
+
 /* Lines that are not answers: one naming its episode but not JSON, one
  * with a wrong type, one with a NaN reward (Python's json.dumps writes
  * NaN) fail their episodes as bad output; an answer for an unknown
@@ -607,14 +652,8 @@ Test(env_program, never_answers)
 		rl_env_end(h.pool, e);
 	}
 	cr_expect(took >= 0.45 && took < 2.5, "all timed out after %g s", took);
-	char path[128];
-	int sleeper = 0;
+	int sleeper = read_pid("sleeper");
 
-	snprintf(path, sizeof path, "%s/sleeper", dir);
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f);
-	cr_assert_eq(fscanf(f, "%d", &sleeper), 1);
-	fclose(f);
 	close_pool(&h);
 	cr_expect_eq(h.fail.timed_out, 3);
 	cr_expect(process_dead(sleeper), "the copy's child %d outlived it", sleeper);
@@ -820,6 +859,48 @@ Test(env_program, workers_and_episodes_per_copy)
 	cr_expect_eq(max_held(), 3);
 	free(h.log_text);
 	free(cmd);
+}
+
+/* A well-behaved copy that left a child running: the close ends both,
+ * the copy's whole process group, whether the copy exits by itself at
+ * the end of its input or not. */
+static void close_ends_the_group(const char *after_loop)
+{
+	char *body = NULL, *cmd;
+	struct harness h;
+
+	cr_assert_geq(asprintf(&body, "sleep 1000 &\necho $! > \"$DIR/sleeper\"\n%s%s", good_loop,
+	                       after_loop),
+	              0);
+	cmd = env_command("leaves", body);
+	struct rl_env_program p = program(cmd);
+
+	open_pool(&h, &p, 1);
+	begin_acting(&h, 1, "stop");
+	struct rl_env_answer a = next_answer(&h, 5);
+
+	expect_answer(&a, 0, "stop.", 1.0, true);
+	free(a.observation);
+	rl_env_end(h.pool, 0);
+	int sleeper = read_pid("sleeper");
+
+	cr_assert_eq(kill(sleeper, 0), 0, "the child runs before the close");
+	close_pool(&h);
+	expect_no_failures(&h);
+	cr_expect(process_dead(sleeper), "the copy's child %d outlived the close", sleeper);
+	free(h.log_text);
+	free(body);
+	free(cmd);
+}
+
+Test(env_program, close_ends_the_group_of_a_copy_that_exits)
+{
+	close_ends_the_group("");
+}
+
+Test(env_program, close_ends_the_group_of_a_copy_that_does_not)
+{
+	close_ends_the_group("sleep 1000\n");
 }
 
 /* A message larger than a pipe holds, echoed back in the observation: no
