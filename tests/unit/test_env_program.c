@@ -7,17 +7,11 @@
  * with its episode's messages so far joined by dots ("a.b."), so the
  * expected observation is written from the test's own script of messages,
  * and an episode restarted on a fresh copy proves, by the same text, that
- * its transcript went with it.
- *
- * Then the built-in environments (called in-process) and the example
- * environments etc/examples/envs/ (run as programs, the Python one skipped
- * when python3 is missing) on scripted transcripts, against the rules of
- * the built-in tasks worked by hand. The examples are found under
- * $RL_TEST_SRCDIR, else $top_srcdir (what `make check` exports), else ".". */
+ * its transcript went with it. The built-in and example environments are
+ * test_env_builtin.c's. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,20 +22,9 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <jansson.h>
 
-#include "runtime/env/builtin_env.h"
 #include "runtime/env/env_program.h"
 #include "tests/unit/child_checks.h"
-
-static const char *srcdir(void)
-{
-	const char *s = getenv("RL_TEST_SRCDIR");
-
-	if (!s || !*s)
-		s = getenv("top_srcdir");
-	return s && *s ? s : ".";
-}
 
 static double now_s(void)
 {
@@ -203,6 +186,7 @@ static int max_held(void)
 /* ---- driving a pool ---- */
 
 struct harness {
+	char *cmd; /* the program's command, the harness's to free */
 	struct rl_env_pool *pool;
 	char *log_text;
 	size_t log_len;
@@ -225,7 +209,7 @@ static void open_pool(struct harness *h, const struct rl_env_program *p, int n)
 {
 	char err[256] = "";
 
-	*h = (struct harness){0};
+	*h = (struct harness){.cmd = (char *)p->command};
 	h->fds = count_fds();
 	h->log = open_memstream(&h->log_text, &h->log_len);
 	cr_assert_not_null(h->log);
@@ -318,6 +302,13 @@ static void close_pool(struct harness *h)
 	cr_expect(!sigismember(&set, SIGPIPE), "SIGPIPE left blocked");
 }
 
+/* What the harness holds after close_pool: the log and the command. */
+static void release(struct harness *h)
+{
+	free(h->log_text);
+	free(h->cmd);
+}
+
 static void expect_no_failures(const struct harness *h)
 {
 	cr_expect_eq(h->fail.crashed + h->fail.timed_out + h->fail.bad_output, 0,
@@ -371,14 +362,15 @@ Test(env_program, answers_out_of_order)
 	expect_no_failures(&h);
 	cr_expect_eq(count_lines("copies"), 1);
 	cr_expect_eq(count_lines("ends"), 0, "an episode answered done is not told to end");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
+
+static const char *step_takes_0_3_s = "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n";
 
 /* Answers taking 0.3 s each, under a 2 s turn timeout: no failure. */
 Test(env_program, slow_within_the_timeout)
 {
-	char *cmd = env_loop("slow", "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n");
+	char *cmd = env_loop("slow", step_takes_0_3_s);
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer got[3];
@@ -395,8 +387,7 @@ Test(env_program, slow_within_the_timeout)
 	close_pool(&h);
 	expect_no_failures(&h);
 	cr_expect_eq(count_lines("ends"), 3, "each episode ended is told");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* "slow" takes 5 s under a 1 s turn timeout: that episode times out, the
@@ -454,8 +445,7 @@ Test(env_program, slow_past_the_timeout)
 	expect_contains(h.log_text, "killed");
 	cr_expect(strstr(h.fail.first, "episode 0 turn 2: no answer within 1 s") == h.fail.first,
 	          "first: %s", h.fail.first);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* The copy exits on its 7th input line (once), before answering it: the
@@ -510,8 +500,7 @@ Test(env_program, crash_mid_episode)
 	expect_contains(h.log_text, "episode 1 turn 2: copy 1 exited with status 3");
 	expect_contains(h.log_text, "  | boom at line 7");
 	expect_contains(h.fail.first, "boom at line 7");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* A copy that dies while a child it left holds its stdout open (so no
@@ -539,8 +528,7 @@ Test(env_program, crash_with_a_child_holding_stdout)
 	close_pool(&h);
 	cr_expect_eq(h.fail.crashed, 1);
 	cr_expect(process_dead(read_pid("sleeper")), "the copy's child outlived it");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* Lines that are not answers: one naming its episode but not JSON, one
@@ -621,8 +609,7 @@ Test(env_program, garbage)
 	expect_contains(h.log_text, "episode 2 turn 1: line");
 	expect_contains(h.log_text, "line 'hello' is not JSON: ignored");
 	expect_contains(h.log_text, "answers an episode not waiting for an answer");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* A program that reads and never answers: every episode owed an answer
@@ -657,8 +644,7 @@ Test(env_program, never_answers)
 	close_pool(&h);
 	cr_expect_eq(h.fail.timed_out, 3);
 	cr_expect(process_dead(sleeper), "the copy's child %d outlived it", sleeper);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* A copy killed by one of the job's stop signals did not fail: its
@@ -707,8 +693,7 @@ static void stop_signal_case(bool listed)
 		cr_expect_eq(h.fail.crashed, 1);
 		expect_contains(h.log_text, "episode 0 turn 2: copy 1 killed by signal 10");
 	}
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 Test(env_program, stop_signal_is_not_a_failure)
@@ -750,15 +735,14 @@ Test(env_program, command_not_found)
 	cr_expect_eq(count_lines("copies"), 1, "started once");
 	expect_contains(h.log_text, "status 127 (command not found?), not restarting");
 	expect_contains(h.fail.first, "not found");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* A 1 s episode timeout over turns of 0.3 s: the episode ends timed out
  * at its fourth turn, the program is told to end it. */
 Test(env_program, episode_timeout)
 {
-	char *cmd = env_loop("paced", "	case $line in *'\"type\":\"step\"'*) sleep 0.3 ;; esac\n");
+	char *cmd = env_loop("paced", step_takes_0_3_s);
 	struct rl_env_program p = program(cmd);
 	struct harness h;
 	struct rl_env_answer a;
@@ -789,8 +773,7 @@ Test(env_program, episode_timeout)
 	cr_expect_eq(h.fail.timed_out, 1);
 	cr_expect_eq(count_lines("ends"), 1, "the program was told");
 	expect_contains(h.log_text, "episode 0: not over within 1 s");
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* The environment holds this process still for 3 s (as a job suspended
@@ -816,8 +799,7 @@ Test(env_program, held_still_is_not_counted)
 	rl_env_end(h.pool, 0);
 	close_pool(&h);
 	expect_no_failures(&h);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* Two copies at most, three episodes each: six episodes start two
@@ -857,8 +839,7 @@ Test(env_program, workers_and_episodes_per_copy)
 	expect_no_failures(&h);
 	cr_expect_eq(count_lines("copies"), 2);
 	cr_expect_eq(max_held(), 3);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 }
 
 /* A well-behaved copy that left a child running: the close ends both,
@@ -888,9 +869,8 @@ static void close_ends_the_group(const char *after_loop)
 	close_pool(&h);
 	expect_no_failures(&h);
 	cr_expect(process_dead(sleeper), "the copy's child %d outlived the close", sleeper);
-	free(h.log_text);
+	release(&h);
 	free(body);
-	free(cmd);
 }
 
 Test(env_program, close_ends_the_group_of_a_copy_that_exits)
@@ -931,8 +911,7 @@ Test(env_program, big_lines_and_a_dead_reader)
 	rl_env_end(h.pool, 0);
 	close_pool(&h);
 	expect_no_failures(&h);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 
 	cmd = env_command("deaf", "exit 0\n");
 	p = program(cmd);
@@ -946,186 +925,7 @@ Test(env_program, big_lines_and_a_dead_reader)
 	rl_env_end(h.pool, 0);
 	close_pool(&h);
 	cr_expect_eq(h.fail.crashed, 1);
-	free(h.log_text);
-	free(cmd);
+	release(&h);
 	free(big);
 	free(want);
-}
-
-/* ---- the built-in and example environments ---- */
-
-/* The rules worked by hand: calculator on 47+38 (85), guess with secret 7.
- * Each input is a transcript; the last start carries a history, and its
- * step is answered as if the episode had never stopped. */
-static const char *calc_in =
-    "{\"type\":\"start\",\"episode\":1,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
-    "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[]}\n"
-    "{\"type\":\"start\",\"episode\":2,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
-    "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[]}\n"
-    "{\"type\":\"step\",\"episode\":1,\"turn\":1,\"message\":\" c\"}\n"
-    "{\"type\":\"step\",\"episode\":2,\"turn\":1,\"message\":\"86\"}\n"
-    "{\"type\":\"step\",\"episode\":1,\"turn\":2,\"message\":\"85\\n\"}\n"
-    "{\"type\":\"start\",\"episode\":3,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
-    "\"expected_answer\":\"85\",\"metadata\":{\"k\":1},\"history\":[{\"message\":\"calc\","
-    "\"observation\":\"85\"}]}\n"
-    "{\"type\":\"step\",\"episode\":3,\"turn\":2,\"message\":\"850\"}\n"
-    "{\"type\":\"start\",\"episode\":4,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
-    "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[]}\n"
-    "{\"type\":\"end\",\"episode\":4}\n";
-/* 86 against 85: one character in place of two; 850: two of three */
-static const struct {
-	long long id;
-	const char *obs;
-	double reward;
-	bool done;
-} calc_out[] = {{1, "85", 0, false}, {2, "", 0.5, true}, {1, "", 1, true}, {3, "", 2.0 / 3, true}};
-
-static const char *guess_in =
-    "{\"type\":\"start\",\"episode\":5,\"prompt\":\"guess:\",\"problem\":\"guess\","
-    "\"expected_answer\":\"7\",\"metadata\":null,\"history\":[]}\n"
-    "{\"type\":\"step\",\"episode\":5,\"turn\":1,\"message\":\"5\"}\n"
-    "{\"type\":\"step\",\"episode\":5,\"turn\":2,\"message\":\"what\"}\n"
-    "{\"type\":\"step\",\"episode\":5,\"turn\":3,\"message\":\" 9 \"}\n"
-    "{\"type\":\"start\",\"episode\":6,\"prompt\":\"guess:\",\"problem\":\"guess\","
-    "\"expected_answer\":\"7\",\"metadata\":null,\"history\":[{\"message\":\"5\","
-    "\"observation\":\"higher\"},{\"message\":\"8\",\"observation\":\"lower\"}]}\n"
-    "{\"type\":\"step\",\"episode\":6,\"turn\":3,\"message\":\"6\"}\n"
-    "{\"type\":\"step\",\"episode\":5,\"turn\":4,\"message\":\"7\"}\n"
-    "{\"type\":\"step\",\"episode\":6,\"turn\":4,\"message\":\"7 is it\"}\n";
-static const struct {
-	long long id;
-	const char *obs;
-	double reward;
-	bool done;
-} guess_out[] = {{5, "higher", 0, false}, {5, "digit", 0, false}, {5, "lower", 0, false},
-                 {6, "higher", 0, false}, {5, "", 1, true},       {6, "", 1, true}};
-
-/* Checks the answer lines in text against want (n of them). */
-#define CHECK_ANSWERS(text, want)                                                                  \
-	do {                                                                                       \
-		const char *at = (text);                                                           \
-		size_t n_want = sizeof(want) / sizeof((want)[0]), k = 0;                           \
-		for (; at && *at; k++) {                                                           \
-			const char *nl = strchr(at, '\n');                                         \
-			json_t *o = json_loadb(at, nl ? (size_t)(nl - at) : strlen(at), 0, NULL);  \
-			cr_assert_not_null(o, "not JSON: %s", at);                                 \
-			cr_assert_lt(k, n_want, "more answers than turns: %s", at);                \
-			cr_expect_eq(json_integer_value(json_object_get(o, "episode")),            \
-			             (want)[k].id, "answer %zu", k);                               \
-			cr_expect_str_eq(json_string_value(json_object_get(o, "observation")),     \
-			                 (want)[k].obs, "answer %zu", k);                          \
-			cr_expect(fabs(json_number_value(json_object_get(o, "reward")) -           \
-			               (want)[k].reward) < 1e-12,                                  \
-			          "answer %zu: reward", k);                                        \
-			cr_expect_eq(json_is_true(json_object_get(o, "done")), (want)[k].done,     \
-			             "answer %zu: done", k);                                       \
-			json_decref(o);                                                            \
-			at = nl ? nl + 1 : NULL;                                                   \
-		}                                                                                  \
-		cr_expect_eq(k, n_want, "%zu answers, not %zu", k, n_want);                        \
-	} while (0)
-
-/* The built-in environment name on input, in this process. */
-static char *builtin(const char *name, const char *input, int *rc, char **err_text)
-{
-	char *out_text = NULL;
-	size_t out_len = 0, err_len = 0;
-	FILE *in = fmemopen((void *)input, strlen(input), "r");
-	FILE *out = open_memstream(&out_text, &out_len);
-	FILE *err = open_memstream(err_text, &err_len);
-
-	cr_assert(in && out && err);
-	*rc = rl_env_builtin_run(name, in, out, err);
-	fclose(in);
-	fclose(out);
-	fclose(err);
-	return out_text;
-}
-
-Test(env_builtin, calculator)
-{
-	int rc;
-	char *err, *out = builtin("calculator", calc_in, &rc, &err);
-
-	cr_expect_eq(rc, 0, "%s", err);
-	CHECK_ANSWERS(out, calc_out);
-	free(out);
-	free(err);
-}
-
-Test(env_builtin, guess)
-{
-	int rc;
-	char *err, *out = builtin("guess", guess_in, &rc, &err);
-
-	cr_expect_eq(rc, 0, "%s", err);
-	CHECK_ANSWERS(out, guess_out);
-	free(out);
-	free(err);
-}
-
-Test(env_builtin, a_bad_line_names_its_number)
-{
-	int rc;
-	char *err, *out = builtin("guess",
-	                          "{\"type\":\"start\",\"episode\":1,\"expected_answer\":\"3\"}\n"
-	                          "\n{\"type\":\"step\",\"episode\":1,\"message\":\"1\"}\n"
-	                          "{\"type\":\"step\",\"episode\":1,\"message\":2}\n",
-	                          &rc, &err);
-
-	cr_expect_eq(rc, -1);
-	cr_expect_str_eq(err, "rlrun env guess: stdin line 4: a step needs a string \"message\"\n");
-	cr_expect_str_eq(
-	    out, "{\"episode\":1,\"observation\":\"higher\",\"reward\":0.0,\"done\":false}\n");
-	free(out);
-	free(err);
-}
-
-/* An example program run on input; its stdout returned, NULL when it did
- * not exit 0. */
-static char *run_example(const char *interp, const char *file, const char *input)
-{
-	char in_path[128], cmd[1024], *text = NULL;
-	size_t len = 0, got;
-	char buf[4096];
-	FILE *f, *out, *p;
-
-	snprintf(in_path, sizeof in_path, "%s/input", dir);
-	f = fopen(in_path, "w");
-	cr_assert_not_null(f);
-	fputs(input, f);
-	fclose(f);
-	snprintf(cmd, sizeof cmd, "%s '%s/etc/examples/envs/%s' < '%s'", interp, srcdir(), file,
-	         in_path);
-	out = open_memstream(&text, &len);
-	p = popen(cmd, "r");
-	cr_assert(out && p);
-	while ((got = fread(buf, 1, sizeof buf, p)) > 0)
-		fwrite(buf, 1, got, out);
-	int status = pclose(p);
-
-	fclose(out);
-	cr_expect_eq(status, 0, "%s exited with %d", cmd, status);
-	return text;
-}
-
-TestSuite(env_examples, .init = make_dir, .fini = remove_dir, .timeout = 60);
-
-Test(env_examples, calculator_py)
-{
-	if (system("command -v python3 >/dev/null 2>&1") != 0) {
-		cr_skip_test("python3 is not installed: etc/examples/envs/calculator.py not run");
-	}
-	char *out = run_example("python3", "calculator.py", calc_in);
-
-	CHECK_ANSWERS(out, calc_out);
-	free(out);
-}
-
-Test(env_examples, guess_sh)
-{
-	char *out = run_example("sh", "guess.sh", guess_in);
-
-	CHECK_ANSWERS(out, guess_out);
-	free(out);
 }
