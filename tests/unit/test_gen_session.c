@@ -15,6 +15,8 @@
 #include <criterion/criterion.h>
 
 #include "kernels/fenced.h"
+#include "kernels/philox.h"
+#include "kernels/sample.h"
 #include "runtime/generate/session.h"
 
 #define N        12 /* sequences: 4 prompts, 3 samples each */
@@ -467,7 +469,9 @@ Test(gen_session, greedy_turn_is_rl_generate_on_the_transcript)
 	fx_close(&f);
 }
 
-/* ---- (d) logprobs are the trainer's pass over the transcript ---- */
+/* ---- (d) logprobs are the trainer's pass over the transcript, and each
+ * draw is the sampling rule's at Philox (seed, stream_base + s, t) over
+ * the pass's logits, t the token's place in the response ---- */
 
 static void logprobs_are_the_pass(const struct rl_ops *ops)
 {
@@ -501,6 +505,10 @@ static void logprobs_are_the_pass(const struct rl_ops *ops)
 	cr_assert_eq(rl_model_forward(f.m, a, &b, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(rl_model_logprobs(f.m, a, lp, 1.0f / 0.8f, 100, err, sizeof err), 0, "%s",
 	             err);
+	float *logits = malloc((size_t)T * VOCAB * sizeof *logits);
+	void *work = malloc(rl_sample_row_work_bytes(VOCAB));
+	cr_assert(logits && work);
+	cr_assert_eq(rl_model_logits(f.m, a, logits, err, sizeof err), 0, "%s", err);
 	rl_model_set_invariant(f.m, was);
 	for (int s = 0; s < N; s++)
 		for (int t = 0; t < tr[s].n; t++) {
@@ -511,6 +519,18 @@ static void logprobs_are_the_pass(const struct rl_ops *ops)
 			if (!tr[s].gen[t])
 				continue;
 			gen++;
+			double u =
+			    rl_philox_uniform(p.seed, p.stream_base + (uint64_t)s, (uint64_t)t);
+			int32_t drawn;
+			cr_assert_eq(rl_sample_row_cpu(logits + (size_t)row * VOCAB, VOCAB,
+			                               p.sampling.temperature, p.sampling.top_k,
+			                               p.sampling.top_p, u, &drawn, NULL, work),
+			             0);
+			cr_assert_eq(
+			    drawn, tr[s].resp[t],
+			    "sequence %d response token %d: drew %d, the rule at (seed, %d, "
+			    "%d) draws %d",
+			    s, t, tr[s].resp[t], (int)p.stream_base + s, t, drawn);
 			cr_assert_eq(memcmp(&tr[s].lp[t], &lp[row], sizeof(float)), 0,
 			             "sequence %d response token %d: generation %.9g, logprob pass "
 			             "%.9g",
@@ -521,6 +541,8 @@ static void logprobs_are_the_pass(const struct rl_ops *ops)
 	free(ids);
 	free(tg);
 	free(lp);
+	free(logits);
+	free(work);
 	fx_close(&f);
 }
 
