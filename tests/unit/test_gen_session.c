@@ -424,9 +424,9 @@ Test(gen_session, greedy_turn_is_rl_generate_on_the_transcript)
 	struct fx f;
 	static struct transcript tr[N];
 	const int32_t eos[] = {1}, stop_ids[] = {300};
-	const char *stops[] = {"ou"};
+	const char *stops[] = {"_i"};
 	char err[512];
-	int turns = 0;
+	int turns = 0, by_string = 0, later = 0;
 
 	fx_open(&f, &rl_ops_cpu, SHARED);
 	struct rl_gen_params p = sampled(4, true);
@@ -464,8 +464,13 @@ Test(gen_session, greedy_turn_is_rl_generate_on_the_transcript)
 			cr_assert_str_eq(o.text, tr[s].text[k], "sequence %d turn %d text", s, k);
 			rl_gen_outputs_free(&o, 1);
 			turns++;
+			by_string += tr[s].reason[k] == RL_STOP_STRING;
+			later += k > 0 && tr[s].reason[k] != RL_STOP_MAX_TOKENS;
 		}
 	cr_assert_eq(turns, 4 * (1 + 2 + 3));
+	/* a stop string's search starts afresh each turn: exercised */
+	cr_expect_geq(by_string, 4, "%d turns stopped by the stop string", by_string);
+	cr_expect_geq(later, 1, "%d later turns stopped before their budget", later);
 	fx_close(&f);
 }
 
