@@ -114,11 +114,23 @@ void rl_gen_engine_add(struct rl_gen_engine *e, int s, const int32_t *prompt, in
 	e->order[e->n_order++] = s;
 }
 
+/* Continued sequence s runs its turn from the next step: it feeds its
+ * pending tokens. */
+static void start_turn(struct rl_gen_engine *e, int s)
+{
+	for (int k = 0; k < e->n_slots; k++)
+		if (e->slots[k].seq == s) {
+			e->slots[k].feed = e->pend[s];
+			e->slots[k].n_feed = e->pend_n[s];
+		}
+	e->state[s] = RL_GEN_SEQ_RUNNING;
+	e->running++;
+}
+
 int rl_gen_engine_continue(struct rl_gen_engine *e, int s, const int32_t *obs, int n_obs,
                            size_t budget)
 {
 	struct rl_gen_output *o = &e->out[s];
-	struct rl_gen_engine_slot *sl = NULL;
 
 	if (1 + n_obs > e->pend_cap[s]) {
 		int32_t *b = realloc(e->pend[s], (size_t)(1 + n_obs) * sizeof *b);
@@ -127,15 +139,11 @@ int rl_gen_engine_continue(struct rl_gen_engine *e, int s, const int32_t *obs, i
 		e->pend[s] = b;
 		e->pend_cap[s] = 1 + n_obs;
 	}
-	for (int k = 0; k < e->n_slots && !sl; k++)
-		if (e->slots[k].seq == s)
-			sl = &e->slots[k];
 	/* the turn's last token was drawn but never fed: it goes first */
 	e->pend[s][0] = e->next[s];
 	if (n_obs > 0)
 		memcpy(e->pend[s] + 1, obs, (size_t)n_obs * sizeof *obs);
-	sl->feed = e->pend[s];
-	sl->n_feed = 1 + n_obs;
+	e->pend_n[s] = 1 + n_obs;
 	e->resp[s] += n_obs;
 	e->budget[s] = budget;
 	e->stop_seq[s] = (struct rl_stop_seq){0};
@@ -144,13 +152,22 @@ int rl_gen_engine_continue(struct rl_gen_engine *e, int s, const int32_t *obs, i
 	o->text = NULL;
 	o->text_len = 0;
 	o->reason = RL_STOP_NONE;
-	e->state[s] = RL_GEN_SEQ_RUNNING;
+	if (e->running < e->max_running) {
+		start_turn(e, s);
+		return 0;
+	}
+	e->state[s] = RL_GEN_SEQ_READY;
+	e->ready[(e->ready_head + e->ready_n++) % e->n] = s;
 	return 0;
 }
 
 void rl_gen_engine_finish(struct rl_gen_engine *e, int s)
 {
-	if (e->state[s] == RL_GEN_SEQ_RUNNING || e->state[s] == RL_GEN_SEQ_ENDED)
+	if (e->state[s] == RL_GEN_SEQ_RUNNING)
+		e->running--;
+	/* a READY one's entry in the ring is skipped when reached */
+	if (e->state[s] == RL_GEN_SEQ_RUNNING || e->state[s] == RL_GEN_SEQ_ENDED ||
+	    e->state[s] == RL_GEN_SEQ_READY)
 		for (int k = 0; k < e->n_slots; k++)
 			if (e->slots[k].seq == s) {
 				rl_kv_slot_release(e->kv, k);
@@ -167,7 +184,15 @@ int rl_gen_engine_admit(struct rl_gen_engine *e, char *err, size_t errlen)
 {
 	int k = 0;
 
-	for (int i = e->waiting; i < e->n_order; i++) {
+	while (e->ready_n > 0 && e->running < e->max_running) {
+		int s = e->ready[e->ready_head];
+
+		e->ready_head = (e->ready_head + 1) % e->n;
+		e->ready_n--;
+		if (e->state[s] == RL_GEN_SEQ_READY)
+			start_turn(e, s);
+	}
+	for (int i = e->waiting; i < e->n_order && e->running < e->max_running; i++) {
 		int s = e->order[i], P = e->lens[s], src;
 
 		while (k < e->n_slots && e->slots[k].seq >= 0)
@@ -191,6 +216,7 @@ int rl_gen_engine_admit(struct rl_gen_engine *e, char *err, size_t errlen)
 		}
 		e->state[s] = RL_GEN_SEQ_RUNNING;
 		e->live++;
+		e->running++;
 	}
 	while (e->waiting < e->n_order && e->state[e->order[e->waiting]] != RL_GEN_SEQ_QUEUED)
 		e->waiting++;
@@ -201,6 +227,11 @@ bool rl_gen_engine_busy(const struct rl_gen_engine *e)
 {
 	for (int k = 0; k < e->n_slots; k++)
 		if (e->slots[k].seq >= 0 && e->slots[k].n_feed > 0)
+			return true;
+	if (e->running >= e->max_running)
+		return false;
+	for (int i = 0; i < e->ready_n; i++)
+		if (e->state[e->ready[(e->ready_head + i) % e->n]] == RL_GEN_SEQ_READY)
 			return true;
 	for (int i = e->waiting; i < e->n_order; i++)
 		if (e->state[e->order[i]] == RL_GEN_SEQ_QUEUED)
@@ -227,6 +258,8 @@ static int plan_step(struct rl_gen_engine *e)
 		tokens += sl->n_feed;
 	}
 	e->fed += (uint64_t)tokens;
+	if (groups > e->max_groups)
+		e->max_groups = groups;
 	return groups;
 }
 
@@ -302,10 +335,13 @@ int rl_gen_engine_step(struct rl_gen_engine *e, int *ended, int *n_ended, char *
 			e->slots[k].seq = -1;
 			e->state[s] = RL_GEN_SEQ_DONE;
 			e->live--;
+			e->running--;
 			continue;
 		}
 		if (stop) {
-			/* it keeps its slot and its cache; its last token waits */
+			/* it keeps its slot and its cache, not its running
+			 * place; its last token waits */
+			e->running--;
 			e->slots[k].n_feed = 0;
 			e->state[s] = RL_GEN_SEQ_ENDED;
 			if (ended)
@@ -331,8 +367,8 @@ int rl_gen_engine_check_params(const struct rl_tokenizer *tok, const struct rl_g
 		snprintf(err, errlen, "stop strings need a tokenizer");
 		return -1;
 	}
-	if (p->max_slots < 0 || p->kv_block < 0 || p->kv_blocks < 0 || p->logprob_chunk < 0 ||
-	    !(p->logit_scale >= 0)) {
+	if (p->max_slots < 0 || p->max_in_flight < 0 || p->kv_block < 0 || p->kv_blocks < 0 ||
+	    p->logprob_chunk < 0 || !(p->logit_scale >= 0)) {
 		snprintf(err, errlen, "generation: negative slots, block size, blocks or chunk");
 		return -1;
 	}
@@ -356,6 +392,8 @@ void rl_gen_engine_free(struct rl_gen_engine *e)
 	free(e->next);
 	free(e->pend);
 	free(e->pend_cap);
+	free(e->pend_n);
+	free(e->ready);
 	free(e->state);
 	free(e->order);
 	free(e->slots);
@@ -378,7 +416,7 @@ void rl_gen_engine_free(struct rl_gen_engine *e)
  * with a wide MLP is gigabytes), and never less than one whole feed. */
 static int step_budget(const struct rl_gen_engine *e, int longest)
 {
-	int64_t all = (int64_t)e->n_slots * longest;
+	int64_t all = (int64_t)e->max_running * longest;
 	int budget = all < STEP_TOKENS ? (int)all : STEP_TOKENS;
 
 	return budget > longest ? budget : longest;
@@ -452,6 +490,8 @@ int rl_gen_engine_init(struct rl_gen_engine *e, int max_len, int longest_feed, c
 	if (size_cache(e, block, max_len, budget, &blocks, err, errlen))
 		return -1;
 	S = e->n_slots;
+	if (e->max_running > S)
+		e->max_running = S;
 	if (budget < S)
 		budget = S;
 	e->sp = (struct rl_sample_params){p->sampling.temperature, p->sampling.top_k,
@@ -474,6 +514,8 @@ int rl_gen_engine_init(struct rl_gen_engine *e, int max_len, int longest_feed, c
 	e->next = calloc((size_t)n, sizeof *e->next);
 	e->pend = calloc((size_t)n, sizeof *e->pend);
 	e->pend_cap = calloc((size_t)n, sizeof *e->pend_cap);
+	e->pend_n = calloc((size_t)n, sizeof *e->pend_n);
+	e->ready = calloc((size_t)n, sizeof *e->ready);
 	e->state = calloc((size_t)n, sizeof *e->state);
 	e->order = calloc((size_t)n, sizeof *e->order);
 	e->slots = malloc((size_t)S * sizeof *e->slots);
@@ -489,10 +531,10 @@ int rl_gen_engine_init(struct rl_gen_engine *e, int max_len, int longest_feed, c
 	e->d_lse = ops->alloc((size_t)S * sizeof(float));
 	e->d_work = ops->alloc((size_t)S * (size_t)e->lp.chunk * sizeof(float));
 	if (!e->kv || !e->prompts || !e->lens || !e->stop_seq || !e->cap || !e->budget ||
-	    !e->resp || !e->next || !e->pend || !e->pend_cap || !e->state || !e->order ||
-	    !e->slots || !e->g_slot || !e->g_count || !e->g_ids || !e->tokens || !e->logprobs ||
-	    !e->counters || !e->d_tokens || !e->d_counters || !e->d_logprobs || !e->d_lse ||
-	    !e->d_work) {
+	    !e->resp || !e->next || !e->pend || !e->pend_cap || !e->pend_n || !e->ready ||
+	    !e->state || !e->order || !e->slots || !e->g_slot || !e->g_count || !e->g_ids ||
+	    !e->tokens || !e->logprobs || !e->counters || !e->d_tokens || !e->d_counters ||
+	    !e->d_logprobs || !e->d_lse || !e->d_work) {
 		snprintf(err, errlen,
 		         "out of memory for generating %d sequences at once of up to %d tokens", S,
 		         max_len);

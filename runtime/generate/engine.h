@@ -26,6 +26,7 @@ enum rl_gen_seq_state {
 	RL_GEN_SEQ_QUEUED,  /* added, waiting for a slot */
 	RL_GEN_SEQ_RUNNING, /* in a slot, generating its turn */
 	RL_GEN_SEQ_ENDED,   /* in a slot, its turn over: waits for its caller */
+	RL_GEN_SEQ_READY,   /* in a slot, continued: waits for a running place */
 	RL_GEN_SEQ_DONE,    /* over, its slot freed */
 };
 
@@ -54,15 +55,23 @@ struct rl_gen_engine {
 	int *resp;
 	int32_t *next;
 	int32_t **pend;
-	int *pend_cap;
+	int *pend_cap, *pend_n;
 	unsigned char *state;
 	/* the sequences in the order added; waiting: the first of them that may
 	 * still be queued */
 	int *order;
 	int n_order, waiting;
+	/* the continued sequences waiting for a running place, first in
+	 * first out (a ring of n; an entry whose sequence finished meanwhile
+	 * is skipped) */
+	int *ready;
+	int ready_head, ready_n;
 	struct rl_kv_cache *kv;
+	/* a slot holds a sequence's cache, running or waiting; at most
+	 * max_running of them run a turn at once (n_slots for rl_generate) */
 	struct rl_gen_engine_slot *slots;
 	int n_slots, live; /* live: slots holding a sequence */
+	int max_running, running;
 	int sample_vocab;
 	struct rl_sample_params sp;
 	struct rl_lm_logprobs_shape lp;
@@ -78,17 +87,19 @@ struct rl_gen_engine {
 	/* what it did: steps run, tokens fed to the model, prompt tokens a
 	 * sequence took from another's cache instead */
 	uint64_t steps, fed, shared;
+	int max_groups; /* the most groups one step ran */
 };
 
 /* The checks every engine makes of p (the stop conditions with budget
  * 1 when stop_budget is false: the session's turns bring their own). */
 int rl_gen_engine_check_params(const struct rl_tokenizer *tok, const struct rl_gen_params *p,
                                bool stop_budget, char *err, size_t errlen);
-/* e's m, tok, p, one_turn and n set, the rest zero: its cache for
- * sequences of max_len tokens and steps feeding at least longest_feed
- * tokens of one sequence, its slots (n_slots set to the most at once
- * first; fewer when the cache's blocks cannot hold that many) and its
- * per-sequence state. On failure rl_gen_engine_free cleans up. */
+/* e's m, tok, p, one_turn, n, n_slots (the most sequences holding a
+ * cache at once) and max_running (the most running a turn at once, at
+ * most n_slots) set, the rest zero: its cache for sequences of max_len
+ * tokens and steps feeding at least longest_feed tokens of one sequence,
+ * its slots (fewer when the cache's blocks cannot hold n_slots of them)
+ * and its per-sequence state. On failure rl_gen_engine_free cleans up. */
 int rl_gen_engine_init(struct rl_gen_engine *e, int max_len, int longest_feed, char *err,
                        size_t errlen);
 /* Frees what init allocated (not e->out's contents, nor the prompts). */
@@ -99,13 +110,15 @@ void rl_gen_engine_free(struct rl_gen_engine *e);
 void rl_gen_engine_add(struct rl_gen_engine *e, int s, const int32_t *prompt, int len,
                        size_t budget);
 /* Sequence s (state ENDED) goes on: its last token, then obs, fed at its
- * next step; its next turn has at most budget tokens. -1: out of memory. */
+ * next step, or once a running place is free (READY); its next turn has
+ * at most budget tokens. -1: out of memory. */
 int rl_gen_engine_continue(struct rl_gen_engine *e, int s, const int32_t *obs, int n_obs,
                            size_t budget);
 /* Sequence s is over: out of the queue, or its slot and its cache freed. */
 void rl_gen_engine_finish(struct rl_gen_engine *e, int s);
 
-/* Fills free slots from the queued sequences, in order. */
+/* Gives free running places to the READY sequences, in order, then fills
+ * free slots from the queued ones, in order. */
 int rl_gen_engine_admit(struct rl_gen_engine *e, char *err, size_t errlen);
 /* One batched forward of every slot with something to feed (while the
  * step budget lasts), one token drawn for each. ended (may be NULL) gets

@@ -49,6 +49,7 @@ int rl_generate(struct rl_model *m, const struct rl_tokenizer *tok, int n_prompt
 		return -1;
 	was = rl_model_set_invariant(m, p->batch_invariant);
 	e.n_slots = p->max_slots > 0 && p->max_slots < n_prompts ? p->max_slots : n_prompts;
+	e.max_running = e.n_slots;
 	if (rl_gen_engine_init(&e, longest + (int)p->stop.max_new_tokens, longest, err, errlen))
 		goto out;
 	e.out = out;

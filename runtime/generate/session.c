@@ -54,7 +54,10 @@ int rl_gen_session_new(struct rl_model *m, const struct rl_tokenizer *tok,
 		return -1;
 	}
 	g->e = (struct rl_gen_engine){.m = m, .tok = tok, .p = p, .n = n_seqs};
-	g->e.n_slots = p->max_slots > 0 && p->max_slots < n_seqs ? p->max_slots : n_seqs;
+	g->e.max_running = p->max_slots > 0 && p->max_slots < n_seqs ? p->max_slots : n_seqs;
+	g->e.n_slots = p->max_in_flight > g->e.max_running ? p->max_in_flight : g->e.max_running;
+	if (g->e.n_slots > n_seqs)
+		g->e.n_slots = n_seqs;
 	g->max_len = max_len;
 	if (rl_gen_engine_init(&g->e, max_len, max_len, err, errlen)) {
 		rl_gen_session_free(g);
@@ -83,6 +86,8 @@ static const char *state_name(enum rl_gen_seq_state st)
 		return "generating its turn";
 	case RL_GEN_SEQ_ENDED:
 		return "waiting for its caller";
+	case RL_GEN_SEQ_READY:
+		return "continued, waiting for a running slot";
 	case RL_GEN_SEQ_DONE:
 		return "finished";
 	}
@@ -249,7 +254,8 @@ void rl_gen_session_stats(const struct rl_gen_session *g, struct rl_gen_session_
 	*st = (struct rl_gen_session_stats){.steps = g->e.steps,
 	                                    .fed_tokens = g->e.fed,
 	                                    .shared_tokens = g->e.shared,
-	                                    .turns = g->turns};
+	                                    .turns = g->turns,
+	                                    .max_batch = g->e.max_groups};
 }
 
 void rl_gen_session_free(struct rl_gen_session *g)

@@ -34,14 +34,18 @@
 
 struct rl_gen_session;
 
-/* A session for sequences 0..n_seqs-1 under p (p->max_slots of them at
+/* A session for sequences 0..n_seqs-1 under p (p->max_slots of them
+ * running a turn at once, p->max_in_flight of them holding a cache at
  * once; p->stop.max_new_tokens is ignored: each turn brings its own
  * budget), none longer than max_len tokens in all (prompt, turns and
  * observations; at most the model's max_position_embeddings). p and tok
  * must outlive the session, and the model's weights must not change
  * while it lives (its cache holds what they computed). A sequence
- * waiting for its caller keeps its slot: max_slots bounds the sequences
- * in flight, running or waiting. Prompts with the same tokens share
+ * waiting for its caller keeps its cache, and its running slot too
+ * unless max_in_flight is above max_slots: then a continued sequence
+ * runs as soon as fewer than max_slots run (in the order continued,
+ * before new sequences are admitted). The cache's blocks (p->kv_blocks,
+ * p->memory_utilization) may cut max_in_flight. Prompts with the same tokens share
  * their prefill (rl_generate's sharing, by content here). Under tensor
  * or pipeline parallelism every rank of the model's groups makes the
  * same session calls in the same order (the steps are collective);
@@ -98,6 +102,7 @@ struct rl_gen_session_stats {
 	uint64_t fed_tokens;    /* tokens fed to the model */
 	uint64_t shared_tokens; /* prompt tokens taken from an identical prompt's cache */
 	uint64_t turns;         /* turns ended */
+	int max_batch;          /* the most sequences one step ran */
 };
 void rl_gen_session_stats(const struct rl_gen_session *g, struct rl_gen_session_stats *st);
 

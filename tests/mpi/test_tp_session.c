@@ -80,10 +80,13 @@ static struct rl_gen_params params(void)
 }
 
 /* Every sequence's episode: 1 + s % 3 turns of 2 + (s + k) % 4 tokens,
- * observations of (s + k) % 3 tokens, answered at once. */
+ * observations of (s + k) % 3 tokens, answered at once; 4 running of
+ * all 6 in flight. */
 static void run(struct rl_model *m, struct episode *ep, const char *what)
 {
 	struct rl_gen_params p = params();
+	/* waiting sequences give up their running slots */
+	p.max_in_flight = N;
 	struct rl_gen_session *g;
 	int ended[N], n_ended, done = 0;
 	char err[512];

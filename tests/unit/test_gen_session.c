@@ -364,14 +364,19 @@ static void schedules_agree(const struct rl_ops *ops, const struct transcript *r
 	struct fx f;
 	static struct transcript base[N], other[N];
 	const struct {
-		int slots;
+		int slots, in_flight;
 		struct schedule sc;
 		const char *what;
 	} runs[] = {
-	    {1, {0, false, false}, "one slot"},
-	    {3, {4, true, false}, "3 slots, late answers in reverse order"},
-	    {0, {7, false, true}, "every slot, late answers, half the sequences added late"},
-	    {5, {3, true, true}, "5 slots, late answers in reverse, added late"},
+	    {1, 0, {0, false, false}, "one slot"},
+	    {3, 0, {4, true, false}, "3 slots, late answers in reverse order"},
+	    {0, 0, {7, false, true}, "every slot, late answers, half the sequences added late"},
+	    {5, 0, {3, true, true}, "5 slots, late answers in reverse, added late"},
+	    {2, N, {3, false, false}, "2 running of all in flight, late answers"},
+	    {3,
+	     7,
+	     {5, true, true},
+	     "3 running of 7 in flight, late answers in reverse, added late"},
 	};
 
 	fx_open(&f, ops, SHARED);
@@ -381,6 +386,7 @@ static void schedules_agree(const struct rl_ops *ops, const struct transcript *r
 		expect_same_episodes(ref, base, "fenced against the CPU");
 	for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
 		p = sampled(runs[r].slots, true);
+		p.max_in_flight = runs[r].in_flight;
 		run_episodes(&f, &p, 80, &runs[r].sc, other);
 		expect_same_episodes(base, other, runs[r].what);
 	}
@@ -603,6 +609,72 @@ Test(gen_session, a_continue_feeds_only_what_is_new)
 	}
 	cr_expect_eq(st.shared_tokens, shared);
 	cr_expect_eq(st.fed_tokens, want - shared);
+	fx_close(&f);
+}
+
+/* ---- a waiting sequence gives up its running slot ---- */
+
+/* Steps until nothing runs; returns how many turns ended. */
+static int step_all(struct rl_gen_session *g, int *ended_seq)
+{
+	int ended[N], n_ended, total = 0;
+	char err[512];
+
+	while (rl_gen_session_busy(g)) {
+		cr_assert_eq(rl_gen_session_step(g, ended, &n_ended, err, sizeof err), 0, "%s",
+		             err);
+		for (int i = 0; i < n_ended; i++)
+			ended_seq[total++] = ended[i];
+	}
+	return total;
+}
+
+Test(gen_session, waiting_sequences_give_up_their_running_slots)
+{
+	struct fx f;
+	struct rl_gen_session *g;
+	struct rl_gen_session_stats st;
+	int ended[4 * N];
+	char err[512];
+	int32_t obs[2] = {9, 10};
+
+	fx_open(&f, &rl_ops_cpu, DISTINCT);
+	/* without max_in_flight: the first two, waiting, hold both slots */
+	struct rl_gen_params p = sampled(2, true);
+	cr_assert_eq(rl_gen_session_new(f.m, f.tok, &p, N, 80, &g, err, sizeof err), 0, "%s", err);
+	for (int s = 0; s < N; s++)
+		cr_assert_eq(rl_gen_session_add(g, s, f.prompts[s], f.lens[s], 3, err, sizeof err),
+		             0, "%s", err);
+	cr_expect_eq(step_all(g, ended), 2);
+	rl_gen_session_free(g);
+
+	/* with it: every first turn runs, two at a time, while the others
+	 * wait for their caller */
+	p.max_in_flight = N;
+	cr_assert_eq(rl_gen_session_new(f.m, f.tok, &p, N, 80, &g, err, sizeof err), 0, "%s", err);
+	for (int s = 0; s < N; s++)
+		cr_assert_eq(rl_gen_session_add(g, s, f.prompts[s], f.lens[s], 3, err, sizeof err),
+		             0, "%s", err);
+	cr_assert_eq(step_all(g, ended), N);
+	rl_gen_session_stats(g, &st);
+	cr_expect_eq(st.max_batch, 2);
+	/* all continued at once: two run, the others wait their turn, in the
+	 * order continued; one finished while it waits drops out */
+	for (int s = N - 1; s >= 0; s--)
+		cr_assert_eq(rl_gen_session_continue(g, s, obs, 2, 2, err, sizeof err), 0, "%s",
+		             err);
+	cr_assert_eq(rl_gen_session_continue(g, 0, obs, 2, 2, err, sizeof err), -1);
+	cr_expect(strstr(err, "waiting for a running slot") != NULL, "%s", err);
+	rl_gen_session_finish(g, 0);
+	int n = step_all(g, ended);
+	cr_assert_eq(n, N - 1);
+	/* the same budget: two by two, in the order continued */
+	for (int i = 0; i < n; i++)
+		cr_expect(ended[i] == N - 1 - 2 * (i / 2) || ended[i] == N - 2 - 2 * (i / 2),
+		          "turn %d ended for sequence %d", i, ended[i]);
+	rl_gen_session_stats(g, &st);
+	cr_expect_eq(st.max_batch, 2);
+	rl_gen_session_free(g);
 	fx_close(&f);
 }
 
