@@ -177,9 +177,11 @@ void rl_gen_engine_finish(struct rl_gen_engine *e, int s)
 	e->state[s] = RL_GEN_SEQ_DONE;
 }
 
-/* Fills free slots from the queued sequences, in order. A prompt whose
- * twin holds its prefill shares it; one whose twin is still to prefill
- * waits a step for it, and the prompts behind it go ahead. */
+/* Running places go first to the continued sequences waiting for one, in
+ * the order continued (an episode under way finishes, and frees its
+ * cache, sooner); then free slots take the queued sequences, in order. A
+ * prompt whose twin holds its prefill shares it; one whose twin is still
+ * to prefill waits a step for it, and the prompts behind it go ahead. */
 int rl_gen_engine_admit(struct rl_gen_engine *e, char *err, size_t errlen)
 {
 	int k = 0;
