@@ -883,6 +883,47 @@ Test(env_program, close_ends_the_group_of_a_copy_that_does_not)
 	close_ends_the_group("sleep 1000\n");
 }
 
+/* The caller's mistakes are errors that say what is wrong, and change
+ * nothing: a turn for an episode not begun, a second turn before the
+ * answer, a turn after done, a second begin, metadata that is not JSON. */
+Test(env_program, misuse)
+{
+	char *cmd = env_command("plain", good_loop);
+	struct rl_env_program p = program(cmd);
+	struct harness h;
+	char err[256] = "";
+	struct rl_env_start bad = dots_start;
+
+	open_pool(&h, &p, 2);
+	cr_expect_eq(rl_env_act(h.pool, 0, "a", 1, err, sizeof err), -1);
+	cr_expect_str_eq(err, "env command: episode 0 is not waiting for the model's turn");
+	bad.metadata = "{level: 2}";
+	cr_expect_eq(rl_env_begin(h.pool, 1, &bad, err, sizeof err), -1);
+	expect_contains(err, "env command: episode 1: its metadata is not JSON");
+	cr_expect_eq(rl_env_begin(h.pool, 2, &dots_start, err, sizeof err), -1);
+	expect_contains(err, "episode 2 is out of range (0-1)");
+	begin(&h, 0);
+	cr_expect_eq(rl_env_begin(h.pool, 0, &dots_start, err, sizeof err), -1);
+	expect_contains(err, "episode 0 is in flight already");
+	act(&h, 0, "stop");
+	cr_expect_eq(rl_env_act(h.pool, 0, "b", 1, err, sizeof err), -1);
+	struct rl_env_answer a = next_answer(&h, 5);
+
+	expect_answer(&a, 0, "stop.", 1.0, true);
+	free(a.observation);
+	cr_expect_eq(rl_env_act(h.pool, 0, "c", 1, err, sizeof err), -1, "a turn after done");
+	rl_env_end(h.pool, 0);
+	begin(&h, 0); /* again, after its end */
+	act(&h, 0, "d");
+	a = next_answer(&h, 5);
+	expect_answer(&a, 0, "d.", 0.25, false);
+	free(a.observation);
+	rl_env_end(h.pool, 0);
+	close_pool(&h);
+	expect_no_failures(&h);
+	release(&h);
+}
+
 /* A message larger than a pipe holds, echoed back in the observation: no
  * deadlock. Then a copy that dies while being written to: EPIPE, no
  * SIGPIPE (this test process would die of it). */
