@@ -739,7 +739,9 @@ Test(env_program, command_not_found)
 }
 
 /* A 1 s episode timeout over turns of 0.3 s: the episode ends timed out
- * at its fourth turn, the program is told to end it. */
+ * at about 1 s, at its fourth turn on an idle machine (at most three
+ * answered: 3 x 0.3 s fit in 1 s, 4 do not; at least one on a loaded
+ * one), and the program is told to end it. */
 Test(env_program, episode_timeout)
 {
 	char *cmd = env_loop("paced", step_takes_0_3_s);
@@ -766,7 +768,8 @@ Test(env_program, episode_timeout)
 
 	cr_expect_eq(a.outcome, RL_ENV_TIMED_OUT);
 	free(a.observation);
-	cr_expect(answered == 3, "%d turns answered in 1 s at 0.3 s each", answered);
+	cr_expect(answered >= 1 && answered <= 3, "%d turns answered in 1 s at 0.3 s each",
+	          answered);
 	cr_expect(took >= 0.95 && took < 2.5, "ended after %g s", took);
 	rl_env_end(h.pool, 0);
 	close_pool(&h);
