@@ -100,7 +100,7 @@ for f in calculator.py guess.sh; do
 	if [ -s "man.$f" ] && cmp -s "man.$f" "$envs/$f"; then
 		ok "rl-env(7) shows etc/examples/envs/$f as shipped"
 	else
-		not_ok "rl-env(7) does not show etc/examples/envs/$f as shipped:"
+		not_ok "rl-env(7) does not show etc/examples/envs/$f as shipped (copy the file between its BEGIN and END markers, each backslash written as roff's e escape, a line that begins with a dot or a quote preceded by the & escape):"
 		diff "$envs/$f" "man.$f" | sed 's/^/  | /' | head -10
 	fi
 done
