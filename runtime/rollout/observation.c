@@ -7,8 +7,9 @@
 
 /* Stands for the model's last turn while the template renders: what comes
  * after it is the template's, whatever the turn said (an empty turn, or
- * one repeating text of the conversation, is found all the same). */
-static const char sentinel[] = "\x1e<rl-episode-turn>\x1e";
+ * one repeating text of the conversation, is found all the same). No
+ * whitespace: templates trim the content (Llama 3's). */
+static const char sentinel[] = "@@rl-episode-turn-5f1c@@";
 
 /* messages with the last one's content the sentinel, then extra (or
  * none): a new array. */
