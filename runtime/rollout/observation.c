@@ -55,17 +55,12 @@ static int templated(const struct rl_observation *o, const json_t *messages, con
 		goto out;
 	}
 	const char *tail_a = at_a + strlen(sentinel), *tail_b = at_b + strlen(sentinel);
-	size_t skip = 0;
-	if (turn_end) {
-		skip = strlen(turn_end);
-		if (strncmp(tail_a, turn_end, skip) != 0 || strncmp(tail_b, turn_end, skip) != 0) {
-			snprintf(err, errlen,
-			         "the chat template %s does not end the assistant's turn with the "
-			         "token the model stopped on (%s), which the episode holds",
-			         rl_chat_template_source(o->chat), turn_end);
-			goto out;
-		}
-	}
+	/* the model's end-of-turn token is in the sequence already; a
+	 * template that does not write it (NeMo-RL's passthrough) has the
+	 * observation follow the turn's content */
+	size_t skip = turn_end ? strlen(turn_end) : 0;
+	if (skip && (strncmp(tail_a, turn_end, skip) != 0 || strncmp(tail_b, turn_end, skip) != 0))
+		skip = 0;
 	if (!(*text = strdup(tail_b + skip))) {
 		snprintf(err, errlen, "out of memory");
 		goto out;

@@ -5,7 +5,7 @@
  * assistant header included: the conversation is rendered without the new
  * message and with it (add_generation_prompt), and the text after the
  * assistant turn's end is taken (its end-of-turn token is in the sequence
- * already, when the turn stopped on it). Without a template the
+ * already, when the turn stopped on it and the template writes it). Without a template the
  * observation's text is tokenized as it is, with no special tokens.
  * defines: struct rl_observation, rl_observation_render */
 #ifndef RL_ROLLOUT_OBSERVATION_H
@@ -34,8 +34,7 @@ struct rl_observation {
  * template's end of the assistant turn then comes with the observation).
  * *ids (n_ids) and *text (what the tokens say) are malloc'd. Returns 0, or
  * -1 with err (a template that renders the conversation before the
- * observation differently once it is there, or that does not end the
- * assistant turn with turn_end). */
+ * observation differently once it is there). */
 int rl_observation_render(const struct rl_observation *o, const json_t *messages,
                           const char *turn_end, const char *obs, size_t len, int32_t **ids,
                           size_t *n_ids, char **text, char *err, size_t errlen);

@@ -101,7 +101,7 @@ Test(episodes, observations_through_chat_templates_match_transformers)
 	free(path);
 }
 
-Test(episodes, a_template_that_does_not_end_the_turn_with_the_stop_token_is_refused)
+Test(episodes, a_template_without_the_stop_token_has_the_observation_follow_the_turn)
 {
 	char err[512];
 	struct rl_chat_template *chat;
@@ -127,10 +127,32 @@ Test(episodes, a_template_that_does_not_end_the_turn_with_the_stop_token_is_refu
 	cr_assert_str_eq(text, "[/][tool]3[/][assistant]");
 	free(ids);
 	free(text);
-	/* a stop token the template does not end the turn with */
+	/* a stop token the template does not write (NeMo-RL's passthrough
+	 * does not): it is in the sequence, the template's text follows */
 	cr_assert_eq(
-	    rl_observation_render(&o, msgs, "</s>", "3", 1, &ids, &n, &text, err, sizeof err), -1);
-	cr_assert(strstr(err, "does not end the assistant's turn"), "%s", err);
+	    rl_observation_render(&o, msgs, "</s>", "3", 1, &ids, &n, &text, err, sizeof err), 0);
+	cr_assert_str_eq(text, "[/][tool]3[/][assistant]");
+	free(ids);
+	free(text);
+	/* one it writes is skipped: it is in the sequence already */
+	cr_assert_eq(
+	    rl_observation_render(&o, msgs, "[/]", "3", 1, &ids, &n, &text, err, sizeof err), 0);
+	cr_assert_str_eq(text, "[tool]3[/][assistant]");
+	free(ids);
+	free(text);
+	/* a template that renders the conversation differently once the
+	 * observation follows cannot have its tokens appended */
+	struct rl_chat_template *odd;
+	cr_assert_eq(
+	    rl_chat_template_from_text(
+	        &odd, "{{ messages | length }}{% for m in messages %}{{ m.content }}{% endfor %}",
+	        "odd", NULL, err, sizeof err),
+	    0, "%s", err);
+	o.chat = odd;
+	cr_assert_eq(
+	    rl_observation_render(&o, msgs, NULL, "3", 1, &ids, &n, &text, err, sizeof err), -1);
+	cr_assert(strstr(err, "differently"), "%s", err);
+	rl_chat_template_free(odd);
 	json_decref(msgs);
 	rl_chat_template_free(chat);
 	rl_tokenizer_free(t);
