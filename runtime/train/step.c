@@ -37,11 +37,15 @@ void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m
 		tokens += s->len;
 		truncated += s->truncated;
 		for (int j = 0; j < n; j++) {
+			/* an episode's observations were not generated: their
+			 * generation logprob is no logprob */
+			if (s->loss_mask && !s->loss_mask[s->prompt_len + j])
+				continue;
 			double d = fabs((double)s->gen_lp[j] - (double)s->prev_lp[j]);
 			err_sum += exp(d);
 			max_diff = d > max_diff ? d : max_diff;
+			n_tok++;
 		}
-		n_tok += n;
 	}
 	m->reward_mean = sum / r->n;
 	double var = sq / r->n - m->reward_mean * m->reward_mean;
