@@ -249,6 +249,7 @@ struct episode {
 	 * token text the last turn stopped on (NULL: it stopped otherwise) */
 	json_t *messages;
 	char *turn_end;
+	bool owed; /* its turn went to the environment, unanswered */
 };
 
 static int grow_tokens(struct episode *ep, int more)
@@ -407,18 +408,17 @@ static int apply(struct share *sh, const struct event_head *h, const int32_t *ob
 static int answer_event(struct share *sh, const struct rl_env_answer *a, char *err, size_t errlen)
 {
 	struct rl_episodes *e = sh->e;
-	struct episode *ep = &sh->ep[a->episode];
+	struct episode *ep = a->episode >= 0 && a->episode < sh->n ? &sh->ep[a->episode] : NULL;
 	struct event_head h = {.seq = a->episode, .reward = a->reward};
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
 	char *text = NULL;
 	int rc = -1;
 
-	if (a->episode < 0 || a->episode >= sh->n || ep->end != END_NONE) {
-		snprintf(err, errlen, "an environment's answer for episode %d, not one in play",
-		         a->episode);
-		return -1;
-	}
+	/* only an answer owed counts (the pool owes none after an end) */
+	if (!ep || !ep->owed || ep->end != END_NONE)
+		return 0;
+	ep->owed = false;
 	if (a->outcome != RL_ENV_ANSWERED) {
 		h.end = END_FAILED;
 	} else if (a->done) {
@@ -503,6 +503,7 @@ static int take_turn(struct share *sh, int s, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	ep->owed = true;
 	return rl_env_act(sh->e->pool, s, text, text_len, err, errlen);
 }
 

@@ -337,7 +337,9 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	    load_policy(t, err, errlen) ||
 	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
 	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)) ||
-	    (cfg->algorithm == RL_ALGO_GRPO && open_episodes(t, &stop_signals, err, errlen)))
+	    /* SFT and DPO have no rollouts to play */
+	    (cfg->algorithm != RL_ALGO_SFT && cfg->algorithm != RL_ALGO_DPO &&
+	     open_episodes(t, &stop_signals, err, errlen)))
 		goto fail;
 	open_rollouts(t);
 	if (cfg->checkpointing.enabled && !(t->ckpt = calloc(1, sizeof *t->ckpt))) {
