@@ -156,6 +156,8 @@ struct rl_episodes {
 	struct rl_env_pool *pool;
 	int pool_episodes; /* the most episodes the pool was opened for */
 	struct rl_episode_stats stats;
+	/* non-colocated, training rank 0: the replicas' failures */
+	struct rl_reward_failures received;
 };
 
 int rl_episodes_open(struct rl_episodes **out, struct rl_episode_settings *s, struct rl_comm *mp,
@@ -201,8 +203,45 @@ const char *rl_episodes_command(const struct rl_episodes *e)
 
 void rl_episodes_failures(struct rl_episodes *e, struct rl_reward_failures *fail)
 {
-	if (e && e->pool)
+	if (!e)
+		return;
+	if (e->pool)
 		rl_env_pool_failures(e->pool, fail);
+	struct rl_reward_failures *r = &e->received;
+	if (r->crashed + r->timed_out + r->bad_output > 0) {
+		fail->crashed += r->crashed;
+		fail->timed_out += r->timed_out;
+		fail->bad_output += r->bad_output;
+		if (!fail->first[0])
+			snprintf(fail->first, sizeof fail->first, "%s", r->first);
+	}
+	memset(r, 0, sizeof *r);
+}
+
+void rl_episodes_take_report(struct rl_episodes *e, struct rl_episodes_report *rep)
+{
+	struct rl_reward_failures f = {0};
+
+	memset(rep, 0, sizeof *rep);
+	rl_episodes_take_stats(e, &rep->stats);
+	rl_episodes_failures(e, &f);
+	rep->crashed = (int64_t)f.crashed;
+	rep->timed_out = (int64_t)f.timed_out;
+	rep->bad_output = (int64_t)f.bad_output;
+	snprintf(rep->first, sizeof rep->first, "%s", f.first);
+}
+
+void rl_episodes_add_report(struct rl_episodes *e, const struct rl_episodes_report *rep)
+{
+	struct rl_reward_failures *r = &e->received;
+
+	rl_episode_stats_add(&e->stats, &rep->stats);
+	/* a report's counts are the replica's own: never negative */
+	r->crashed += rep->crashed > 0 ? (size_t)rep->crashed : 0;
+	r->timed_out += rep->timed_out > 0 ? (size_t)rep->timed_out : 0;
+	r->bad_output += rep->bad_output > 0 ? (size_t)rep->bad_output : 0;
+	if (!r->first[0] && rep->first[0])
+		snprintf(r->first, sizeof r->first, "%.*s", (int)sizeof rep->first - 1, rep->first);
 }
 
 void rl_episodes_take_stats(struct rl_episodes *e, struct rl_episode_stats *out)

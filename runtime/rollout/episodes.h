@@ -21,7 +21,8 @@
  * defines: struct rl_episode_settings, struct rl_episode_stats, struct rl_episodes,
  * rl_episode_settings_init, rl_episode_settings_free, rl_episodes_open, rl_episodes_close,
  * rl_episodes_name, rl_episodes_command,
- * rl_episodes_failures, rl_episodes_take_stats, rl_episode_stats_add, rl_rollout_episodes_share */
+ * rl_episodes_failures, rl_episodes_take_stats, rl_episode_stats_add, struct rl_episodes_report,
+ * rl_episodes_take_report, rl_episodes_add_report, rl_rollout_episodes_share */
 #ifndef RL_ROLLOUT_EPISODES_H
 #define RL_ROLLOUT_EPISODES_H
 
@@ -102,6 +103,21 @@ void rl_episodes_failures(struct rl_episodes *e, struct rl_reward_failures *fail
 void rl_episodes_take_stats(struct rl_episodes *e, struct rl_episode_stats *out);
 /* a += b (sums, and the maxima kept). */
 void rl_episode_stats_add(struct rl_episode_stats *a, const struct rl_episode_stats *b);
+
+/* Non-colocated generation: what a generation replica tells training
+ * rank 0 of the episodes of its share, with their samples: their stats
+ * and the environment's failures. */
+struct rl_episodes_report {
+	struct rl_episode_stats stats;
+	int64_t crashed, timed_out, bad_output;
+	char first[320]; /* the first failure as logged, or "" */
+};
+/* The replica's (the group's first rank's): stats and failures since the
+ * last call, taken. */
+void rl_episodes_take_report(struct rl_episodes *e, struct rl_episodes_report *rep);
+/* Training rank 0's: a replica's report, into what the next
+ * rl_episodes_take_stats and rl_episodes_failures give. */
+void rl_episodes_add_report(struct rl_episodes *e, const struct rl_episodes_report *rep);
 
 /* The samples of this rank's share of r (its part of dp, NULL: all of
  * them) played as episodes with m from r's prompts (and their problems,

@@ -217,23 +217,12 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	return 0;
 }
 
-/* A generation rank (non-colocated) holds what generation needs: the model
- * cut for its own tensor parallelism, the tokenizer and the sampling
- * settings. */
-static int setup_generation(struct rl_trainer *t, char *err, size_t errlen)
-{
-	if (load_policy(t, err, errlen) ||
-	    rl_gen_settings_init(&t->gen, t->cfg, t->model, err, errlen)) {
-		rl_trainer_free(t);
-		return -1;
-	}
-	return 0;
-}
-
 /* A multi-turn run's episodes (rollout/episodes.h): the environment is
  * opened with the rollouts, its copies started at the first episode and
- * kept for the run. The ranks that generate one share are the model's
- * tensor and pipeline ranks: the first of them talks to the environment. */
+ * kept for the run, on the ranks that generate (training ranks when
+ * colocated, else the generation ranks). The ranks that generate one
+ * share are the model's tensor and pipeline ranks: the first of them
+ * talks to the environment. */
 static int open_episodes(struct rl_trainer *t, const sigset_t *stop_signals, char *err,
                          size_t errlen)
 {
@@ -243,18 +232,27 @@ static int open_episodes(struct rl_trainer *t, const sigset_t *stop_signals, cha
 		return -1;
 	if (!s.enabled)
 		return 0;
-	if (t->remote_generation) {
-		snprintf(err, errlen,
-		         "policy.generation.colocated.enabled: multi-turn episodes (%s) with "
-		         "non-colocated generation are not implemented in this release (the "
-		         "generation ranks do not receive the problems, answers and metadata an "
-		         "environment begins with); set it to true",
-		         s.name);
-		rl_episode_settings_free(&s);
-		return -1;
-	}
+	/* non-colocated, the training ranks play none: training rank 0
+	 * takes the generation replicas' reports into them */
 	return rl_episodes_open(&t->episodes, &s, t->dist ? t->dist->g[RL_G_MP] : NULL, stderr, err,
 	                        errlen);
+}
+
+/* A generation rank (non-colocated) holds what generation needs: the model
+ * cut for its own tensor parallelism, the tokenizer, the sampling
+ * settings, and a multi-turn run's episodes. */
+static int setup_generation(struct rl_trainer *t, char *err, size_t errlen)
+{
+	sigset_t stop_signals;
+
+	rl_stop_signal_set(&stop_signals);
+	if (load_policy(t, err, errlen) ||
+	    rl_gen_settings_init(&t->gen, t->cfg, t->model, err, errlen) ||
+	    open_episodes(t, &stop_signals, err, errlen)) {
+		rl_trainer_free(t);
+		return -1;
+	}
+	return 0;
 }
 
 /* Where the training ranks' rollouts come from, working from what the
