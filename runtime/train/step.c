@@ -33,12 +33,13 @@ void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m
 
 		sum += s->reward;
 		sq += s->reward * s->reward;
+		/* an episode's generated tokens are the model's own (NeMo-RL's
+		 * mean_gen_tokens_per_sample); its observations were never
+		 * sampled, so generation has no logprob of them to compare */
 		resp += rl_sample_loss_tokens(s);
 		tokens += s->len;
 		truncated += s->truncated;
 		for (int j = 0; j < n; j++) {
-			/* an episode's observations were not generated: their
-			 * generation logprob is no logprob */
 			if (s->loss_mask && !s->loss_mask[s->prompt_len + j])
 				continue;
 			double d = fabs((double)s->gen_lp[j] - (double)s->prev_lp[j]);
