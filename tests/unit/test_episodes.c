@@ -202,7 +202,8 @@ struct fx {
 };
 
 /* A model, its settings (max_total tokens in all, max_new per turn) and
- * the episodes of the environment above (done at turn T, max_turns). */
+ * the episodes of the environment above (done at turn T, max_turns),
+ * opened here as setup would: the config gives the sampling settings. */
 static void fx_open(struct fx *f, int max_total, int max_new, int T, int max_turns, int workers,
                     int in_flight)
 {
@@ -215,7 +216,7 @@ static void fx_open(struct fx *f, int max_total, int max_new, int T, int max_tur
 	free(write_file(f->dir, "env.sh", env_script));
 	cr_assert_geq(asprintf(&text,
 	                       "grpo: {num_prompts_per_step: 2, num_generations_per_prompt: 2, "
-	                       "seed: 7, max_rollout_turns: %d}\n"
+	                       "seed: 7}\n"
 	                       "policy:\n"
 	                       "  model_name: builtin:tiny-llama\n"
 	                       "  precision: float32\n"
@@ -225,7 +226,7 @@ static void fx_open(struct fx *f, int max_total, int max_new, int T, int max_tur
 	                       "checkpointing: {enabled: false}\n"
 	                       "data: {dataset_name: copy}\n"
 	                       "logger: {log_dir: %s/logs}\n",
-	                       max_turns, max_total, max_new, f->dir),
+	                       max_total, max_new, f->dir),
 	              0);
 	cr_assert_eq(rl_config_load_text("ep.yaml", text, strlen(text), NULL, NULL, 0, &f->cfg, &d),
 	             0, "%s", d.n ? d.v[0].msg : "");
