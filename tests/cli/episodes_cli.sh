@@ -3,11 +3,12 @@
 # sample as an episode with an environment program whose rules the test
 # knows (the observation "ab" and reward 0.5 after turn 1; done at turn 2,
 # reward 1 when the model's message there begins with a letter a to m,
-# else 0), so every metric below is worked out from its log; tensor and
-# data parallelism and non-colocated generation give the single rank's
-# numbers, the group's first rank alone talking to the environment; an
-# environment that fails on every episode stops the run; the built-in
-# calculator task runs through `rlrun env calculator`.
+# else 0), so every metric below is worked out from its log; tensor,
+# pipeline and data parallelism and non-colocated generation give the
+# single rank's numbers (1e-4, the tolerance tests/mpi/fenced_layouts_test.sh
+# holds every layout's metrics to), the group's first rank alone talking to
+# the environment; an environment that fails on every episode stops the
+# run; the built-in calculator task runs through `rlrun env calculator`.
 # ok and not_ok always succeed: `test && ok || not_ok` is an if-else here.
 # shellcheck disable=SC2015
 . "$(dirname "$0")/lib.sh"
@@ -76,18 +77,22 @@ grep -q '"token_mult_prob_error":1\.0,"gen_logprob_max_diff":0\.0,' one/metrics.
 	not_ok "  the environment answered $(count one.log) turns, not 64"
 
 expect_status 0 "the same on two ranks, tensor parallel" -- run tp2 2 policy.parallel.tensor=2
-same_as "  its metrics are the single rank's (1e-5)" metrics tp2/metrics.jsonl one/metrics.jsonl 1e-5
+same_as "  its metrics are the single rank's (1e-4)" metrics tp2/metrics.jsonl one/metrics.jsonl 1e-4
 [ "$(count tp2.log)" = 64 ] && ok "  the group's first rank alone talked to the environment" ||
 	not_ok "  the environment answered $(count tp2.log) turns, not 64"
+expect_status 0 "the same on two ranks, pipeline parallel" -- run pp2 2 policy.parallel.pipeline=2
+same_as "  its metrics are the single rank's (1e-4)" metrics pp2/metrics.jsonl one/metrics.jsonl 1e-4
+[ "$(count pp2.log)" = 64 ] && ok "  the first stage alone talked to the environment" ||
+	not_ok "  the environment answered $(count pp2.log) turns, not 64"
 expect_status 0 "the same on two ranks, data parallel" -- run dp2 2
-same_as "  its metrics are the single rank's (1e-5)" metrics dp2/metrics.jsonl one/metrics.jsonl 1e-5
+same_as "  its metrics are the single rank's (1e-4)" metrics dp2/metrics.jsonl one/metrics.jsonl 1e-4
 [ "$(count dp2.log)" = 64 ] && ok "  each rank played its share" ||
 	not_ok "  the environment answered $(count dp2.log) turns, not 64"
 
 expect_status 0 "the same non-colocated: two training ranks, two generation ranks play" -- \
 	run nc 4 policy.generation.colocated.enabled=false \
 	policy.generation.colocated.resources.gpus_per_node=2
-same_as "  its metrics are the single rank's (1e-5)" metrics nc/metrics.jsonl one/metrics.jsonl 1e-5
+same_as "  its metrics are the single rank's (1e-4)" metrics nc/metrics.jsonl one/metrics.jsonl 1e-4
 [ "$(count nc.log)" = 64 ] && ok "  the generation ranks played every episode once" ||
 	not_ok "  the environment answered $(count nc.log) turns, not 64"
 
