@@ -497,6 +497,10 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		    "  dynamic sampling: trained on reward %.3f, %lld round%s, %lld groups dropped",
 		    m->filtered_reward, (long long)m->ds_num_gen_batches,
 		    m->ds_num_gen_batches == 1 ? "" : "s", (long long)m->ds_dropped_groups);
+	if (m->multi_turn)
+		fprintf(out, "  episodes: %.2f turns, %.0f%% done, %lld env failures",
+		        m->avg_turns_per_sample, 100 * m->natural_termination_rate,
+		        (long long)m->env_failures);
 	fputc('\n', out);
 	fprintf(out,
 	        "    gen %.2fs  reward %.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs"
