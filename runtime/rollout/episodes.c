@@ -566,15 +566,27 @@ static int collect(struct share *sh, char *err, size_t errlen)
 }
 
 /* Every rank: the round's events, from the leader, applied. */
-static int round_events(struct share *sh, char *err, size_t errlen)
+static int round_events(struct share *sh, bool failed, char *err, size_t errlen)
 {
-	int64_t len = (int64_t)sh->buf_len;
+	/* a round the leader failed (the environment could not be reached
+	 * at all) ends the share on every rank of the group, not on it alone */
+	int64_t len = failed ? -1 : (int64_t)sh->buf_len;
 
+	if (!sh->e->mp && failed)
+		return -1;
 	if (sh->e->mp) {
 		rl_comm_broadcast(sh->e->mp, &len, 1, RL_COMM_I64, 0, "an episode round's size");
+		if (failed)
+			return -1;
+		if (len < 0) {
+			snprintf(err, errlen,
+			         "the episodes failed on the first rank of this model group, which "
+			         "talks to the environment (its message says why)");
+			return -1;
+		}
 		if (!sh->e->leader) {
 			sh->buf_len = 0;
-			if (len < 0 || reserve(sh, (size_t)len)) {
+			if (reserve(sh, (size_t)len)) {
 				snprintf(err, errlen,
 				         "an episode round of %lld bytes: out of memory",
 				         (long long)len);
@@ -667,12 +679,12 @@ static int play(struct share *sh, char *err, size_t errlen)
 		if (rl_gen_session_busy(sh->session) &&
 		    rl_gen_session_step(sh->session, ended, &n_ended, err, errlen))
 			goto out;
-		for (int i = 0; i < n_ended; i++)
-			if (take_turn(sh, ended[i], err, errlen))
-				goto out;
-		if (sh->e->leader && collect(sh, err, errlen))
-			goto out;
-		if (round_events(sh, err, errlen))
+		bool failed = false;
+		for (int i = 0; i < n_ended && !failed; i++)
+			failed = take_turn(sh, ended[i], err, errlen) != 0;
+		if (!failed && sh->e->leader)
+			failed = collect(sh, err, errlen) != 0;
+		if (round_events(sh, failed, err, errlen))
 			goto out;
 	}
 	rc = 0;
@@ -759,8 +771,12 @@ int rl_rollout_episodes_share(struct rl_episodes *e, struct rl_model *m,
 		struct rl_gen_params p;
 
 		rl_gen_params_of(g, seed, (uint64_t)sh.lo, (size_t)g->max_new_tokens, &p);
-		if (rl_gen_session_new(m, tok, &p, sh.n, sh.max_len, &sh.session, err, errlen) ||
-		    begin(&sh, prompt, prompt_len, err, errlen) || play(&sh, err, errlen))
+		if (rl_gen_session_new(m, tok, &p, sh.n, sh.max_len, &sh.session, err, errlen))
+			goto done;
+		/* the leader's start of the environment, agreed on as a round
+		 * with no events: a failure ends the share on every rank */
+		bool failed = begin(&sh, prompt, prompt_len, err, errlen) != 0;
+		if (round_events(&sh, failed, err, errlen) || play(&sh, err, errlen))
 			goto done;
 		for (int j = 0; j < sh.n; j++)
 			if (take_sample(&sh, j, prompt[sh.lo + j])) {
