@@ -771,6 +771,11 @@ int rl_rollout_episodes_share(struct rl_episodes *e, struct rl_model *m,
 		struct rl_gen_params p;
 
 		rl_gen_params_of(g, seed, (uint64_t)sh.lo, (size_t)g->max_new_tokens, &p);
+		/* an episode waiting for its environment keeps its cache but
+		 * not its running slot (generation_batch_size bounds a step's
+		 * batch, as vLLM's max_num_seqs; the cache's blocks the
+		 * episodes in flight) */
+		p.max_in_flight = sh.n;
 		if (rl_gen_session_new(m, tok, &p, sh.n, sh.max_len, &sh.session, err, errlen))
 			goto done;
 		/* the leader's start of the environment, agreed on as a round
