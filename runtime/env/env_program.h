@@ -76,16 +76,22 @@ int rl_env_pool_open(const struct rl_env_program *p, int n_episodes, FILE *log,
 /* Episode e begins on a copy with room for it (a copy is started when
  * none has room and fewer than num_workers run). Nothing answers a
  * begin. e must not be in flight. Returns 0, or -1 with err when no copy
- * can be started at all (fork or pipe failure). */
+ * can be started at all (fork or pipe failure), or when s->metadata is
+ * not JSON. When num_workers copies run and all are full, e waits for
+ * room: it is placed when a turn of its is owed an answer and an episode
+ * has ended (or a copy was lost) since. The program knows e by an id of
+ * the pool's, not by e. */
 int rl_env_begin(struct rl_env_pool *pool, int e, const struct rl_env_start *s, char *err,
                  size_t errlen);
 /* The model's message of e's next turn; exactly one answer comes for it
- * through rl_env_wait (or the episode's failure). Returns 0, or -1 with
- * err (e not in flight, or waiting for an answer already). */
+ * through rl_env_wait (or the episode's failure: past episode_timeout_s
+ * it is timed out at once). Returns 0, or -1 with err (e not in flight,
+ * or waiting for an answer already, or answered done). */
 int rl_env_act(struct rl_env_pool *pool, int e, const char *message, size_t len, char *err,
                size_t errlen);
 /* e is over for the caller (done, or a limit of the run reached): the
- * program is told, nothing answers, and e may begin again. */
+ * program is told (unless it said done, or its copy is gone), nothing
+ * answers, and e may begin again. Call it after every failure too. */
 void rl_env_end(struct rl_env_pool *pool, int e);
 /* Up to cap answers into out (*n of them), waiting at most wait_s for
  * the first (0: only those already there; < 0: until one comes, or

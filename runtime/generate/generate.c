@@ -1,269 +1,10 @@
-/* The generation engine over the model's paged KV-cache step: a scheduler
- * on the host (which sequence runs in which slot, what each feeds next,
- * when each stops) around three backend calls per step: the model's
- * forward, the sample op and the logprob op. */
+/* rl_generate: the engine (engine.c) run to the end over a batch of
+ * prompts, each sequence over at its first turn's end. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/generate/generate.h"
-#include "runtime/model/backend.h"
-#include "runtime/model/kv_cache.h"
-
-/* A step takes at most this many new tokens (a prompt longer than that
- * goes alone), bounding the activation scratch. */
-#define STEP_TOKENS 4096
-#define KV_BLOCK    16
-
-struct slot {
-	int seq;             /* the prompt it runs, -1 when free */
-	const int32_t *feed; /* what it feeds next step */
-	int n_feed;
-};
-
-struct engine {
-	struct rl_model *m;
-	const struct rl_tokenizer *tok;
-	const struct rl_gen_params *p;
-	int n;
-	const int32_t *const *prompts;
-	const int *lens;
-	struct rl_gen_output *out;
-	struct rl_stop_seq *stop_seq;
-	size_t *cap;
-	int32_t *next; /* per prompt: the token it feeds next */
-	bool *admitted;
-	struct rl_kv_cache *kv;
-	struct slot *slots;
-	int n_slots, live;
-	int waiting; /* the first prompt not admitted yet */
-	int sample_vocab;
-	struct rl_sample_params sp;
-	struct rl_lm_logprobs_shape lp;
-	/* a step's groups, and its results on the host */
-	int *g_slot, *g_count;
-	int32_t *g_ids, *tokens;
-	float *logprobs;
-	int64_t *counters;
-	/* on the backend */
-	int32_t *d_tokens;
-	int64_t *d_counters;
-	float *d_logprobs, *d_lse, *d_work;
-};
-
-static int append(struct engine *e, int s, int32_t token, float logprob)
-{
-	struct rl_gen_output *o = &e->out[s];
-
-	if (o->n_tokens == e->cap[s]) {
-		size_t cap = e->cap[s] ? 2 * e->cap[s] : 64;
-		int32_t *t = realloc(o->tokens, cap * sizeof *t);
-		if (t)
-			o->tokens = t;
-		float *l = realloc(o->logprobs, cap * sizeof *l);
-		if (l)
-			o->logprobs = l;
-		if (!t || !l)
-			return -1;
-		e->cap[s] = cap;
-	}
-	o->tokens[o->n_tokens] = token;
-	o->logprobs[o->n_tokens++] = logprob;
-	return 0;
-}
-
-static int decode_text(struct engine *e, int s, char *err, size_t errlen)
-{
-	struct rl_gen_output *o = &e->out[s];
-
-	free(o->text);
-	o->text = NULL;
-	return rl_tokenizer_decode(e->tok, o->tokens, o->n_tokens, true, &o->text, &o->text_len,
-	                           err, errlen);
-}
-
-/* Sequence s's new token; returns 1 when the sequence stops, 0 when it goes
- * on, -1 on error. Stop strings are looked for in the new text only. */
-static int take_token(struct engine *e, int s, int32_t token, float logprob, char *err,
-                      size_t errlen)
-{
-	const struct rl_gen_params *p = e->p;
-	struct rl_gen_output *o = &e->out[s];
-	bool need_text = e->tok && p->stop.n_stop_strings > 0;
-	struct rl_stop_hit hit;
-
-	if (append(e, s, token, logprob)) {
-		snprintf(err, errlen, "out of memory for generated tokens");
-		return -1;
-	}
-	if (need_text && decode_text(e, s, err, errlen))
-		return -1;
-	if (rl_stop_check(&p->stop, &e->stop_seq[s], token, need_text ? o->text : NULL,
-	                  need_text ? o->text_len : 0, &hit, err, errlen))
-		return -1;
-	if (hit.reason == RL_STOP_NONE)
-		return 0;
-	o->reason = hit.reason;
-	if (e->tok && !need_text && decode_text(e, s, err, errlen))
-		return -1;
-	if (hit.reason == RL_STOP_STRING) {
-		o->text_len = hit.offset;
-		o->text[o->text_len] = '\0';
-	}
-	return 1;
-}
-
-static bool same_prompt(const struct engine *e, int a, int b)
-{
-	return e->prompts[a] == e->prompts[b] && e->lens[a] == e->lens[b];
-}
-
-/* A running slot with prompt i's tokens but the last in its cache: -1
- * when there is none, -2 when one is still to prefill them. */
-static int twin_of(const struct engine *e, int i)
-{
-	int found = -1;
-
-	for (int j = 0; j < e->n_slots; j++) {
-		const struct slot *o = &e->slots[j];
-
-		if (o->seq < 0 || !same_prompt(e, o->seq, i))
-			continue;
-		if (e->kv->len[j] >= e->lens[i] - 1)
-			return j;
-		found = -2;
-	}
-	return found;
-}
-
-/* Fills free slots from the waiting prompts, in order. A prompt whose
- * twin holds its prefill shares it; one whose twin is still to prefill
- * waits a step for it, and the prompts behind it go ahead. */
-static int admit(struct engine *e, char *err, size_t errlen)
-{
-	int k = 0;
-
-	for (int i = e->waiting; i < e->n; i++) {
-		int P = e->lens[i], src;
-
-		while (k < e->n_slots && e->slots[k].seq >= 0)
-			k++;
-		if (k == e->n_slots)
-			break;
-		if (e->admitted[i] || (src = twin_of(e, i)) == -2)
-			continue;
-
-		struct slot *sl = &e->slots[k];
-
-		sl->seq = i;
-		sl->feed = e->prompts[i];
-		sl->n_feed = P;
-		if (src >= 0 && P > 1) {
-			if (rl_kv_slot_share(e->kv, k, src, P - 1, err, errlen))
-				return -1;
-			sl->feed = e->prompts[i] + P - 1;
-			sl->n_feed = 1;
-		}
-		e->admitted[i] = true;
-		e->live++;
-	}
-	while (e->waiting < e->n && e->admitted[e->waiting])
-		e->waiting++;
-	return 0;
-}
-
-/* This step's groups: the running slots in order while the token budget
- * lasts (the first always). */
-static int plan_step(struct engine *e)
-{
-	int groups = 0, tokens = 0;
-
-	for (int k = 0; k < e->n_slots; k++) {
-		struct slot *sl = &e->slots[k];
-
-		if (sl->seq < 0 || sl->n_feed == 0)
-			continue;
-		if (groups > 0 && tokens + sl->n_feed > e->kv->max_tokens)
-			continue;
-		memcpy(e->g_ids + tokens, sl->feed, (size_t)sl->n_feed * sizeof *e->g_ids);
-		e->g_slot[groups] = k;
-		e->g_count[groups++] = sl->n_feed;
-		tokens += sl->n_feed;
-	}
-	return groups;
-}
-
-/* The groups' next tokens and their logprobs, drawn and computed on the
- * backend, read back. */
-static int sample_step(struct engine *e, int groups, const float *logits, char *err, size_t errlen)
-{
-	const struct rl_ops *ops = e->m->ops;
-	int V = e->m->cfg.vocab_size;
-	struct rl_lm_logprobs_shape lp = e->lp;
-
-	for (int g = 0; g < groups; g++) {
-		int s = e->slots[e->g_slot[g]].seq;
-
-		e->counters[2 * g] = (int64_t)(e->p->stream_base + (uint64_t)s);
-		e->counters[2 * g + 1] = (int64_t)e->out[s].n_tokens;
-	}
-	lp.n = groups;
-	if (ops->from_host(e->d_counters, e->counters, (size_t)groups * 2 * sizeof(int64_t),
-	                   NULL) ||
-	    ops->sample(e->d_tokens, logits, groups, e->sample_vocab, V, &e->sp, e->d_counters,
-	                NULL) ||
-	    ops->to_host(e->tokens, e->d_tokens, (size_t)groups * sizeof(int32_t), NULL)) {
-		snprintf(err, errlen, "sampling on the %s backend failed", ops->name);
-		return -1;
-	}
-	/* under tensor parallelism as the logprob pass computes them: each
-	 * rank's slice of the vocabulary, then combined */
-	if (e->m->shard.tp.size > 1)
-		return rl_model_decode_logprobs_tp(e->m, e->kv, groups, e->tokens, lp.logit_scale,
-		                                   lp.chunk, e->logprobs, err, errlen);
-	if (ops->logits_logprobs(e->d_logprobs, e->d_lse, logits, V, e->d_tokens, &lp, e->d_work,
-	                         NULL) ||
-	    ops->to_host(e->logprobs, e->d_logprobs, (size_t)groups * sizeof(float), NULL)) {
-		snprintf(err, errlen, "logprobs on the %s backend failed", ops->name);
-		return -1;
-	}
-	return 0;
-}
-
-static int step(struct engine *e, char *err, size_t errlen)
-{
-	const float *logits;
-	int groups = plan_step(e);
-
-	if (rl_model_decode(e->m, e->kv, groups, e->g_slot, e->g_count, e->g_ids, &logits, err,
-	                    errlen) ||
-	    sample_step(e, groups, logits, err, errlen))
-		return -1;
-	for (int g = 0; g < groups; g++) {
-		int k = e->g_slot[g], s = e->slots[k].seq, stop;
-
-		if (e->tokens[g] < 0 || e->tokens[g] >= e->sample_vocab) {
-			snprintf(err, errlen,
-			         "sequence %d, token %zu: the logits are not finite (or overflow "
-			         "at temperature %g)",
-			         s, e->out[s].n_tokens, (double)e->sp.temperature);
-			return -1;
-		}
-		stop = take_token(e, s, e->tokens[g], e->logprobs[g], err, errlen);
-		if (stop < 0)
-			return -1;
-		if (stop) {
-			rl_kv_slot_release(e->kv, k);
-			e->slots[k].seq = -1;
-			e->live--;
-			continue;
-		}
-		e->next[s] = e->tokens[g];
-		e->slots[k].feed = &e->next[s];
-		e->slots[k].n_feed = 1;
-	}
-	return 0;
-}
+#include "runtime/generate/engine.h"
 
 static int check_params(const struct rl_model *m, const struct rl_tokenizer *tok, int n,
                         const int *lens, const struct rl_gen_params *p, int *longest, char *err,
@@ -273,18 +14,7 @@ static int check_params(const struct rl_model *m, const struct rl_tokenizer *tok
 		snprintf(err, errlen, "no prompts");
 		return -1;
 	}
-	if (rl_stop_validate(&p->stop, err, errlen))
-		return -1;
-	if (p->stop.n_stop_strings && !tok) {
-		snprintf(err, errlen, "stop strings need a tokenizer");
-		return -1;
-	}
-	if (p->max_slots < 0 || p->kv_block < 0 || p->kv_blocks < 0 || p->logprob_chunk < 0 ||
-	    !(p->logit_scale >= 0)) {
-		snprintf(err, errlen, "generation: negative slots, block size, blocks or chunk");
-		return -1;
-	}
-	if (rl_sampling_check(&p->sampling, err, errlen))
+	if (rl_gen_engine_check_params(tok, p, true, err, errlen))
 		return -1;
 	*longest = 0;
 	for (int s = 0; s < n; s++) {
@@ -305,167 +35,11 @@ static int check_params(const struct rl_model *m, const struct rl_tokenizer *tok
 	return 0;
 }
 
-static void engine_free(struct engine *e)
-{
-	const struct rl_ops *ops = e->m->ops;
-
-	rl_kv_cache_free(e->m, e->kv);
-	free(e->stop_seq);
-	free(e->cap);
-	free(e->next);
-	free(e->admitted);
-	free(e->slots);
-	free(e->g_slot);
-	free(e->g_count);
-	free(e->g_ids);
-	free(e->tokens);
-	free(e->logprobs);
-	free(e->counters);
-	ops->release(e->d_tokens);
-	ops->release(e->d_counters);
-	ops->release(e->d_logprobs);
-	ops->release(e->d_lse);
-	ops->release(e->d_work);
-}
-
-/* The cache's blocks, and how many sequences run at once: p's count of
- * blocks, or what p's share of the GPU leaves, the slots then cut so that
- * each can reach its longest length (no sequence is ever stopped for want
- * of blocks); otherwise enough for every slot. */
-/* The most new tokens one step takes: STEP_TOKENS, but never more than
- * every slot's longest prompt at once (what the slots can feed in one
- * step: a small run's scratch is sized by the run, not by the bound, which
- * with a wide MLP is gigabytes), and never less than one whole prompt. */
-static int step_budget(const struct engine *e, int longest)
-{
-	int64_t all = (int64_t)e->n_slots * longest;
-	int budget = all < STEP_TOKENS ? (int)all : STEP_TOKENS;
-
-	return budget > longest ? budget : longest;
-}
-
-static int size_cache(struct engine *e, int block, int max_len, int budget, int *blocks, char *err,
-                      size_t errlen)
-{
-	const struct rl_gen_params *p = e->p;
-	int per_seq = (max_len + block - 1) / block;
-	size_t left = 0, per_block = rl_kv_block_bytes(e->m, block);
-	int64_t can = p->kv_blocks;
-
-	*blocks = 0;
-	if (can <= 0 && p->memory_utilization > 0) {
-		switch (rl_backend_memory_left(e->m->base_ops, p->memory_utilization, &left)) {
-		case 0:
-			return 0; /* host memory: the share means nothing here */
-		case 1:
-			break;
-		default:
-			snprintf(err, errlen,
-			         "generation: the %s backend cannot say its free memory",
-			         e->m->ops->name);
-			return -1;
-		}
-		size_t scratch = rl_kv_scratch_bytes(e->m, e->n_slots, budget);
-		left = left > scratch ? left - scratch : 0;
-		can = (int64_t)(left / per_block);
-		if (can < per_seq) {
-			snprintf(
-			    err, errlen,
-			    "policy.generation.gpu_memory_utilization %g leaves %.2f GB for the "
-			    "KV cache: one sequence of %d tokens needs %.2f GB",
-			    p->memory_utilization, (double)left / 1e9, max_len,
-			    (double)per_seq * (double)per_block / 1e9);
-			return -1;
-		}
-	}
-	if (can <= 0 || can >= rl_kv_blocks_for(e->n_slots, max_len, block))
-		return 0;
-	if (can < per_seq) {
-		snprintf(
-		    err, errlen,
-		    "generation: a KV cache of %lld blocks of %d tokens cannot hold one sequence "
-		    "of %d tokens",
-		    (long long)can, block, max_len);
-		return -1;
-	}
-	*blocks = (int)can;
-	if (can / per_seq < e->n_slots)
-		e->n_slots = (int)(can / per_seq);
-	return 0;
-}
-
-static int engine_init(struct engine *e, int longest, char *err, size_t errlen)
-{
-	const struct rl_model *m = e->m;
-	const struct rl_ops *ops = m->ops;
-	const struct rl_gen_params *p = e->p;
-	int V = m->cfg.vocab_size, S, blocks;
-	int max_len = longest + (int)p->stop.max_new_tokens;
-	int budget = step_budget(e, longest);
-	int block = p->kv_block ? p->kv_block : KV_BLOCK;
-	bool greedy = p->sampling.temperature < RL_SAMPLING_GREEDY_EPS;
-
-	if (size_cache(e, block, max_len, budget, &blocks, err, errlen))
-		return -1;
-	S = e->n_slots;
-	if (budget < S)
-		budget = S;
-	e->sp = (struct rl_sample_params){p->sampling.temperature, p->sampling.top_k,
-	                                  p->sampling.top_p, p->seed};
-	e->lp = (struct rl_lm_logprobs_shape){
-	    .n = 0,
-	    .dim = 1,
-	    .vocab = V,
-	    .chunk = p->logprob_chunk > 0 && p->logprob_chunk < V ? p->logprob_chunk : V,
-	    .logit_scale = p->logit_scale > 0 ? p->logit_scale
-	                   : greedy           ? 1.0f
-	                                      : 1.0f / p->sampling.temperature};
-	e->kv = rl_kv_cache_new(m, S, max_len, budget, block, blocks);
-	e->stop_seq = calloc((size_t)e->n, sizeof *e->stop_seq);
-	e->cap = calloc((size_t)e->n, sizeof *e->cap);
-	e->next = calloc((size_t)e->n, sizeof *e->next);
-	e->admitted = calloc((size_t)e->n, sizeof *e->admitted);
-	e->slots = malloc((size_t)S * sizeof *e->slots);
-	e->g_slot = malloc((size_t)S * sizeof *e->g_slot);
-	e->g_count = malloc((size_t)S * sizeof *e->g_count);
-	e->g_ids = malloc((size_t)budget * sizeof *e->g_ids);
-	e->tokens = malloc((size_t)S * sizeof *e->tokens);
-	e->logprobs = malloc((size_t)S * sizeof *e->logprobs);
-	e->counters = malloc((size_t)S * 2 * sizeof *e->counters);
-	e->d_tokens = ops->alloc((size_t)S * sizeof(int32_t));
-	e->d_counters = ops->alloc((size_t)S * 2 * sizeof(int64_t));
-	e->d_logprobs = ops->alloc((size_t)S * sizeof(float));
-	e->d_lse = ops->alloc((size_t)S * sizeof(float));
-	e->d_work = ops->alloc((size_t)S * (size_t)e->lp.chunk * sizeof(float));
-	if (!e->kv || !e->stop_seq || !e->cap || !e->next || !e->admitted || !e->slots ||
-	    !e->g_slot || !e->g_count || !e->g_ids || !e->tokens || !e->logprobs || !e->counters ||
-	    !e->d_tokens || !e->d_counters || !e->d_logprobs || !e->d_lse || !e->d_work) {
-		snprintf(err, errlen,
-		         "out of memory for generating %d sequences at once of up to %d tokens", S,
-		         max_len);
-		return -1;
-	}
-	for (int k = 0; k < S; k++)
-		e->slots[k] = (struct slot){-1, NULL, 0};
-	/* Qwen pads the embedding past the tokenizer's ids; a padded id could
-	 * not be decoded (or trained on), so it is never drawn. */
-	e->sample_vocab = V;
-	if (e->tok && rl_tokenizer_vocab_size(e->tok) < V)
-		e->sample_vocab = rl_tokenizer_vocab_size(e->tok);
-	return 0;
-}
-
 int rl_generate(struct rl_model *m, const struct rl_tokenizer *tok, int n_prompts,
                 const int32_t *const *prompts, const int *prompt_lens,
                 const struct rl_gen_params *p, struct rl_gen_output *out, char *err, size_t errlen)
 {
-	struct engine e = {.m = m,
-	                   .tok = tok,
-	                   .p = p,
-	                   .n = n_prompts,
-	                   .prompts = prompts,
-	                   .lens = prompt_lens,
-	                   .out = out};
+	struct rl_gen_engine e = {.m = m, .tok = tok, .p = p, .one_turn = true, .n = n_prompts};
 	int longest, rc = -1;
 	bool was;
 
@@ -475,17 +49,22 @@ int rl_generate(struct rl_model *m, const struct rl_tokenizer *tok, int n_prompt
 		return -1;
 	was = rl_model_set_invariant(m, p->batch_invariant);
 	e.n_slots = p->max_slots > 0 && p->max_slots < n_prompts ? p->max_slots : n_prompts;
-	if (engine_init(&e, longest, err, errlen))
+	e.max_running = e.n_slots;
+	if (rl_gen_engine_init(&e, longest + (int)p->stop.max_new_tokens, longest, err, errlen))
 		goto out;
-	while (e.waiting < e.n || e.live > 0) {
-		if (admit(&e, err, errlen) || step(&e, err, errlen))
+	e.out = out;
+	for (int s = 0; s < n_prompts; s++)
+		rl_gen_engine_add(&e, s, prompts[s], prompt_lens[s], p->stop.max_new_tokens);
+	while (e.waiting < e.n_order || e.live > 0) {
+		if (rl_gen_engine_admit(&e, err, errlen) ||
+		    rl_gen_engine_step(&e, NULL, NULL, err, errlen))
 			goto out;
 	}
 	rc = 0;
 out:
 	if (rc)
 		rl_gen_outputs_free(out, n_prompts);
-	engine_free(&e);
+	rl_gen_engine_free(&e);
 	rl_model_set_invariant(m, was);
 	return rc;
 }

@@ -35,6 +35,12 @@ struct rl_gen_params {
 	 * logical batch into several calls keeps every sequence's stream */
 	uint64_t stream_base;
 	int max_slots; /* sequences at once; 0: all the prompts */
+	/* the multi-turn session only (rl_generate ignores it): sequences
+	 * holding a cache at once, running or waiting for their caller (0:
+	 * max_slots). Above max_slots, a sequence waiting for its caller
+	 * gives up its running slot but keeps its cache, so that max_slots
+	 * bounds the batch of a step and this the episodes in flight. */
+	int max_in_flight;
 	/* the KV cache: tokens per block (0: 16) and blocks (0: enough for
 	 * max_slots sequences of the longest length; fewer run at once when
 	 * the blocks cannot hold max_slots of them, so it never runs out) */

@@ -4,8 +4,9 @@
  * the prompts as length-prefixed strings); training rank 0 starts the
  * broadcasts and goes on (outbox.h). The samples come back point to
  * point, one packet per generation replica, from its first
- * tensor-parallel rank, which sends it the same way and goes on to the
- * next command: neither side waits for the other but to receive. Inside
+ * tensor-parallel rank (a multi-turn run's followed by the episodes'
+ * report, rollout/episodes.h), which sends it the same way and goes on to
+ * the next command: neither side waits for the other but to receive. Inside
  * the rollout room: remote.c and async.c speak for the training ranks,
  * serve.c for the generation ranks.
  * defines: enum rl_bridge_command_kind, struct rl_bridge_command, rl_remote_request,

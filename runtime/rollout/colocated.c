@@ -1,6 +1,9 @@
 /* Colocated generation: every training rank generates its data-parallel
  * share of the step's samples with the very model it trains (so a refit
- * is nothing), and the shares are put together on every rank. */
+ * is nothing), and the shares are put together on every rank. A
+ * multi-turn run plays its share's episodes instead. */
+#define _GNU_SOURCE
+#include "runtime/rollout/episodes.h"
 #include "runtime/rollout/generate.h"
 #include "runtime/rollout/share.h"
 #include "runtime/rollout/source.h"
@@ -10,8 +13,10 @@ static int colocated_generate(struct rl_rollout_source *s, struct rl_rollout *r,
 {
 	const struct rl_rollout_ctx *c = &s->ctx;
 
-	if (rl_rollout_generate_share(c->model, c->tok, c->gen, c->dp, r, seed, prompts_truncated,
-	                              err, errlen))
+	if (c->episodes ? rl_rollout_episodes_share(c->episodes, c->model, c->tok, c->gen, c->dp, r,
+	                                            seed, prompts_truncated, err, errlen)
+	                : rl_rollout_generate_share(c->model, c->tok, c->gen, c->dp, r, seed,
+	                                            prompts_truncated, err, errlen))
 		return -1;
 	return rl_share_samples(c->dp, r, (int)c->gen->max_total_tokens, err, errlen);
 }

@@ -97,9 +97,7 @@ void rl_gen_settings_free(struct rl_gen_settings *g)
 	memset(g, 0, sizeof *g);
 }
 
-/* Tokenizes the prompts of r; a prompt longer than the input limit is cut
- * and its samples are kept out of the loss. */
-static int encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_settings *g,
+int rl_gen_encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_settings *g,
                           struct rl_rollout *r, int32_t **ids, int *lens, int64_t *truncated,
                           char *err, size_t errlen)
 {
@@ -122,6 +120,29 @@ static int encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_se
 		lens[k] = (int)n;
 	}
 	return 0;
+}
+
+void rl_gen_params_of(const struct rl_gen_settings *g, uint64_t seed, uint64_t stream_base,
+                      size_t max_new_tokens, struct rl_gen_params *p)
+{
+	*p = (struct rl_gen_params){
+	    .sampling = g->sampling,
+	    .stop = {.eos_ids = g->stop_ids,
+	             .n_eos_ids = g->n_eos_ids,
+	             .stop_token_ids = g->stop_ids + g->n_eos_ids,
+	             .n_stop_token_ids = g->n_stop_ids - g->n_eos_ids,
+	             .stop_strings = g->stop_strings,
+	             .n_stop_strings = g->n_stop_strings,
+	             .max_new_tokens = max_new_tokens},
+	    .seed = seed,
+	    .stream_base = stream_base,
+	    .max_slots = g->batch_size,
+	    .kv_blocks = g->kv_cache_blocks,
+	    .memory_utilization = g->memory_utilization,
+	    .logit_scale = g->logit_scale,
+	    .logprob_chunk = g->logprob_chunk,
+	    .batch_invariant = g->batch_invariant,
+	};
 }
 
 static int take_output(struct rl_sample *s, const int32_t *prompt, int prompt_len,
@@ -161,7 +182,7 @@ int rl_rollout_generate_share(struct rl_model *m, const struct rl_tokenizer *tok
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
-	if (encode_prompts(tok, g, r, ids, lens, prompts_truncated, err, errlen))
+	if (rl_gen_encode_prompts(tok, g, r, ids, lens, prompts_truncated, err, errlen))
 		goto done;
 	for (int i = 0; i < r->n; i++) {
 		seq_prompt[i] = ids[r->s[i].group];
@@ -172,24 +193,8 @@ int rl_rollout_generate_share(struct rl_model *m, const struct rl_tokenizer *tok
 	int64_t budget = g->max_total_tokens - longest;
 	if (g->max_new_tokens < budget)
 		budget = g->max_new_tokens;
-	struct rl_gen_params p = {
-	    .sampling = g->sampling,
-	    .stop = {.eos_ids = g->stop_ids,
-	             .n_eos_ids = g->n_eos_ids,
-	             .stop_token_ids = g->stop_ids + g->n_eos_ids,
-	             .n_stop_token_ids = g->n_stop_ids - g->n_eos_ids,
-	             .stop_strings = g->stop_strings,
-	             .n_stop_strings = g->n_stop_strings,
-	             .max_new_tokens = (size_t)budget},
-	    .seed = seed,
-	    .stream_base = (uint64_t)lo,
-	    .max_slots = g->batch_size,
-	    .kv_blocks = g->kv_cache_blocks,
-	    .memory_utilization = g->memory_utilization,
-	    .logit_scale = g->logit_scale,
-	    .logprob_chunk = g->logprob_chunk,
-	    .batch_invariant = g->batch_invariant,
-	};
+	struct rl_gen_params p;
+	rl_gen_params_of(g, seed, (uint64_t)lo, (size_t)budget, &p);
 	if (hi > lo &&
 	    rl_generate(m, tok, hi - lo, seq_prompt + lo, seq_len + lo, &p, out + lo, err, errlen))
 		goto done;

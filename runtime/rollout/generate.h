@@ -3,7 +3,7 @@
  * with the run's sampling settings. What the colocated source runs on
  * every training rank, and the generation ranks run for the others.
  * defines: struct rl_gen_settings, rl_gen_settings_init, rl_gen_settings_free,
- * rl_rollout_generate_share */
+ * rl_gen_params_of, rl_gen_encode_prompts, rl_rollout_generate_share */
 #ifndef RL_ROLLOUT_GENERATE_H
 #define RL_ROLLOUT_GENERATE_H
 
@@ -13,6 +13,7 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/config/config.h"
+#include "runtime/generate/generate.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/grpo/rollout.h"
 #include "runtime/model/model.h"
@@ -51,6 +52,19 @@ int rl_gen_logprob_chunk(const struct rl_config *cfg);
 int rl_gen_settings_init(struct rl_gen_settings *g, const struct rl_config *cfg,
                          const struct rl_model *m, char *err, size_t errlen);
 void rl_gen_settings_free(struct rl_gen_settings *g);
+
+/* The engine's parameters of g for sequences drawing from streams
+ * stream_base + s of seed, each of at most max_new_tokens. */
+void rl_gen_params_of(const struct rl_gen_settings *g, uint64_t seed, uint64_t stream_base,
+                      size_t max_new_tokens, struct rl_gen_params *p);
+
+/* Tokenizes r's prompts into ids[k] (malloc'd, lens[k] tokens) for each
+ * group k; a prompt longer than the input limit is cut, its samples kept
+ * out of the loss (loss_mult 0), and counted in *truncated. Returns 0, or
+ * -1 with err. */
+int rl_gen_encode_prompts(const struct rl_tokenizer *tok, const struct rl_gen_settings *g,
+                          struct rl_rollout *r, int32_t **ids, int *lens, int64_t *truncated,
+                          char *err, size_t errlen);
 
 /* The samples of this rank's share of r (its part of dp, NULL: all of
  * them) generated with m from r's prompts, sample i drawing from stream i

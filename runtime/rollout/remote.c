@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/rollout/bridge.h"
+#include "runtime/rollout/episodes.h"
 #include "runtime/rollout/refit.h"
 #include "runtime/rollout/source.h"
 
@@ -78,6 +79,14 @@ static int collect(struct rl_rollout_source *s, struct rl_rollout *r, struct rl_
 			snprintf(err, errlen, "generation replica %d: %s", k, why);
 			free(buf);
 			return -1;
+		}
+		/* multi-turn: the replica's episodes, reported after them */
+		if (s->ctx.episodes) {
+			struct rl_episodes_report rep;
+
+			rl_comm_recv(bridge, &rep, sizeof rep, RL_COMM_U8, peer, "episodes report");
+			rep.first[sizeof rep.first - 1] = '\0';
+			rl_episodes_add_report(s->ctx.episodes, &rep);
 		}
 		/* every replica counted the prompts; the slowest sets the pace */
 		if (k == 0)

@@ -1,10 +1,12 @@
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/comm/outbox.h"
 #include "runtime/rollout/bridge.h"
+#include "runtime/rollout/episodes.h"
 #include "runtime/rollout/refit.h"
 #include "runtime/rollout/serve.h"
 #include "runtime/rollout/share.h"
@@ -30,8 +32,10 @@ static int serve_rollout(const struct rl_serve *v, struct rl_outbox *out,
 		return -1;
 	}
 	if (rl_wire_unpack_groups(payload, (size_t)c->payload_bytes, &r, err, errlen) ||
-	    rl_rollout_generate_share(v->model, v->tok, v->gen, dp, &r, c->seed,
-	                              &info.prompts_truncated, err, errlen))
+	    (v->episodes ? rl_rollout_episodes_share(v->episodes, v->model, v->tok, v->gen, dp, &r,
+	                                             c->seed, &info.prompts_truncated, err, errlen)
+	                 : rl_rollout_generate_share(v->model, v->tok, v->gen, dp, &r, c->seed,
+	                                             &info.prompts_truncated, err, errlen)))
 		goto done;
 	/* the replica's tensor-parallel ranks made the same samples; the
 	 * first speaks for them */
@@ -59,6 +63,20 @@ static int serve_rollout(const struct rl_serve *v, struct rl_outbox *out,
 		                                 "rollout packet"),
 		              w.buf);
 		w = (struct rl_wire){0};
+		/* the share's episodes: their stats and the environment's
+		 * failures, which training rank 0 counts in the step's */
+		if (v->episodes) {
+			struct rl_episodes_report *rep = malloc(sizeof *rep);
+			if (!rep) {
+				snprintf(err, errlen, "out of memory");
+				goto done;
+			}
+			rl_episodes_take_report(v->episodes, rep);
+			rl_outbox_add(out,
+			              rl_comm_start_send(v->dist->bridge, rep, sizeof *rep,
+			                                 RL_COMM_U8, 0, "episodes report"),
+			              rep);
+		}
 	}
 	rc = 0;
 done:

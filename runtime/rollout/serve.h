@@ -12,6 +12,8 @@
 #include "runtime/rollout/generate.h"
 #include "runtime/tokenizer/tokenizer.h"
 
+struct rl_episodes; /* rollout/episodes.h */
+
 /* What a generation rank serves with: the model cut for its own tensor
  * parallelism, which refits take the training weights into. */
 struct rl_serve {
@@ -19,6 +21,9 @@ struct rl_serve {
 	const struct rl_tokenizer *tok;
 	const struct rl_gen_settings *gen;
 	struct rl_dist *dist; /* this rank's: dist->generation, with the bridge */
+	/* multi-turn: the run's episodes, played here (rollout/episodes.h);
+	 * NULL: single responses */
+	struct rl_episodes *episodes;
 };
 
 /* Serves until training rank 0 says stop. Returns 0, or -1 with err. */

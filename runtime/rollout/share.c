@@ -25,17 +25,24 @@ void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi)
 struct sample_head {
 	int32_t len, prompt_len, truncated, pad;
 	double reward, loss_mult;
+	/* an episode's (rollout/episodes.h): its turns, whether the
+	 * environment scored it, and whether a loss mask follows */
+	int32_t turns, env_scored, has_mask, pad2;
 };
 
+/* head, max_len tokens, max_len logprobs, max_len loss-mask bytes */
 static size_t sample_record(int max_len)
 {
-	return sizeof(struct sample_head) + (size_t)max_len * (sizeof(int32_t) + sizeof(float));
+	return sizeof(struct sample_head) +
+	       (size_t)max_len * (sizeof(int32_t) + sizeof(float) + sizeof(uint8_t));
 }
 
 static void pack_sample(const struct rl_sample *s, unsigned char *rec, const void *arg)
 {
 	int max_len = *(const int *)arg;
-	struct sample_head h = {s->len, s->prompt_len, s->truncated, 0, s->reward, s->loss_mult};
+	struct sample_head h = {
+	    s->len,   s->prompt_len, s->truncated,         0, s->reward, s->loss_mult,
+	    s->turns, s->env_scored, s->loss_mask != NULL, 0};
 	int n_resp = s->len - s->prompt_len;
 
 	memcpy(rec, &h, sizeof h);
@@ -43,6 +50,9 @@ static void pack_sample(const struct rl_sample *s, unsigned char *rec, const voi
 	memcpy(rec, s->ids, (size_t)s->len * sizeof(int32_t));
 	rec += (size_t)max_len * sizeof(int32_t);
 	memcpy(rec, s->gen_lp, (size_t)n_resp * sizeof(float));
+	rec += (size_t)max_len * sizeof(float);
+	if (s->loss_mask)
+		memcpy(rec, s->loss_mask, (size_t)s->len);
 }
 
 /* Fills a sample another rank made; its response text stays NULL (only
@@ -62,6 +72,10 @@ static int unpack_sample(struct rl_sample *s, const unsigned char *rec, const vo
 	s->truncated = h.truncated != 0;
 	s->reward = h.reward;
 	s->loss_mult = h.loss_mult;
+	s->turns = h.turns;
+	s->env_scored = h.env_scored != 0;
+	if (h.has_mask && !(s->loss_mask = malloc((size_t)h.len + 1)))
+		return -1;
 	s->ids = malloc((size_t)h.len * sizeof *s->ids + 1);
 	s->gen_lp = calloc((size_t)n_resp + 1, sizeof *s->gen_lp);
 	s->prev_lp = calloc((size_t)n_resp + 1, sizeof *s->prev_lp);
@@ -71,6 +85,9 @@ static int unpack_sample(struct rl_sample *s, const unsigned char *rec, const vo
 	memcpy(s->ids, rec, (size_t)h.len * sizeof(int32_t));
 	rec += (size_t)max_len * sizeof(int32_t);
 	memcpy(s->gen_lp, rec, (size_t)n_resp * sizeof(float));
+	rec += (size_t)max_len * sizeof(float);
+	if (s->loss_mask)
+		memcpy(s->loss_mask, rec, (size_t)h.len);
 	return 0;
 }
 

@@ -19,7 +19,8 @@
 void rl_share_range(const struct rl_comm *group, int n, int *lo, int *hi);
 
 /* After each rank generated and scored its share of r: every sample's
- * tokens, generation logprobs, flags and reward on every rank. max_len
+ * tokens, generation logprobs, flags, reward, and an episode's loss mask,
+ * turns and env_scored on every rank. max_len
  * bounds a sample's length (policy.max_total_sequence_length). */
 int rl_share_samples(struct rl_comm *group, struct rl_rollout *r, int max_len, char *err,
                      size_t errlen);

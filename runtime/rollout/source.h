@@ -34,6 +34,8 @@
 #include "runtime/rollout/wire.h"
 #include "runtime/tokenizer/tokenizer.h"
 
+struct rl_episodes; /* rollout/episodes.h */
+
 /* What a source works with, borrowed from its owner. */
 struct rl_rollout_ctx {
 	struct rl_model *model; /* generates (colocated), or is refit from */
@@ -46,6 +48,9 @@ struct rl_rollout_ctx {
 	 * group (NULL: one) */
 	struct rl_dist *dist;
 	struct rl_comm *dp;
+	/* multi-turn: the run's episodes (rollout/episodes.h), played in
+	 * place of single responses; NULL: single responses */
+	struct rl_episodes *episodes;
 	int generation_tp;     /* policy.generation.tensor_parallel_size */
 	int64_t last_step;     /* grpo.max_num_steps: asked for no further */
 	int64_t max_age_steps; /* grpo.async_grpo.max_trajectory_age_steps */

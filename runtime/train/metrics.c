@@ -228,6 +228,18 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 	put_num(o, "lr", m->lr);
 	put_num(o, "response_tokens_mean", m->response_tokens_mean);
 	put_num(o, "truncated_fraction", m->truncated_fraction);
+	if (m->multi_turn) {
+		put_num(o, "avg_turns_per_sample", m->avg_turns_per_sample);
+		json_object_set_new(o, "max_turns_per_sample",
+		                    json_integer(m->max_turns_per_sample));
+		put_num(o, "natural_termination_rate", m->natural_termination_rate);
+		put_num(o, "max_turns_reached_rate", m->max_turns_reached_rate);
+		put_num(o, "mean_total_tokens_per_sample", m->mean_total_tokens_per_sample);
+		put_num(o, "mean_env_tokens_per_sample", m->mean_env_tokens_per_sample);
+		json_object_set_new(o, "max_gen_tokens_per_sample",
+		                    json_integer(m->max_gen_tokens_per_sample));
+		json_object_set_new(o, "env_failures", json_integer(m->env_failures));
+	}
 	if (m->dynamic_sampling) {
 		put_num(o, "filtered_reward", m->filtered_reward);
 		json_object_set_new(o, "dynamic_sampling_num_gen_batches",
@@ -485,6 +497,10 @@ void rl_metrics_progress(FILE *out, const struct rl_step_metrics *m, double eta_
 		    "  dynamic sampling: trained on reward %.3f, %lld round%s, %lld groups dropped",
 		    m->filtered_reward, (long long)m->ds_num_gen_batches,
 		    m->ds_num_gen_batches == 1 ? "" : "s", (long long)m->ds_dropped_groups);
+	if (m->multi_turn)
+		fprintf(out, "  episodes: %.2f turns, %.0f%% done, %lld env failures",
+		        m->avg_turns_per_sample, 100 * m->natural_termination_rate,
+		        (long long)m->env_failures);
 	fputc('\n', out);
 	fprintf(out,
 	        "    gen %.2fs  reward %.2fs  logprobs %.2fs  train %.2fs  refit %.3fs  ckpt %.2fs"

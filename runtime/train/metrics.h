@@ -60,7 +60,15 @@ struct rl_step_metrics {
 	 * objective, coefficient included, mean over the step's updates */
 	bool moe;
 	double moe_aux_loss;
+	/* response_tokens_mean: the model's own tokens (an episode's
+	 * observations are not) */
 	double response_tokens_mean, truncated_fraction;
+	/* multi-turn episodes: NeMo-RL's rollout metrics (rollouts.py), and
+	 * the episodes the environment failed on (scored 0) */
+	bool multi_turn;
+	double avg_turns_per_sample, natural_termination_rate, max_turns_reached_rate;
+	double mean_total_tokens_per_sample, mean_env_tokens_per_sample;
+	int64_t max_turns_per_sample, max_gen_tokens_per_sample, env_failures;
 	int64_t tokens; /* prompt + response tokens of every sample */
 	double tokens_per_sec;
 	int64_t reward_failures, prompts_truncated;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/rollout/episodes.h"
 #include "runtime/rollout/share.h"
 #include "runtime/train/score.h"
 #include "runtime/train/train.h"
@@ -26,35 +27,58 @@ static void scoring_range(const struct rl_trainer *t, int n, int *lo, int *hi)
 	rl_share_split(share_lo, share_hi, me, replica, lo, hi);
 }
 
-/* Samples [lo, hi) of r scored; *program: the reward program's failures. */
+/* Samples [lo, hi) of r scored; *program: the reward program's failures.
+ * An episode's reward came from its environment with it (env_scored):
+ * nothing scores it again. */
 static int score_range(struct rl_trainer *t, struct rl_rollout *r, int lo, int hi,
                        int64_t *failures, struct rl_reward_failures *program, char *err,
                        size_t errlen)
 {
-	size_t n = (size_t)(hi - lo);
-	struct rl_reward_item *items = calloc(n + 1, sizeof *items);
-	double *rewards = calloc(n + 1, sizeof *rewards);
+	size_t n = 0;
+	struct rl_reward_item *items = calloc((size_t)(hi - lo) + 1, sizeof *items);
+	double *rewards = calloc((size_t)(hi - lo) + 1, sizeof *rewards);
+	int *which = calloc((size_t)(hi - lo) + 1, sizeof *which);
 	int rc = -1;
 
-	if (!items || !rewards) {
+	if (!items || !rewards || !which) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (int i = lo; i < hi; i++) {
 		int g = r->s[i].group;
-		items[i - lo] = (struct rl_reward_item){r->prompts[g], r->problems[g],
-		                                        r->s[i].response ? r->s[i].response : "",
-		                                        r->answers[g]};
+		if (r->s[i].env_scored)
+			continue;
+		which[n] = i;
+		items[n++] = (struct rl_reward_item){r->prompts[g], r->problems[g],
+		                                     r->s[i].response ? r->s[i].response : "",
+		                                     r->answers[g]};
 	}
-	if (rl_rewards_score(&t->reward, items, n, rewards, failures, program, err, errlen))
+	if (n && rl_rewards_score(&t->reward, items, n, rewards, failures, program, err, errlen))
 		goto out;
-	for (int i = lo; i < hi; i++)
-		r->s[i].reward = rewards[i - lo];
+	for (size_t k = 0; k < n; k++)
+		r->s[which[k]].reward = rewards[k];
 	rc = 0;
 out:
 	free(items);
 	free(rewards);
+	free(which);
 	return rc;
+}
+
+/* The environment's failures on this rank's episodes since the last
+ * step (its group's first rank has them) join the reward program's. */
+static void episode_failures(struct rl_trainer *t, int64_t *failures,
+                             struct rl_reward_failures *program)
+{
+	struct rl_reward_failures env = {0};
+
+	rl_episodes_failures(t->episodes, &env);
+	*failures += (int64_t)(env.crashed + env.timed_out + env.bad_output);
+	program->crashed += env.crashed;
+	program->timed_out += env.timed_out;
+	program->bad_output += env.bad_output;
+	if (!program->first[0] && env.first[0])
+		snprintf(program->first, sizeof program->first, "%s", env.first);
 }
 
 /* A reward program that failed on every sample of the rollout (all ranks'
@@ -67,10 +91,18 @@ static int every_sample_failed(struct rl_trainer *t, const struct rl_rollout *r,
 {
 	double program = sums[1] + sums[2] + sums[3];
 
-	if (t->reward.kind != RL_REWARD_COMMAND || r->n == 0 || program < r->n)
+	if ((t->reward.kind != RL_REWARD_COMMAND && !t->episodes) || r->n == 0 || program < r->n)
 		return 0;
 	err[0] = '\0';
-	if (rl_trainer_rank(t) == 0)
+	if (rl_trainer_rank(t) == 0 && t->episodes)
+		snprintf(err, errlen,
+		         "the environment %s ('%s') failed on every one of the %d episodes (%.0f "
+		         "crashed, %.0f timed out, %.0f bad output): stopping rather than training "
+		         "on reward 0%s%s%s",
+		         rl_episodes_name(t->episodes), rl_episodes_command(t->episodes), r->n,
+		         sums[1], sums[2], sums[3], mine->first[0] ? "; the first: " : "",
+		         mine->first, mine->first[0] ? " (its stderr is above)" : "");
+	else if (rl_trainer_rank(t) == 0)
 		snprintf(err, errlen,
 		         "env.%s.command '%s' failed on every one of the %d samples (%.0f "
 		         "crashed, %.0f timed out, %.0f not a number): stopping rather than "
@@ -92,6 +124,7 @@ int rl_trainer_score(struct rl_trainer *t, struct rl_rollout *r, int64_t *reward
 	scoring_range(t, r->n, &lo, &hi);
 	if (hi > lo && score_range(t, r, lo, hi, &failures, &program, err, errlen))
 		return -1;
+	episode_failures(t, &failures, &program);
 	if (rl_share_rewards(world, r, lo, hi, err, errlen))
 		return -1;
 	double sums[4] = {(double)failures, (double)program.crashed, (double)program.timed_out,

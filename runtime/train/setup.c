@@ -13,6 +13,7 @@
 #include "runtime/generate/sampler.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/model/backend.h"
+#include "runtime/rollout/episodes.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/load_model.h"
 #include "runtime/train/policy_pass.h"
@@ -216,13 +217,38 @@ static int optimizer(struct rl_trainer *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* A multi-turn run's episodes (rollout/episodes.h): the environment is
+ * opened with the rollouts, its copies started at the first episode and
+ * kept for the run, on the ranks that generate (training ranks when
+ * colocated, else the generation ranks). The ranks that generate one
+ * share are the model's tensor and pipeline ranks: the first of them
+ * talks to the environment. */
+static int open_episodes(struct rl_trainer *t, const sigset_t *stop_signals, char *err,
+                         size_t errlen)
+{
+	struct rl_episode_settings s;
+
+	if (rl_episode_settings_init(&s, t->cfg, stop_signals, err, errlen))
+		return -1;
+	if (!s.enabled)
+		return 0;
+	/* non-colocated, the training ranks play none: training rank 0
+	 * takes the generation replicas' reports into them */
+	return rl_episodes_open(&t->episodes, &s, t->dist ? t->dist->g[RL_G_MP] : NULL, stderr, err,
+	                        errlen);
+}
+
 /* A generation rank (non-colocated) holds what generation needs: the model
- * cut for its own tensor parallelism, the tokenizer and the sampling
- * settings. */
+ * cut for its own tensor parallelism, the tokenizer, the sampling
+ * settings, and a multi-turn run's episodes. */
 static int setup_generation(struct rl_trainer *t, char *err, size_t errlen)
 {
+	sigset_t stop_signals;
+
+	rl_stop_signal_set(&stop_signals);
 	if (load_policy(t, err, errlen) ||
-	    rl_gen_settings_init(&t->gen, t->cfg, t->model, err, errlen)) {
+	    rl_gen_settings_init(&t->gen, t->cfg, t->model, err, errlen) ||
+	    open_episodes(t, &stop_signals, err, errlen)) {
 		rl_trainer_free(t);
 		return -1;
 	}
@@ -244,6 +270,7 @@ static void open_rollouts(struct rl_trainer *t)
 	    .seed = (uint64_t)c->grpo.seed,
 	    .dist = t->dist,
 	    .dp = t->dp,
+	    .episodes = t->episodes,
 	    .generation_tp = (int)c->policy.generation.tensor_parallel_size,
 	    .last_step = c->grpo.max_num_steps,
 	    .max_age_steps = c->grpo.async_grpo.max_trajectory_age_steps,
@@ -307,7 +334,10 @@ int rl_trainer_setup(struct rl_trainer *t, const struct rl_config *cfg, struct r
 	    rl_data_source_open(&t->data, cfg, (size_t)data_per_step, err, errlen) ||
 	    load_policy(t, err, errlen) ||
 	    rl_gen_settings_init(&t->gen, cfg, t->model, err, errlen) || buffers(t, err, errlen) ||
-	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)))
+	    optimizer(t, err, errlen) || (t->algo->setup && t->algo->setup(t, err, errlen)) ||
+	    /* SFT and DPO have no rollouts to play */
+	    (cfg->algorithm != RL_ALGO_SFT && cfg->algorithm != RL_ALGO_DPO &&
+	     open_episodes(t, &stop_signals, err, errlen)))
 		goto fail;
 	open_rollouts(t);
 	if (cfg->checkpointing.enabled && !(t->ckpt = calloc(1, sizeof *t->ckpt))) {
@@ -383,6 +413,7 @@ void rl_trainer_free(struct rl_trainer *t)
 	rl_packed_free(&t->packed);
 	if (t->rollouts.ops)
 		rl_rollout_source_free(&t->rollouts);
+	rl_episodes_close(t->episodes);
 	rl_gen_settings_free(&t->gen);
 	free(t->row_lp);
 	free(t->row_grad);

@@ -13,6 +13,8 @@
 #include "runtime/grpo/advantage.h"
 #include "runtime/grpo/dynamic_sampling.h"
 #include "runtime/grpo/reward_shaping.h"
+#include "runtime/rollout/episodes.h"
+#include "runtime/rollout/share.h"
 #include "runtime/train/policy_pass.h"
 #include "runtime/train/score.h"
 #include "runtime/train/step.h"
@@ -54,6 +56,35 @@ void rl_step_rollout_stats(const struct rl_rollout *r, struct rl_step_metrics *m
 	m->tokens = tokens;
 	m->token_mult_prob_error = n_tok ? err_sum / (double)n_tok : 1.0;
 	m->gen_logprob_max_diff = max_diff;
+}
+
+/* A multi-turn step's episodes (every round's), summed over the
+ * data-parallel shares, as NeMo-RL's rollout metrics. */
+static void episode_metrics(struct rl_trainer *t, struct rl_step_metrics *m)
+{
+	struct rl_episode_stats st;
+
+	if (!t->episodes)
+		return;
+	rl_episodes_take_stats(t->episodes, &st);
+	double sums[8] = {(double)st.episodes,     (double)st.turns,
+	                  (double)st.natural,      (double)st.max_turns_reached,
+	                  (double)st.failed,       (double)st.env_tokens,
+	                  (double)st.total_tokens, 0};
+	double maxima[2] = {(double)st.max_turns, (double)st.max_gen_tokens};
+	rl_share_sum(t->dp, sums, 8, "episode metrics");
+	if (t->dp && rl_comm_size(t->dp) > 1)
+		rl_comm_all_reduce(t->dp, maxima, 2, RL_COMM_F64, RL_COMM_MAX, "episode maxima");
+	double n = sums[0] > 0 ? sums[0] : 1;
+	m->multi_turn = true;
+	m->avg_turns_per_sample = sums[1] / n;
+	m->natural_termination_rate = sums[2] / n;
+	m->max_turns_reached_rate = sums[3] / n;
+	m->env_failures = (int64_t)sums[4];
+	m->mean_env_tokens_per_sample = sums[5] / n;
+	m->mean_total_tokens_per_sample = sums[6] / n;
+	m->max_turns_per_sample = (int64_t)maxima[0];
+	m->max_gen_tokens_per_sample = (int64_t)maxima[1];
 }
 
 void rl_step_take_report(const struct rl_rollout_report *rep, struct rl_step_metrics *m)
@@ -190,11 +221,16 @@ int rl_trainer_step(struct rl_trainer *t, int64_t step, struct rl_step_metrics *
 	m->step = step;
 	m->reward_failures = 0;
 	m->t.reward_calculation = 0;
+	/* the episodes of a validation since the last step are not this
+	 * step's */
+	struct rl_episode_stats before;
+	rl_episodes_take_stats(t->episodes, &before);
 	if ((got = step_rollout(t, step, &r, &rep, m, err, errlen))) {
 		rc = got;
 		goto out;
 	}
 	rl_step_take_report(&rep, m);
+	episode_metrics(t, m);
 
 	t1 = rl_now();
 	if (rl_grpo_rollout_advantages(&r, &t->cfg->grpo)) {

@@ -298,7 +298,7 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		rl_comm_set_patient(dist->all, true);
 	int rc;
 	if (dist && dist->generation) {
-		struct rl_serve serve = {t.model, t.tok, &t.gen, dist};
+		struct rl_serve serve = {t.model, t.tok, &t.gen, dist, t.episodes};
 
 		rc = rl_generation_serve(&serve, err, errlen);
 	} else {

@@ -111,6 +111,10 @@ struct rl_trainer {
 	/* non-colocated: this training rank has generation ranks beside it */
 	bool remote_generation;
 	struct rl_rollout_source rollouts;
+	/* multi-turn: the run's episodes and their environment
+	 * (rollout/episodes.h), which the rollouts play; NULL: single
+	 * responses */
+	struct rl_episodes *episodes;
 	int64_t samples_per_step, updates_per_step;
 	struct rl_metrics_log log;
 	struct rl_gpu_watch gpu; /* logger.monitor_gpus */

@@ -7,6 +7,7 @@ if [ -z "${GROFF:-}" ] && ! command -v groff >/dev/null 2>&1; then
 	exit 77
 fi
 for page in "$top_srcdir/man/rlrun.1" "$top_srcdir/man/spank_rl.8" "$top_srcdir/man/checkpoint.5" \
+	"$top_srcdir/man/rl-env.7" \
 	"$top_builddir/man/rl-config.5"; do
 	if [ ! -f "$page" ]; then not_ok "$page missing"; continue; fi
 	groff -ww -man -z "$page" >"$WORK/warn" 2>&1

@@ -25,6 +25,7 @@
 
 #include "runtime/reward/program_check.h"
 #include "runtime/reward/reward_command.h"
+#include "tests/unit/child_checks.h"
 
 static const char *srcdir(void)
 {
@@ -49,18 +50,6 @@ static char *prog(const char *interp, const char *script)
 	cr_assert_eq(access(path, R_OK), 0, "cannot read %s (set RL_TEST_SRCDIR)", path);
 	cr_assert_geq(asprintf(&cmd, "exec %s '%s'", interp, path), 0);
 	return cmd;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	cr_assert_not_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 static double now_s(void)
@@ -317,26 +306,6 @@ Test(reward_command, caller_held_up_is_not_a_timeout)
 
 /* Whether process pid is gone or a zombie, waiting up to a second for the
  * SIGKILL to land. */
-static bool process_dead(pid_t pid)
-{
-	for (int tries = 0; tries < 100; tries++) {
-		char path[64], state = 0;
-
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		FILE *f = fopen(path, "r");
-
-		if (!f)
-			return true;
-		int got = fscanf(f, "%*d (%*[^)]) %c", &state);
-
-		fclose(f);
-		if (got == 1 && (state == 'Z' || state == 'X'))
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 Test(reward_command, timeout_kills_group)
 {
 	double rewards[N];
