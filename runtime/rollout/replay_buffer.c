@@ -43,8 +43,10 @@ int rl_replay_buffer_begin(struct rl_wire *w, int count)
 }
 
 int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t step,
-                          int64_t weights_step, const struct rl_wire_info *info)
+                          int64_t weights_step, const struct rl_wire_info *info,
+                          const struct rl_episodes_report *episodes)
 {
+	struct rl_episodes_report none = {0};
 	struct record_head h = {.step = step,
 	                        .weights_step = weights_step,
 	                        .n_groups = r->n_groups,
@@ -53,12 +55,16 @@ int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t
 
 	/* the sizes are known once the parts are in: the head goes first and
 	 * is filled in after */
-	if (rl_wire_put(w, &h, sizeof h) || rl_wire_pack_prompts(w, r))
+	if (rl_wire_put(w, &h, sizeof h) ||
+	    rl_wire_put(w, episodes ? episodes : &none, sizeof none))
 		return -1;
-	h.prompts_bytes = (int64_t)(w->len - at - sizeof h);
+	size_t prompts_at = w->len;
+	if (rl_wire_pack_prompts(w, r))
+		return -1;
+	h.prompts_bytes = (int64_t)(w->len - prompts_at);
 	if (rl_wire_pack(w, r, 0, r->n, info))
 		return -1;
-	h.samples_bytes = (int64_t)(w->len - at - sizeof h) - h.prompts_bytes;
+	h.samples_bytes = (int64_t)(w->len - prompts_at) - h.prompts_bytes;
 	memcpy(w->buf + at, &h, sizeof h);
 	return 0;
 }
@@ -93,7 +99,10 @@ static int parse_record(const struct record_head *h, const unsigned char *p, siz
 {
 	char why[512];
 
+	/* the episodes' report, read before the record, stays */
+	struct rl_episodes_report episodes = b->episodes;
 	memset(b, 0, sizeof *b);
+	b->episodes = episodes;
 	if (h->step != step) {
 		snprintf(err, errlen,
 		         "%s%s: holds the rollout of step %lld, but the checkpoint's next step "
@@ -226,6 +235,16 @@ int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir
 		}
 		memcpy(&h, buf + at, sizeof h);
 		at += sizeof h;
+		if (!v2) {
+			if (len - at < sizeof b[k].episodes) {
+				snprintf(err, errlen, "%s%s: cut short in its episodes' report",
+				         path, which);
+				goto fail;
+			}
+			memcpy(&b[k].episodes, buf + at, sizeof b[k].episodes);
+			b[k].episodes.first[sizeof b[k].episodes.first - 1] = '\0';
+			at += sizeof b[k].episodes;
+		}
 		if (parse_record(&h, buf + at, len - at, path, which, step + k, max_len,
 		                 v2 ? 1 : RL_WIRE_VERSION, &b[k], err, errlen))
 			goto fail;

@@ -88,14 +88,16 @@ static char *write_bytes(const struct rl_wire *w)
 
 /* n rollouts r[k] for steps step + k, generated after step + k - 2 (or 0) */
 static char *write_buffer_of(const struct rl_rollout *r, int n, int64_t step,
-                             const struct rl_wire_info *info, size_t *len)
+                             const struct rl_wire_info *info,
+                             const struct rl_episodes_report *episodes, size_t *len)
 {
 	struct rl_wire w = {0};
 
 	cr_assert_eq(rl_replay_buffer_begin(&w, n), 0);
 	for (int k = 0; k < n; k++)
 		cr_assert_eq(rl_replay_buffer_pack(&w, &r[k], step + k,
-		                                   step + k >= 2 ? step + k - 2 : 0, info),
+		                                   step + k >= 2 ? step + k - 2 : 0, info,
+		                                   episodes ? &episodes[k] : NULL),
 		             0);
 	char *dir = write_bytes(&w);
 	*len = w.len;
@@ -106,7 +108,7 @@ static char *write_buffer_of(const struct rl_rollout *r, int n, int64_t step,
 static char *write_buffer(const struct rl_rollout *r, int64_t step, const struct rl_wire_info *info,
                           size_t *len)
 {
-	return write_buffer_of(r, 1, step, info, len);
+	return write_buffer_of(r, 1, step, info, NULL, len);
 }
 
 /* A change to the file: n bytes of p at offset at, or the file cut to
@@ -209,15 +211,31 @@ Test(replay_buffer, several_rollouts_come_back_in_order)
 	size_t len;
 	int n;
 
-	for (int k = 0; k < 3; k++)
+	/* each with its episodes' report: what the step that trains on it
+	 * reports, whenever it was generated */
+	struct rl_episodes_report rep[3] = {0};
+	for (int k = 0; k < 3; k++) {
 		build_salted(&r[k], k + 1);
-	char *dir = write_buffer_of(r, 3, 4, &info, &len);
+		rep[k].stats = (struct rl_episode_stats){.episodes = 6,
+		                                         .turns = 7 + k,
+		                                         .max_turns = 2,
+		                                         .natural = 5,
+		                                         .failed = k,
+		                                         .env_tokens = 30 + k};
+		rep[k].crashed = k;
+		snprintf(rep[k].first, sizeof rep[k].first, "episode %d crashed", k);
+	}
+	char *dir = write_buffer_of(r, 3, 4, &info, rep, &len);
 	cr_assert_eq(read_buffer(dir, 4, MAX_LEN, &back, &n, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(n, 3);
 	for (int k = 0; k < 3; k++) {
 		cr_expect_eq(back[k].step, 4 + k);
 		cr_expect_eq(back[k].weights_step, 2 + k);
 		expect_same(&r[k], &back[k].r);
+		cr_expect_eq(memcmp(&back[k].episodes.stats, &rep[k].stats, sizeof rep[k].stats), 0,
+		             "rollout %d's episode stats", k);
+		cr_expect_eq(back[k].episodes.crashed, k);
+		cr_expect_str_eq(back[k].episodes.first, rep[k].first);
 	}
 	rl_replay_buffer_free(back, n);
 	/* the second rollout cut in its samples, then in its head */
@@ -418,15 +436,15 @@ Test(replay_buffer, another_step_a_cut_or_a_damage_is_refused_by_name)
 }
 
 /* Where sample 0's head starts in a one-rollout file of build()'s
- * rollout: the file head (16), the record head (40), the prompts, the
- * packet head (24). Its fields: len, prompt_len, truncated, text_len,
+ * rollout: the file head (16), the record head (40), the episodes'
+ * report, the prompts, the packet head (24). Its fields: len, prompt_len, truncated, text_len,
  * turns, flags (int32 each), loss_mult, reward (doubles). */
 static size_t first_sample_at(const struct rl_rollout *r)
 {
 	struct rl_wire prompts = {0};
 
 	cr_assert_eq(rl_wire_pack_prompts(&prompts, r), 0);
-	size_t at = 16 + 40 + prompts.len + 24;
+	size_t at = 16 + 40 + sizeof(struct rl_episodes_report) + prompts.len + 24;
 	rl_wire_free(&prompts);
 	return at;
 }
