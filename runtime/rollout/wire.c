@@ -1,10 +1,14 @@
 /* A packet: its head (the sample range and the truncated-prompt count),
  * then each sample's head, tokens, generation logprobs, loss mask (when it
- * has one) and response text, all in the host's byte order (the two ends
- * are ranks of one run, or a checkpoint's replay buffer read back on the
- * machines that wrote it). Version 1's sample head had no turns, flags or
- * reward, and no mask followed: replay buffers written before multi-turn
- * episodes hold it. */
+ * has one), response text, and an episode's turns and reward (when it is
+ * one), all in the host's byte order (the two ends are ranks of one run,
+ * or a checkpoint's replay buffer read back on the machines that wrote
+ * it). The head is version 1's, its truncated word now a set of flags
+ * whose bit 0 is truncated: a single response is the same bytes in both
+ * versions, so a packet of them is no larger than it was (a generation
+ * rank's packet past the transport's eager size waits for that rank to
+ * call into MPI again, after its next rollout: asynchronous GRPO would
+ * no longer hide generation). Version 1 has no other flag. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdbool.h>
@@ -20,23 +24,16 @@ struct packet_head {
 	struct rl_wire_info info;
 };
 
-/* version 2 */
 struct sample_head {
-	int32_t len, prompt_len, truncated, text_len;
-	int32_t turns, flags; /* SAMPLE_* */
-	double loss_mult;
-	double reward; /* the environment's, with SAMPLE_ENV_SCORED; else 0 */
-};
-
-#define SAMPLE_ENV_SCORED 1 /* the reward came with the episode */
-#define SAMPLE_LOSS_MASK  2 /* len bytes of loss mask follow the logprobs */
-#define SAMPLE_FLAGS      (SAMPLE_ENV_SCORED | SAMPLE_LOSS_MASK)
-
-/* version 1 */
-struct sample_head_v1 {
-	int32_t len, prompt_len, truncated, text_len;
+	int32_t len, prompt_len, flags, text_len; /* flags: SAMPLE_* */
 	double loss_mult;
 };
+
+#define SAMPLE_TRUNCATED  1 /* stopped by the token budget */
+#define SAMPLE_ENV_SCORED 2 /* a double, the environment's reward, ends it */
+#define SAMPLE_LOSS_MASK  4 /* len bytes of loss mask follow the logprobs */
+#define SAMPLE_EPISODE    8 /* an int32, its turns, follows the text */
+#define SAMPLE_FLAGS      (SAMPLE_TRUNCATED | SAMPLE_ENV_SCORED | SAMPLE_LOSS_MASK | SAMPLE_EPISODE)
 
 int rl_wire_put(struct rl_wire *w, const void *p, size_t n)
 {
@@ -67,16 +64,17 @@ int rl_wire_pack(struct rl_wire *w, const struct rl_rollout *r, int lo, int hi,
 	for (int i = lo; i < hi; i++) {
 		const struct rl_sample *s = &r->s[i];
 		size_t text_len = s->response ? strlen(s->response) : 0;
+		int32_t turns = s->turns;
+		double reward = s->reward;
 		struct sample_head h = {
 		    .len = s->len,
 		    .prompt_len = s->prompt_len,
-		    .truncated = s->truncated,
+		    .flags = (s->truncated ? SAMPLE_TRUNCATED : 0) |
+		             (s->env_scored ? SAMPLE_ENV_SCORED : 0) |
+		             (s->loss_mask ? SAMPLE_LOSS_MASK : 0) |
+		             (s->turns ? SAMPLE_EPISODE : 0),
 		    .text_len = (int32_t)text_len,
-		    .turns = s->turns,
-		    .flags = (s->env_scored ? SAMPLE_ENV_SCORED : 0) |
-		             (s->loss_mask ? SAMPLE_LOSS_MASK : 0),
 		    .loss_mult = s->loss_mult,
-		    .reward = s->env_scored ? s->reward : 0,
 		};
 
 		if (text_len > INT32_MAX || rl_wire_put(w, &h, sizeof h) ||
@@ -84,7 +82,9 @@ int rl_wire_pack(struct rl_wire *w, const struct rl_rollout *r, int lo, int hi,
 		    rl_wire_put(w, s->gen_lp,
 		                (size_t)(s->len - s->prompt_len) * sizeof *s->gen_lp) ||
 		    (s->loss_mask && rl_wire_put(w, s->loss_mask, (size_t)s->len)) ||
-		    rl_wire_put(w, s->response, text_len))
+		    rl_wire_put(w, s->response, text_len) ||
+		    (s->turns && rl_wire_put(w, &turns, sizeof turns)) ||
+		    (s->env_scored && rl_wire_put(w, &reward, sizeof reward)))
 			return -1;
 	}
 	return 0;
@@ -101,23 +101,6 @@ static int take(struct reader *rd, void *out, size_t n)
 	if (n)
 		memcpy(out, rd->p, n);
 	rd->p += n;
-	return 0;
-}
-
-/* A sample's head of either version, as version 2's. */
-static int take_head(struct reader *rd, int version, struct sample_head *h)
-{
-	struct sample_head_v1 v1;
-
-	if (version >= 2)
-		return take(rd, h, sizeof *h);
-	if (take(rd, &v1, sizeof v1))
-		return -1;
-	*h = (struct sample_head){.len = v1.len,
-	                          .prompt_len = v1.prompt_len,
-	                          .truncated = v1.truncated,
-	                          .text_len = v1.text_len,
-	                          .loss_mult = v1.loss_mult};
 	return 0;
 }
 
@@ -141,7 +124,7 @@ static int unpack_sample(struct reader *rd, int version, struct rl_sample *s, in
 {
 	struct sample_head h;
 
-	if (take_head(rd, version, &h)) {
+	if (take(rd, &h, sizeof h)) {
 		snprintf(err, errlen, "sample %d: the packet ends in its head", i);
 		return -1;
 	}
@@ -150,11 +133,9 @@ static int unpack_sample(struct reader *rd, int version, struct rl_sample *s, in
 		         h.len, h.prompt_len, max_len);
 		return -1;
 	}
-	if (h.turns < 0 || (h.flags & ~SAMPLE_FLAGS) ||
-	    ((h.flags & SAMPLE_ENV_SCORED) && !isfinite(h.reward))) {
-		snprintf(err, errlen,
-		         "sample %d: its head is damaged (%d turns, flags %#x, reward %g)", i,
-		         h.turns, (unsigned)h.flags, h.reward);
+	if (h.flags & ~(version >= 2 ? SAMPLE_FLAGS : SAMPLE_TRUNCATED)) {
+		snprintf(err, errlen, "sample %d: its head is damaged (flags %#x)", i,
+		         (unsigned)h.flags);
 		return -1;
 	}
 	size_t n_resp = (size_t)(h.len - h.prompt_len);
@@ -170,11 +151,9 @@ static int unpack_sample(struct reader *rd, int version, struct rl_sample *s, in
 	}
 	s->len = h.len;
 	s->prompt_len = h.prompt_len;
-	s->truncated = h.truncated != 0;
+	s->truncated = (h.flags & SAMPLE_TRUNCATED) != 0;
 	s->loss_mult = h.loss_mult;
-	s->turns = h.turns;
 	s->env_scored = (h.flags & SAMPLE_ENV_SCORED) != 0;
-	s->reward = s->env_scored ? h.reward : 0;
 	s->ids = malloc((size_t)h.len * sizeof *s->ids);
 	s->gen_lp = calloc(n_resp + 1, sizeof *s->gen_lp);
 	s->prev_lp = calloc(n_resp + 1, sizeof *s->prev_lp);
@@ -186,13 +165,23 @@ static int unpack_sample(struct reader *rd, int version, struct rl_sample *s, in
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	int32_t turns = 0;
+	double reward = 0;
 	if (take(rd, s->ids, (size_t)h.len * sizeof *s->ids) ||
 	    take(rd, s->gen_lp, n_resp * sizeof *s->gen_lp) ||
 	    (mask_len && take(rd, s->loss_mask, mask_len)) ||
-	    take(rd, s->response, (size_t)h.text_len)) {
+	    take(rd, s->response, (size_t)h.text_len) ||
+	    ((h.flags & SAMPLE_EPISODE) && take(rd, &turns, sizeof turns)) ||
+	    ((h.flags & SAMPLE_ENV_SCORED) && take(rd, &reward, sizeof reward))) {
 		snprintf(err, errlen, "sample %d: the packet ends in its data", i);
 		return -1;
 	}
+	if (turns < 0 || ((h.flags & SAMPLE_EPISODE) && turns == 0) || !isfinite(reward)) {
+		snprintf(err, errlen, "sample %d: damaged (%d turns, reward %g)", i, turns, reward);
+		return -1;
+	}
+	s->turns = turns;
+	s->reward = reward;
 	s->response[h.text_len] = '\0';
 	if (mask_len && check_mask(s->loss_mask, h.prompt_len, h.len, err, errlen, i))
 		return -1;

@@ -17,7 +17,9 @@
 #include "runtime/grpo/rollout.h"
 
 /* The sample encoding rl_wire_pack writes: 2 since multi-turn episodes
- * (a loss mask, turns, env_scored and its reward); 1 before them. */
+ * (a loss mask, turns, env_scored and its reward, each only when the
+ * sample has it: a single response is the same bytes as in 1); 1 before
+ * them. */
 #define RL_WIRE_VERSION 2
 
 struct rl_wire {

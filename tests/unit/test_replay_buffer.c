@@ -437,8 +437,10 @@ Test(replay_buffer, another_step_a_cut_or_a_damage_is_refused_by_name)
 
 /* Where sample 0's head starts in a one-rollout file of build()'s
  * rollout: the file head (16), the record head (40), the episodes'
- * report, the prompts, the packet head (24). Its fields: len, prompt_len, truncated, text_len,
- * turns, flags (int32 each), loss_mult, reward (doubles). */
+ * report, the prompts, the packet head (24). A sample's head: len,
+ * prompt_len, flags, text_len (int32 each), loss_mult (double); then its
+ * tokens, logprobs, mask (an episode's), text, and an episode's turns
+ * (int32) and reward (double). */
 static size_t first_sample_at(const struct rl_rollout *r)
 {
 	struct rl_wire prompts = {0};
@@ -470,47 +472,64 @@ Test(replay_buffer, a_damaged_sample_is_refused_before_it_sizes_anything)
 	/* flags no version has */
 	dir = write_buffer(&r, 7, &info, &len);
 	int32_t flags = 64;
-	damage(dir, at + 20, &flags, sizeof flags);
-	expect_refused(dir, 7, "sample 0: its head is damaged");
+	damage(dir, at + 8, &flags, sizeof flags);
+	expect_refused(dir, 7, "sample 0: its head is damaged (flags 0x40)");
 	remove_tree(dir);
 	free(dir);
 
-	/* negative turns */
+	/* sample 1, an episode: its mask, turns and reward */
+	cr_assert(!r.s[0].loss_mask && !r.s[0].turns && r.s[1].env_scored && r.s[1].loss_mask);
+	const struct rl_sample *s1 = &r.s[1];
+	size_t at1 = at + 24 + (size_t)r.s[0].len * 4 +
+	             (size_t)(r.s[0].len - r.s[0].prompt_len) * 4 + strlen(r.s[0].response);
+	size_t mask_at = at1 + 24 + (size_t)s1->len * 4 + (size_t)(s1->len - s1->prompt_len) * 4;
+	size_t turns_at = mask_at + (size_t)s1->len + strlen(s1->response);
 	dir = write_buffer(&r, 7, &info, &len);
 	int32_t turns = -1;
-	damage(dir, at + 16, &turns, sizeof turns);
-	expect_refused(dir, 7, "sample 0: its head is damaged (-1 turns");
+	damage(dir, turns_at, &turns, sizeof turns);
+	expect_refused(dir, 7, "sample 1: damaged (-1 turns");
 	remove_tree(dir);
 	free(dir);
-	rl_rollout_free(&r);
-
-	/* an env_scored reward that is not a number */
-	build(&r);
-	for (int i = 0; i < r.n; i++)
-		cr_assert(!r.s[i].env_scored || i % 2, "build's episodes are the odd samples");
-	cr_assert(!r.s[0].loss_mask && r.s[1].env_scored && r.s[1].loss_mask);
-	size_t at1 = at + 40 + (size_t)r.s[0].len * 4 +
-	             (size_t)(r.s[0].len - r.s[0].prompt_len) * 4 + strlen(r.s[0].response);
 	dir = write_buffer(&r, 7, &info, &len);
 	double nan = 0.0 / 0.0;
-	damage(dir, at1 + 32, &nan, sizeof nan);
-	expect_refused(dir, 7, "sample 1: its head is damaged");
+	damage(dir, turns_at + 4, &nan, sizeof nan);
+	expect_refused(dir, 7, "sample 1: damaged (");
 	remove_tree(dir);
 	free(dir);
 
 	/* a mask that marks a prompt token, and one that is not 0 or 1 */
-	size_t mask_at =
-	    at1 + 40 + (size_t)r.s[1].len * 4 + (size_t)(r.s[1].len - r.s[1].prompt_len) * 4;
 	dir = write_buffer(&r, 7, &info, &len);
 	damage(dir, mask_at, "\1", 1);
 	expect_refused(dir, 7, "sample 1: its loss mask has 1 at token 0 (prompt of 2): damaged");
 	remove_tree(dir);
 	free(dir);
 	dir = write_buffer(&r, 7, &info, &len);
-	damage(dir, mask_at + (size_t)r.s[1].prompt_len, "\2", 1);
+	damage(dir, mask_at + (size_t)s1->prompt_len, "\2", 1);
 	expect_refused(dir, 7, "sample 1: its loss mask has 2 at token 2");
 	remove_tree(dir);
 	free(dir);
+	rl_rollout_free(&r);
+}
+
+/* A single response is the same bytes in both encodings: a packet of
+ * them is no larger than before episodes (the generation ranks' packets
+ * stay under the transport's eager size where they were). */
+Test(wire, a_single_response_is_encoded_as_before)
+{
+	struct rl_rollout r;
+	struct rl_wire now = {0}, before = {0};
+	struct rl_wire_info info = {.prompts_truncated = 1, .generation_s = 2};
+
+	build(&r);
+	forget_episodes(&r);
+	for (int i = 0; i < r.n; i++)
+		r.s[i].env_scored = false;
+	cr_assert_eq(rl_wire_pack(&now, &r, 0, r.n, &info), 0);
+	pack_encoding_1(&before, &r, &info);
+	cr_assert_eq(now.len, before.len);
+	cr_expect_eq(memcmp(now.buf, before.buf, now.len), 0);
+	rl_wire_free(&now);
+	rl_wire_free(&before);
 	rl_rollout_free(&r);
 }
 
