@@ -1,8 +1,9 @@
 /* The built-in environments (builtin_env.h), written as a user's program
  * would be: read a line, answer a line, flush. Their rules are the
- * built-in tasks' (README, rl-env(7)); their only state is what an
- * episode's start says, so a start carrying a history has nothing to
- * rebuild but its checks. */
+ * built-in tasks' (README, rl-env(7)). Their state is what an episode's
+ * start says and, for the calculator, what its display shows: a start
+ * carrying a history rebuilds it by judging the history's messages again,
+ * answering none of them. */
 #define _GNU_SOURCE
 #include "runtime/env/builtin_env.h"
 
@@ -16,6 +17,7 @@
 struct live {
 	long long id;
 	char *problem, *expected;
+	char shown[32]; /* calculator: its display, the last result ("" before a call) */
 };
 
 struct game {
@@ -103,7 +105,7 @@ static bool sum_of(const char *problem, char *out, size_t len)
 
 /* One model message of episode l: its observation, reward and whether
  * it is done. */
-static void judge(const struct game *g, const struct live *l, const char *message, char *obs,
+static void judge(const struct game *g, struct live *l, const char *message, char *obs,
                   size_t obs_len, double *reward, bool *done)
 {
 	const char *m;
@@ -114,12 +116,20 @@ static void judge(const struct game *g, const struct live *l, const char *messag
 	*reward = 0.0;
 	*done = false;
 	if (g->calculator) {
-		if (n > 0 && m[0] == 'c') { /* the tool: the sum */
-			if (!sum_of(l->problem, obs, obs_len))
-				snprintf(obs, obs_len, "%s", l->expected);
+		if (n > 0 && m[0] == '=') { /* the answer is what the display shows */
+			*reward = l->shown[0]
+			              ? rl_task_score(RL_TASK_ARITHMETIC, l->shown, l->expected)
+			              : 0.0;
+			*done = true;
 			return;
 		}
-		char *final = strndup(m, n); /* the final answer */
+		if (n == 0 || !isdigit((unsigned char)m[0])) { /* the tool: the sum */
+			if (!sum_of(l->problem, obs, obs_len))
+				snprintf(obs, obs_len, "%s", l->expected);
+			snprintf(l->shown, sizeof l->shown, "%s", obs);
+			return;
+		}
+		char *final = strndup(m, n); /* the final answer, written out */
 
 		*reward = final ? rl_task_score(RL_TASK_ARITHMETIC, final, l->expected) : 0.0;
 		*done = true;
@@ -165,12 +175,13 @@ static int on_start(struct game *g, json_t *o, long long id)
 	struct live *l = &g->eps[g->n++];
 
 	*l = (struct live){id, json_is_string(prob) ? strdup(json_string_value(prob)) : NULL,
-	                   strdup(json_string_value(exp))};
+	                   strdup(json_string_value(exp)), ""};
 	size_t k;
 	json_t *turn;
 
-	/* the turns answered already: the rules' state is the start's alone,
-	 * so they are only checked (a history never holds a final turn) */
+	/* the turns answered already, judged again for the state they left
+	 * (the calculator's display), none answered (a history never holds a
+	 * final turn) */
 	json_array_foreach(hist, k, turn)
 	{
 		json_t *msg = json_object_get(turn, "message");

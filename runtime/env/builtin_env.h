@@ -1,8 +1,8 @@
 /* The environments built into rlrun, each a program speaking rl-env(7)
  * on stdin and stdout (`rlrun env NAME`), so that the built-in examples
  * take the very path a user's environment takes:
- *   calculator  a sum the model may answer, or hand to the calculator tool
- *               and answer from its result;
+ *   calculator  a sum the model may answer itself, or hand to the
+ *               calculator tool and answer with its display ("=");
  *   guess       a number to find in a few guesses, told higher or lower.
  * Their tasks' prompts are data/synthetic.h's (the same names).
  * defines: rl_env_builtin_known, rl_env_builtin_run */

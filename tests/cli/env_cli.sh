@@ -15,7 +15,10 @@ envs=$top_srcdir/etc/examples/envs
 
 # calculator on 47+38 = 85: episode 1 calls the tool, then answers; 2
 # answers 86 (one of two characters in place); 3 comes back after a tool
-# call (its history) and answers 8 (one of two); 4 is ended unanswered
+# call (its history) and answers 8 (one of two); 4 is ended unanswered;
+# 7 answers "=" before any call (the display shows nothing: 0); 8 comes
+# back after a call and answers "=" (its display, rebuilt from its
+# history, shows 85)
 cat >calc.in <<'END'
 {"type":"start","episode":1,"prompt":"47+38=","problem":"47+38","expected_answer":"85","metadata":null,"history":[]}
 {"type":"start","episode":2,"prompt":"47+38=","problem":"47+38","expected_answer":"85","metadata":{"k":[1,2]},"history":[]}
@@ -26,12 +29,18 @@ cat >calc.in <<'END'
 {"type":"start","episode":4,"prompt":"47+38=","problem":"47+38","expected_answer":"85","metadata":null,"history":[]}
 {"type":"end","episode":4}
 {"type":"step","episode":3,"turn":2,"message":"8"}
+{"type":"start","episode":7,"prompt":"47+38=","problem":"47+38","expected_answer":"85","metadata":null,"history":[]}
+{"type":"step","episode":7,"turn":1,"message":"="}
+{"type":"start","episode":8,"prompt":"47+38=","problem":"47+38","expected_answer":"85","metadata":null,"history":[{"message":"?","observation":"85"}]}
+{"type":"step","episode":8,"turn":2,"message":"=85"}
 END
 cat >calc.want <<'END'
 {"episode":1,"observation":"85","reward":0.0,"done":false}
 {"episode":2,"observation":"","reward":0.5,"done":true}
 {"episode":1,"observation":"","reward":1.0,"done":true}
 {"episode":3,"observation":"","reward":0.5,"done":true}
+{"episode":7,"observation":"","reward":0.0,"done":true}
+{"episode":8,"observation":"","reward":1.0,"done":true}
 END
 # guess with secret 7 (episode 5) and secret 2 (episode 6, restarted
 # after two wrong guesses)

@@ -43,6 +43,7 @@ static void remove_dir(void)
 }
 
 /* The rules worked by hand: calculator on 47+38 (85), guess with secret 7.
+ * Any message not a digit or "=" calls the calculator (" c", "xy").
  * Each input is a transcript; the last start carries a history, and its
  * step is answered as if the episode had never stopped. */
 static const char *calc_in =
@@ -59,7 +60,14 @@ static const char *calc_in =
     "{\"type\":\"step\",\"episode\":3,\"turn\":2,\"message\":\"850\"}\n"
     "{\"type\":\"start\",\"episode\":4,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
     "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[]}\n"
-    "{\"type\":\"end\",\"episode\":4}\n";
+    "{\"type\":\"end\",\"episode\":4}\n"
+    "{\"type\":\"start\",\"episode\":7,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
+    "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[]}\n"
+    "{\"type\":\"step\",\"episode\":7,\"turn\":1,\"message\":\"=\"}\n"
+    "{\"type\":\"start\",\"episode\":8,\"prompt\":\"47+38=\",\"problem\":\"47+38\","
+    "\"expected_answer\":\"85\",\"metadata\":null,\"history\":[{\"message\":\"xy\","
+    "\"observation\":\"85\"}]}\n"
+    "{\"type\":\"step\",\"episode\":8,\"turn\":2,\"message\":\" = 85\"}\n";
 /* An answer as the rules give it. */
 struct want {
 	long long id;
@@ -68,9 +76,12 @@ struct want {
 	bool done;
 };
 
-/* 86 against 85: one character in place of two; 850: two of three */
-static const struct want calc_out[] = {
-    {1, "85", 0, false}, {2, "", 0.5, true}, {1, "", 1, true}, {3, "", 2.0 / 3, true}};
+/* 86 against 85: one character in place of two; 850: two of three; "="
+ * before any call shows nothing (0); after a call in its history, the
+ * display rebuilt from it shows 85 */
+static const struct want calc_out[] = {{1, "85", 0, false}, {2, "", 0.5, true},
+                                       {1, "", 1, true},    {3, "", 2.0 / 3, true},
+                                       {7, "", 0, true},    {8, "", 1, true}};
 
 static const char *guess_in =
     "{\"type\":\"start\",\"episode\":5,\"prompt\":\"guess:\",\"problem\":\"guess\","

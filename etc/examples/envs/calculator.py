@@ -2,15 +2,17 @@
 """The calculator environment of rl-env(7), as rlrun's built-in one plays it.
 
 An episode is a sum "A+B". A model message (whitespace-trimmed) that begins
-with "c" calls the calculator: the observation is the sum, reward 0. Any
-other message is the final answer: the reward is the fraction of the
-expected answer's characters it has in place, over the longer of the two
-(1.0 only for the exact answer), and the episode is done.
+with a digit is the final answer: the reward is the fraction of the expected
+answer's characters it has in place, over the longer of the two (1.0 only
+for the exact answer), and the episode is done. One that begins with "="
+answers with what the calculator's display shows (its last result; nothing
+before a call, which scores 0), and the episode is done. Any other message
+(a "c", say) calls the calculator: the display and the observation are the
+sum, reward 0.
 
-Every answer depends only on the episode's start and its transcript, so a
-start that carries a history needs nothing but the start itself here: a
-game with state would replay the history's messages to rebuild it, without
-answering them.
+Every answer depends only on the episode's start and its transcript: a
+start that carries a history replays the history's messages to rebuild the
+display, without answering them.
 """
 import json
 import sys
@@ -35,11 +37,16 @@ def tool(problem, expected):
 
 
 def judge(episode, message):
-    """(observation, reward, done) for one model message."""
+    """(observation, reward, done) for one model message; the display is
+    the episode's state."""
     message = message.strip()
-    if message.startswith("c"):
-        return tool(episode["problem"], episode["expected_answer"]), 0.0, False
-    return "", score(message, episode["expected_answer"]), True
+    if message[:1].isdigit():
+        return "", score(message, episode["expected_answer"]), True
+    if message.startswith("="):
+        shown = episode["shown"]
+        return "", score(shown, episode["expected_answer"]) if shown else 0.0, True
+    episode["shown"] = tool(episode["problem"], episode["expected_answer"])
+    return episode["shown"], 0.0, False
 
 
 def main():
@@ -51,7 +58,7 @@ def main():
             msg = json.loads(line)
             kind, eid = msg["type"], msg["episode"]
             if kind == "start":
-                episodes[eid] = {"problem": msg.get("problem"),
+                episodes[eid] = {"problem": msg.get("problem"), "shown": "",
                                  "expected_answer": str(msg["expected_answer"])}
                 for turn in msg.get("history") or []:
                     judge(episodes[eid], turn["message"])  # already answered
