@@ -16,11 +16,10 @@
 #define LETTERS    "abcd"
 #define STRING_MIN 2
 #define STRING_MAX 3
-/* calculator's operands: two digits each, so that most sums carry and a
- * model of the built-in size rarely gets one right unaided, which the tool
- * call fixes */
-#define CALC_MIN 10
-#define CALC_MAX 99
+/* calculator's operands: three digits each, more than a model of the
+ * built-in size learns to add within a run, which the tool call fixes */
+#define CALC_MIN 100
+#define CALC_MAX 999
 /* guess's secret: one digit */
 #define GUESS_DIGITS 10
 

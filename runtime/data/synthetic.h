@@ -4,8 +4,8 @@
  *   arithmetic  "3+4="     -> "7"    (single-digit sums)
  *   copy        "copy:cab=" -> "cab"
  *   sort        "sort:cab=" -> "abc"
- *   calculator  "47+85="   -> "132"  (two-digit sums; multi-turn: the model
- *                                     may call the calculator tool first)
+ *   calculator  "472+385=" -> "857"  (three-digit sums; multi-turn: the
+ *                                     model may call the calculator tool)
  *   guess       "guess:"   -> "7"    (a secret digit; multi-turn: the
  *                                     environment says higher or lower)
  * The last two are the tasks of the built-in environments of the same

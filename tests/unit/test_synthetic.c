@@ -117,15 +117,15 @@ Test(synthetic, checker_table)
 	cr_expect_float_eq(rl_task_score(RL_TASK_COPY, "cab", "cab"), 1.0, 1e-15);
 }
 
-/* calculator: "A+B=" with A and B of two digits each, read back here
+/* calculator: "A+B=" with A and B of three digits each, read back here
  * with sscanf; the answer is their sum's decimal digits, worked out here
  * from the problem's own text. */
-Test(synthetic, calculator_answers_are_two_digit_sums)
+Test(synthetic, calculator_answers_are_three_digit_sums)
 {
-	int low = 100, high = 0, carries = 0;
+	int low = 1000, high = 0, carries = 0;
 
 	for (uint64_t i = 0; i < 2000; i++) {
-		char *p, *a, want[8];
+		char *p, *a, want[16];
 		unsigned x, y;
 		char tail;
 		int used = 0;
@@ -134,7 +134,7 @@ Test(synthetic, calculator_answers_are_two_digit_sums)
 		cr_assert_eq(sscanf(p, "%u+%u%c%n", &x, &y, &tail, &used), 3, "problem '%s'", p);
 		cr_assert_eq(tail, '=');
 		cr_assert_eq((size_t)used, strlen(p), "'%s' goes on after '='", p);
-		cr_assert(x >= 10 && x <= 99 && y >= 10 && y <= 99, "'%s'", p);
+		cr_assert(x >= 100 && x <= 999 && y >= 100 && y <= 999, "'%s'", p);
 		/* the prompt is written as the arithmetic task writes it */
 		snprintf(want, sizeof want, "%u+%u=", x, y);
 		cr_assert_str_eq(p, want);
@@ -146,9 +146,9 @@ Test(synthetic, calculator_answers_are_two_digit_sums)
 		free(p);
 		free(a);
 	}
-	cr_expect_eq(low, 10, "10 never drawn");
-	cr_expect_eq(high, 99, "99 never drawn");
-	/* about 45% of uniform two-digit pairs carry in the units */
+	cr_expect(low <= 101, "nothing below %d drawn", low);
+	cr_expect(high >= 998, "nothing above %d drawn", high);
+	/* 45% of uniform pairs carry in the units */
 	cr_expect(carries > 700 && carries < 1100, "%d carries in 2000", carries);
 }
 
@@ -208,7 +208,8 @@ Test(synthetic, multi_turn_tasks)
 	cr_expect(!rl_task_multi_turn(RL_TASK_COPY));
 	cr_expect(!rl_task_multi_turn(RL_TASK_SORT));
 	/* the final answer's score is the same rule as arithmetic's */
-	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "132", "132"), 1.0, 1e-15);
-	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "122", "132"), 2.0 / 3, 1e-15);
-	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "13", "132"), 2.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "857", "857"), 1.0, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "847", "857"), 2.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "85", "857"), 2.0 / 3, 1e-15);
+	cr_expect_float_eq(rl_task_score(RL_TASK_CALCULATOR, "1357", "1357"), 1.0, 1e-15);
 }
