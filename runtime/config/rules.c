@@ -1,5 +1,6 @@
 /* Constraints between keys, the ones NeMo-RL asserts at run time; here they
  * are found before a job is queued. Each error points at the key to change. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,6 +125,70 @@ static void grpo_only_keys(struct rules *r, const struct rl_config *cfg)
 	            "ignored: GRPO's loss and advantage keys, which rlrun %s's loss does not read: "
 	            "%s%s",
 	            rl_algorithm_verb(cfg->algorithm), list, more ? ", and more" : "");
+}
+
+/* The built-in tasks played as episodes by their built-in environments
+ * of the same names (data/synthetic.h's calculator and guess; the config
+ * room sits below the data room, so the names are listed here). */
+static bool builtin_multi_turn_task(const char *dataset_name)
+{
+	return strcmp(dataset_name, "calculator") == 0 || strcmp(dataset_name, "guess") == 0;
+}
+
+/* Whether the run plays episodes: data.env_name names an env.<name> with
+ * multi_turn (its command is checked apart), or is null with a built-in
+ * multi-turn task, whose environment is built in. */
+static bool run_is_multi_turn(const struct rl_config *cfg)
+{
+	if (!cfg->data.env_name)
+		return builtin_multi_turn_task(cfg->data.dataset_name);
+	const struct rl_cfg_env *e = rl_config_env(cfg, cfg->data.env_name);
+	return e && e->multi_turn;
+}
+
+/* Multi-turn episodes (rl-config(5), MULTI-TURN): GRPO's, with an
+ * environment that plays them. */
+static void multi_turn_rules(struct rules *r, const struct rl_config *cfg)
+{
+	char path[512];
+	bool episodes = run_is_multi_turn(cfg);
+
+	for (size_t i = 0; i < cfg->n_env; i++)
+		if (cfg->env[i].multi_turn && !cfg->env[i].command) {
+			snprintf(path, sizeof path, "env.%s.multi_turn", cfg->env[i].name);
+			rule_error(r, path,
+			           "an environment needs a command: the program that plays the "
+			           "episodes (rl-env(7)), in env.<name>.command");
+		}
+	if (cfg->algorithm != RL_ALGO_GRPO) {
+		/* NeMo-RL's distillation config carries max_rollout_turns: 1 */
+		if (cfg->grpo.max_rollout_turns > 1)
+			rule_error(r, "grpo.max_rollout_turns",
+			           "multi-turn episodes are GRPO's (rlrun train); SFT, DPO and "
+			           "on-policy distillation train on single responses: set 1");
+		else if (episodes && (cfg->data.env_name || cfg->algorithm == RL_ALGO_DISTILLATION))
+			/* SFT's and DPO's data rules refuse a built-in task already */
+			rule_error(r, cfg->data.env_name ? "data.env_name" : "data.dataset_name",
+			           "names a multi-turn environment: episodes are GRPO's (rlrun "
+			           "train); SFT, DPO and on-policy distillation train on single "
+			           "responses");
+		return;
+	}
+	if (cfg->grpo.max_rollout_turns > 1 && !episodes)
+		rule_error(r, "grpo.max_rollout_turns",
+		           "more than one turn needs a multi-turn environment: data.env_name "
+		           "naming an env.<name> with multi_turn: true and a command, or "
+		           "data.dataset_name calculator or guess with data.env_name null (their "
+		           "built-in environments)");
+	if (!episodes)
+		return;
+	/* the generation session (generate/session.h) holds a sequence's KV
+	 * cache across turns on the model's own ranks; the expert-parallel
+	 * layout's token exchange is not part of it */
+	if (cfg->policy.parallel.expert > 1)
+		rule_error(r, "policy.parallel.expert",
+		           "expert parallelism is not implemented with multi-turn episodes; set "
+		           "1 (experts then shard by tensor parallelism)");
 }
 
 /* DAPO's keys (NeMo-RL asserts the first ones when a run starts, and
@@ -306,5 +371,6 @@ void rl_cfg_check_rules(const struct rl_config *cfg, const struct rl_key_pos *po
 		rule_error(&r, "grpo.async_grpo.enabled",
 		           "asynchronous GRPO needs policy.generation.colocated.enabled: false");
 	distillation_rules(&r, cfg);
+	multi_turn_rules(&r, cfg);
 	grpo_only_keys(&r, cfg);
 }

@@ -81,7 +81,9 @@ const struct rl_key rl_schema[] = {
                    "early stopping on a validation metric is not implemented"),
     NOT_YET_UNLESS("grpo.seq_logprob_error_threshold", "null",
                    "filtering sequences by logprob error is not implemented"),
-    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null", "tool calls are not implemented"),
+    NOT_YET_UNLESS("grpo.invalid_tool_call_advantage", "null",
+                   "tool-call validity is the environment's (NeMo-RL reads this only on "
+                   "its NeMo-Gym path): give a malformed call its reward there"),
     NOT_YET_UNLESS("grpo.malformed_thinking_advantage", "null",
                    "advantages for malformed thinking tags are not implemented; score them in "
                    "an env command"),
@@ -520,11 +522,13 @@ const struct rl_key rl_schema[] = {
 
     /* data */
     {"data.dataset_name", RL_T_ENUM, OFF(data.dataset_name), "jsonl",
-     .choices = "jsonl|openai_format|arithmetic|copy|sort|BinaryPreferenceDataset|"
-                "PreferenceDataset",
+     .choices = "jsonl|openai_format|arithmetic|copy|sort|calculator|guess|"
+                "BinaryPreferenceDataset|PreferenceDataset",
      .doc = "jsonl: data.train.path; openai_format (SFT): data.train.path with a list of chat "
             "messages per line; arithmetic, copy, sort: built-in synthetic tasks made from "
-            "grpo.seed; BinaryPreferenceDataset, PreferenceDataset: DPO's preference pairs "
+            "grpo.seed; calculator, guess: built-in multi-turn tasks played with their "
+            "built-in environments (data.env_name null; see MULTI-TURN in rl-config(5)); "
+            "BinaryPreferenceDataset, PreferenceDataset: DPO's preference pairs "
             "(see PREFERENCE DATA in rl-config(5))"},
     {"data.train.path", RL_T_STRING, OFF(data.train_path), "null", .flags = RL_K_NULLABLE,
      .doc = "JSONL training set (one object per line)"},

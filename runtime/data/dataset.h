@@ -22,6 +22,10 @@ struct rl_example {
 	/* a chat data set's conversation: a JSON list of {"role", "content"};
 	 * NULL otherwise */
 	struct json_t *messages;
+	/* a prompt data set's extra_env_info (NeMo-RL's name): what the row
+	 * gives a multi-turn environment besides the problem, the JSON object
+	 * as compact text; NULL when the row has none (or null) */
+	char *metadata;
 };
 
 struct rl_dataset {
@@ -41,12 +45,16 @@ struct rl_dataset {
  * "1e+300"), so that the reward environment compares the answer as the file
  * meant it rather than as a printf default rounded it. With NEED_ANSWER false
  * an absent or null answer gives answer = NULL; with it true it is an error.
+ * The field extra_env_info, when present and not null, must be a JSON
+ * object: it is kept as compact JSON text (metadata) for the run's
+ * environment, as NeMo-RL hands a row's extra_env_info to its environment.
  * Other fields are ignored.
  *
  * Every error names the file and the 1-based line, e.g.
  *   "data.jsonl:12: not valid JSON: <jansson's text> (column 7)"
  *   "data.jsonl:3: no field 'problem' (fields: question, answer)"
  *   "data.jsonl:4: field 'problem' is a number, expected a string"
+ *   "data.jsonl:5: field 'extra_env_info' is a string, expected an object"
  * and a file with no examples at all is an error too. Returns 0 and fills
  * *ds, or -1 with the message in err and *ds zeroed. */
 int rl_dataset_load_jsonl(const char *path, const char *input_key, const char *output_key,

@@ -156,6 +156,32 @@ static int take_answer(const struct rl_rows *l, json_t *obj, const char *key, bo
 	return 1;
 }
 
+/* The row's extra_env_info (NeMo-RL's key) as compact JSON text, keys
+ * in the file's order: what the environment gets with the episode.
+ * 1 with *out set (NULL for none), 0 on a reported error. */
+#define METADATA_KEY "extra_env_info"
+static int take_metadata(const struct rl_rows *l, json_t *obj, char **out)
+{
+	json_t *v = json_object_get(obj, METADATA_KEY);
+
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 1;
+	if (!json_is_object(v)) {
+		rl_rows_fail(l,
+		             "field '%s' is %s, expected an object (what the row gives its "
+		             "environment)",
+		             METADATA_KEY, rl_json_type_name(v));
+		return 0;
+	}
+	*out = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!*out) {
+		rl_rows_fail(l, "out of memory");
+		return 0;
+	}
+	return 1;
+}
+
 /* The problem and answer of a prompt data set's row. */
 struct prompt_keys {
 	const char *input_key, *output_key;
@@ -171,10 +197,16 @@ static int parse_prompt_row(const struct rl_rows *l, json_t *root, struct rl_exa
 		return -1;
 	if (!take_answer(l, root, k->output_key, k->need_answer, &ex->answer))
 		return -1;
+	if (!take_metadata(l, root, &ex->metadata)) {
+		free(ex->answer);
+		ex->answer = NULL;
+		return -1;
+	}
 	ex->problem = strdup(problem);
 	if (!ex->problem) {
 		free(ex->answer);
-		ex->answer = NULL;
+		free(ex->metadata);
+		ex->answer = ex->metadata = NULL;
 		return rl_rows_fail(l, "out of memory");
 	}
 	return 0;
@@ -381,6 +413,7 @@ void rl_dataset_free(struct rl_dataset *ds)
 		free(ds->ex[i].problem);
 		free(ds->ex[i].answer);
 		free(ds->ex[i].rejected);
+		free(ds->ex[i].metadata);
 		json_decref(ds->ex[i].messages);
 	}
 	free(ds->ex);

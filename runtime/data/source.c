@@ -124,8 +124,11 @@ static int synthetic_problem(struct rl_data_source *d, uint64_t index, char **pr
 }
 
 int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
-                        char **prompts, char *err, size_t errlen)
+                        char **prompts, char **metadata, char *err, size_t errlen)
 {
+	if (metadata)
+		for (int i = 0; i < n; i++)
+			metadata[i] = NULL;
 	if (d->synthetic) {
 		for (int i = 0; i < n; i++)
 			if (synthetic_problem(d, (uint64_t)d->next_problem++, &problems[i],
@@ -140,6 +143,10 @@ int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char *
 		if (fill(d, ex->problem, ex->answer, &problems[i], &answers[i], &prompts[i], err,
 		         errlen))
 			return -1;
+		if (metadata && ex->metadata && !(metadata[i] = strdup(ex->metadata))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 	}
 	return 1;
 }
@@ -195,13 +202,21 @@ size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max)
 }
 
 int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
-                       char **prompt, char *err, size_t errlen)
+                       char **prompt, char **metadata, char *err, size_t errlen)
 {
+	if (metadata)
+		*metadata = NULL;
 	if (d->synthetic)
 		return synthetic_problem(d, VAL_PROBLEM_BASE + k, problem, answer, prompt, err,
 		                         errlen);
 	const struct rl_example *ex = &d->val.ex[k];
-	return fill(d, ex->problem, ex->answer, problem, answer, prompt, err, errlen);
+	if (fill(d, ex->problem, ex->answer, problem, answer, prompt, err, errlen))
+		return -1;
+	if (metadata && ex->metadata && !(*metadata = strdup(ex->metadata))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 void rl_data_source_close(struct rl_data_source *d)

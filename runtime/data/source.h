@@ -35,10 +35,12 @@ struct rl_data_source {
 
 int rl_data_source_open(struct rl_data_source *d, const struct rl_config *cfg, size_t per_step,
                         char *err, size_t errlen);
-/* The next n problems, their answers (entries may be NULL) and rendered
- * prompts, each malloc'd. 1: filled; 0: the epochs are exhausted; -1: error. */
+/* The next n problems, their answers (entries may be NULL), rendered
+ * prompts and, when metadata is not NULL, their rows' extra_env_info
+ * (JSON text; NULL for a row without and for a built-in task), each
+ * malloc'd. 1: filled; 0: the epochs are exhausted; -1: error. */
 int rl_data_source_next(struct rl_data_source *d, int n, char **problems, char **answers,
-                        char **prompts, char *err, size_t errlen);
+                        char **prompts, char **metadata, char *err, size_t errlen);
 /* SFT: the next step's examples as indices into d->train.ex (*idx holds
  * the per_step given to open, valid until the next call). 1: filled; 0:
  * the epochs are exhausted (or a synthetic task, which has no examples). */
@@ -56,12 +58,13 @@ int rl_data_source_next_examples(struct rl_data_source *d, int n, const struct r
  * prompt (malloc'd), or -1. */
 int rl_data_source_val_example(struct rl_data_source *d, size_t k, const struct rl_example **ex,
                                char **prompt, char *err, size_t errlen);
-/* Validation problem k (k < the count returned through *n_val), or -1.
- * Synthetic tasks draw validation problems from their own stream, apart
- * from the training ones. */
+/* Validation problem k (k < the count returned through *n_val), with its
+ * row's extra_env_info when metadata is not NULL (as rl_data_source_next),
+ * or -1. Synthetic tasks draw validation problems from their own stream,
+ * apart from the training ones. */
 size_t rl_data_source_val_count(const struct rl_data_source *d, size_t max);
 int rl_data_source_val(struct rl_data_source *d, size_t k, char **problem, char **answer,
-                       char **prompt, char *err, size_t errlen);
+                       char **prompt, char **metadata, char *err, size_t errlen);
 void rl_data_source_close(struct rl_data_source *d);
 
 /* Where the loader stands, for a checkpoint: a dataset's size, epoch and

@@ -16,11 +16,16 @@
 #define LETTERS    "abcd"
 #define STRING_MIN 2
 #define STRING_MAX 3
+/* calculator's operands: three digits each, more than a model of the
+ * built-in size learns to add within a run, which the tool call fixes */
+#define CALC_MIN 100
+#define CALC_MAX 999
+/* guess's secret: one digit */
+#define GUESS_DIGITS 10
 
 static const char *const names[] = {
-    [RL_TASK_ARITHMETIC] = "arithmetic",
-    [RL_TASK_COPY] = "copy",
-    [RL_TASK_SORT] = "sort",
+    [RL_TASK_ARITHMETIC] = "arithmetic", [RL_TASK_COPY] = "copy",   [RL_TASK_SORT] = "sort",
+    [RL_TASK_CALCULATOR] = "calculator", [RL_TASK_GUESS] = "guess",
 };
 
 int rl_task_parse(const char *name, enum rl_task_kind *kind)
@@ -31,6 +36,11 @@ int rl_task_parse(const char *name, enum rl_task_kind *kind)
 			return 0;
 		}
 	return -1;
+}
+
+bool rl_task_multi_turn(enum rl_task_kind kind)
+{
+	return kind == RL_TASK_CALCULATOR || kind == RL_TASK_GUESS;
 }
 
 /* Uniform in [0, n): the multiply-shift map of 64 random bits, whose bias
@@ -57,6 +67,13 @@ int rl_task_make(enum rl_task_kind kind, uint64_t seed, uint64_t index, char **p
 	if (kind == RL_TASK_ARITHMETIC) {
 		unsigned a = below(&rng, ARITH_MAX + 1), b = below(&rng, ARITH_MAX + 1);
 		rc = asprintf(problem, "%u+%u=", a, b) < 0 || asprintf(answer, "%u", a + b) < 0;
+	} else if (kind == RL_TASK_CALCULATOR) {
+		unsigned a = CALC_MIN + below(&rng, CALC_MAX - CALC_MIN + 1);
+		unsigned b = CALC_MIN + below(&rng, CALC_MAX - CALC_MIN + 1);
+		rc = asprintf(problem, "%u+%u=", a, b) < 0 || asprintf(answer, "%u", a + b) < 0;
+	} else if (kind == RL_TASK_GUESS) {
+		rc = !(*problem = strdup("guess:")) ||
+		     asprintf(answer, "%u", below(&rng, GUESS_DIGITS)) < 0;
 	} else {
 		unsigned len = STRING_MIN + below(&rng, STRING_MAX - STRING_MIN + 1);
 		for (unsigned i = 0; i < len; i++)

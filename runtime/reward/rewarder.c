@@ -26,6 +26,7 @@ int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
 			         cfg->data.dataset_name);
 			return -1;
 		}
+		r->multi_turn = rl_task_multi_turn(r->task);
 		return 0;
 	}
 	if (!name)
@@ -36,12 +37,20 @@ int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
 		char why[4400];
 
 		r->kind = RL_REWARD_COMMAND;
+		r->multi_turn = r->env->multi_turn;
 		if (rl_reward_program_check(r->env->command, why, sizeof why)) {
 			snprintf(err, errlen, "env.%s.command '%s' cannot run: %s", name,
 			         r->env->command, why);
 			return -1;
 		}
 		return 0;
+	}
+	if (r->env && r->env->multi_turn) {
+		snprintf(err, errlen,
+		         "data.env_name: env.%s is multi_turn but has no command (the program that "
+		         "plays its episodes)",
+		         name);
+		return -1;
 	}
 	if (strcmp(name, "math") == 0) {
 		r->kind = RL_REWARD_MATH;

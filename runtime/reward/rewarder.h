@@ -6,6 +6,7 @@
 #define RL_REWARD_REWARDER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,16 +21,23 @@ struct rl_reward {
 	enum rl_task_kind task;
 	const struct rl_cfg_env *env; /* RL_REWARD_COMMAND */
 	const char *name;
+	/* the run's environment plays episodes (env.<name>.multi_turn, or a
+	 * built-in multi-turn task's environment, named as its task, with
+	 * env NULL): the samples' rewards come with their episodes
+	 * (rl_sample.env_scored) and nothing here scores them */
+	bool multi_turn;
 	/* the signals the job is stopped with: a copy of the program they
 	 * kill scores its sample again (reward_command.h) */
 	sigset_t stop_signals;
 };
 
-/* data.env_name null: the synthetic task's checker, or math for jsonl. A
+/* data.env_name null: the synthetic task's checker (calculator's and
+ * guess's: their built-in environments, multi_turn), or math for jsonl. A
  * name with an env.<name>.command runs that program (env.math.command
  * replaces the built-in math reward), which must be there and executable
  * (program_check.h: refused here, before the model loads, with the key,
- * the command and why); math and exact are built in.
+ * the command and why); math and exact are built in. An env with
+ * multi_turn is a program of rl-env(7) (checked the same way), multi_turn.
  * stop_signals: the signals that stop the job (NULL: none). */
 int rl_rewarder_setup(struct rl_reward *r, const struct rl_config *cfg,
                       const sigset_t *stop_signals, char *err, size_t errlen);

@@ -34,8 +34,11 @@ struct rl_bridge_command {
  * the generation ranks generate while training goes on. */
 int rl_remote_request(struct rl_rollout_source *s, const struct rl_rollout *r, uint64_t seed,
                       char *err, size_t errlen);
+/* keep (multi-turn): the replicas' episodes' reports summed there, for
+ * the step that trains on r to count (a rollout received ahead, or saved
+ * with a checkpoint, is not that step's); NULL: counted at once. */
 int rl_remote_receive(struct rl_rollout_source *s, struct rl_rollout *r, struct rl_wire_info *info,
-                      char *err, size_t errlen);
+                      struct rl_episodes_report *keep, char *err, size_t errlen);
 /* Every training rank: the generation ranks take the weights as they are
  * now (the first model replica sends them), once they are done with what
  * was asked before. later: training rank 0 keeps a copy of the weights

@@ -244,6 +244,16 @@ void rl_episodes_add_report(struct rl_episodes *e, const struct rl_episodes_repo
 		snprintf(r->first, sizeof r->first, "%.*s", (int)sizeof rep->first - 1, rep->first);
 }
 
+void rl_episodes_report_add(struct rl_episodes_report *a, const struct rl_episodes_report *b)
+{
+	rl_episode_stats_add(&a->stats, &b->stats);
+	a->crashed += b->crashed;
+	a->timed_out += b->timed_out;
+	a->bad_output += b->bad_output;
+	if (!a->first[0] && b->first[0])
+		snprintf(a->first, sizeof a->first, "%.*s", (int)sizeof b->first - 1, b->first);
+}
+
 void rl_episodes_take_stats(struct rl_episodes *e, struct rl_episode_stats *out)
 {
 	memset(out, 0, sizeof *out);

@@ -18,11 +18,12 @@
  * engine step, tells the others what happened (which sequences finish,
  * which go on with which observation tokens), so that every rank makes the
  * same session calls.
- * defines: struct rl_episode_settings, struct rl_episode_stats, struct rl_episodes,
+ * defines: struct rl_episode_settings, struct rl_episodes,
  * rl_episode_settings_init, rl_episode_settings_free, rl_episodes_open, rl_episodes_close,
  * rl_episodes_name, rl_episodes_command,
- * rl_episodes_failures, rl_episodes_take_stats, rl_episode_stats_add, struct rl_episodes_report,
- * rl_episodes_take_report, rl_episodes_add_report, rl_rollout_episodes_share */
+ * rl_episodes_failures, rl_episodes_take_stats, rl_episode_stats_add,
+ * rl_episodes_take_report, rl_episodes_add_report, rl_episodes_report_add,
+ * rl_rollout_episodes_share */
 #ifndef RL_ROLLOUT_EPISODES_H
 #define RL_ROLLOUT_EPISODES_H
 
@@ -39,6 +40,7 @@
 #include "runtime/env/env_program.h"
 #include "runtime/grpo/rollout.h"
 #include "runtime/model/model.h"
+#include "runtime/rollout/episode_stats.h"
 #include "runtime/rollout/generate.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -55,17 +57,6 @@ struct rl_episode_settings {
 	 * are tokenized as their text); owned */
 	struct rl_chat_template *chat;
 	json_t *chat_vars;
-};
-
-/* How a share's episodes ended, summed over steps until taken (NeMo-RL's
- * rollout metrics are made from them). */
-struct rl_episode_stats {
-	int64_t episodes, turns, max_turns;
-	int64_t natural;           /* the environment said done */
-	int64_t truncated;         /* the token limit ended it */
-	int64_t max_turns_reached; /* grpo.max_rollout_turns ended it */
-	int64_t failed;            /* the environment failed on it (reward 0) */
-	int64_t gen_tokens, max_gen_tokens, env_tokens, total_tokens;
 };
 
 /* The episodes of a run: its settings and the environment's pool, opened
@@ -104,20 +95,14 @@ void rl_episodes_take_stats(struct rl_episodes *e, struct rl_episode_stats *out)
 /* a += b (sums, and the maxima kept). */
 void rl_episode_stats_add(struct rl_episode_stats *a, const struct rl_episode_stats *b);
 
-/* Non-colocated generation: what a generation replica tells training
- * rank 0 of the episodes of its share, with their samples: their stats
- * and the environment's failures. */
-struct rl_episodes_report {
-	struct rl_episode_stats stats;
-	int64_t crashed, timed_out, bad_output;
-	char first[320]; /* the first failure as logged, or "" */
-};
 /* The replica's (the group's first rank's): stats and failures since the
  * last call, taken. */
 void rl_episodes_take_report(struct rl_episodes *e, struct rl_episodes_report *rep);
 /* Training rank 0's: a replica's report, into what the next
  * rl_episodes_take_stats and rl_episodes_failures give. */
 void rl_episodes_add_report(struct rl_episodes *e, const struct rl_episodes_report *rep);
+/* *a += *b: two replicas' reports as one (the first failure kept). */
+void rl_episodes_report_add(struct rl_episodes_report *a, const struct rl_episodes_report *b);
 
 /* The samples of this rank's share of r (its part of dp, NULL: all of
  * them) played as episodes with m from r's prompts (and their problems,

@@ -9,8 +9,8 @@ int rl_rollout_take_prompts(struct rl_data_source *data, int n_groups, int group
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	int got = rl_data_source_next(data, r->n_groups, r->problems, r->answers, r->prompts, err,
-	                              errlen);
+	int got = rl_data_source_next(data, r->n_groups, r->problems, r->answers, r->prompts,
+	                              r->metadata, err, errlen);
 	if (got <= 0)
 		rl_rollout_free(r);
 	return got < 0 ? -1 : got == 0 ? 1 : 0;

@@ -50,7 +50,7 @@ static void send_command(struct rl_rollout_source *s, const struct rl_bridge_com
 /* Training rank 0: every generation replica's packet into r, in replica
  * order. */
 static int collect(struct rl_rollout_source *s, struct rl_rollout *r, struct rl_wire_info *got,
-                   char *err, size_t errlen)
+                   struct rl_episodes_report *keep, char *err, size_t errlen)
 {
 	struct rl_comm *bridge = s->ctx.dist->bridge;
 	int gen_tp = s->ctx.generation_tp;
@@ -86,7 +86,10 @@ static int collect(struct rl_rollout_source *s, struct rl_rollout *r, struct rl_
 
 			rl_comm_recv(bridge, &rep, sizeof rep, RL_COMM_U8, peer, "episodes report");
 			rep.first[sizeof rep.first - 1] = '\0';
-			rl_episodes_add_report(s->ctx.episodes, &rep);
+			if (keep)
+				rl_episodes_report_add(keep, &rep);
+			else
+				rl_episodes_add_report(s->ctx.episodes, &rep);
 		}
 		/* every replica counted the prompts; the slowest sets the pace */
 		if (k == 0)
@@ -151,7 +154,9 @@ int rl_remote_request(struct rl_rollout_source *s, const struct rl_rollout *r, u
 
 	if (!s->ctx.dist->bridge)
 		return 0;
-	if (rl_wire_pack_prompts(&prompts, r)) {
+	/* the groups whole: generation ranks that play episodes give each
+	 * environment its problem, answer and metadata */
+	if (rl_wire_pack_groups(&prompts, r)) {
 		rl_wire_free(&prompts);
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -162,10 +167,12 @@ int rl_remote_request(struct rl_rollout_source *s, const struct rl_rollout *r, u
 }
 
 int rl_remote_receive(struct rl_rollout_source *s, struct rl_rollout *r, struct rl_wire_info *info,
-                      char *err, size_t errlen)
+                      struct rl_episodes_report *keep, char *err, size_t errlen)
 {
 	memset(info, 0, sizeof *info);
-	if (s->ctx.dist->bridge && collect(s, r, info, err, errlen))
+	if (keep)
+		memset(keep, 0, sizeof *keep);
+	if (s->ctx.dist->bridge && collect(s, r, info, keep, err, errlen))
 		return -1;
 	return pass_on(s, r, info, err, errlen);
 }
@@ -223,7 +230,7 @@ void rl_remote_end(struct rl_rollout_source *s)
 		struct rl_wire_info info = {0};
 		char err[512];
 
-		if (!e->received && collect(s, &e->r, &info, err, sizeof err) == 0)
+		if (!e->received && collect(s, &e->r, &info, &e->episodes, err, sizeof err) == 0)
 			e->received = true;
 	}
 	send_command(s, &c, NULL);
@@ -238,7 +245,7 @@ static int remote_generate(struct rl_rollout_source *s, struct rl_rollout *r, ui
 	struct rl_wire_info info;
 
 	if (rl_remote_request(s, r, seed, err, errlen) ||
-	    rl_remote_receive(s, r, &info, err, errlen))
+	    rl_remote_receive(s, r, &info, NULL, err, errlen))
 		return -1;
 	*prompts_truncated += info.prompts_truncated;
 	return 0;

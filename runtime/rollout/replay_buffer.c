@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,8 +7,12 @@
 #include "runtime/ckpt/run_state.h"
 #include "runtime/rollout/replay_buffer.h"
 
-/* "slurm-rl rollouts", version 2; version 1 held one rollout */
-static const char magic[8] = {'S', 'R', 'L', 'R', 'O', 'L', 'L', '2'};
+/* "slurm-rl rollouts", version 3: version 2's layout, its samples in the
+ * wire's encoding 2 (episodes: loss masks, turns, the environment's
+ * rewards); version 2's are in encoding 1, as are version 1's, which held
+ * one rollout */
+static const char magic[8] = {'S', 'R', 'L', 'R', 'O', 'L', 'L', '3'};
+static const char magic_v2[8] = {'S', 'R', 'L', 'R', 'O', 'L', 'L', '2'};
 static const char magic_v1[8] = {'S', 'R', 'L', 'R', 'O', 'L', 'L', '1'};
 
 struct file_head {
@@ -38,8 +43,10 @@ int rl_replay_buffer_begin(struct rl_wire *w, int count)
 }
 
 int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t step,
-                          int64_t weights_step, const struct rl_wire_info *info)
+                          int64_t weights_step, const struct rl_wire_info *info,
+                          const struct rl_episodes_report *episodes)
 {
+	struct rl_episodes_report none = {0};
 	struct record_head h = {.step = step,
 	                        .weights_step = weights_step,
 	                        .n_groups = r->n_groups,
@@ -48,12 +55,16 @@ int rl_replay_buffer_pack(struct rl_wire *w, const struct rl_rollout *r, int64_t
 
 	/* the sizes are known once the parts are in: the head goes first and
 	 * is filled in after */
-	if (rl_wire_put(w, &h, sizeof h) || rl_wire_pack_prompts(w, r))
+	if (rl_wire_put(w, &h, sizeof h) ||
+	    rl_wire_put(w, episodes ? episodes : &none, sizeof none))
 		return -1;
-	h.prompts_bytes = (int64_t)(w->len - at - sizeof h);
+	size_t prompts_at = w->len;
+	if (rl_wire_pack_prompts(w, r))
+		return -1;
+	h.prompts_bytes = (int64_t)(w->len - prompts_at);
 	if (rl_wire_pack(w, r, 0, r->n, info))
 		return -1;
-	h.samples_bytes = (int64_t)(w->len - at - sizeof h) - h.prompts_bytes;
+	h.samples_bytes = (int64_t)(w->len - prompts_at) - h.prompts_bytes;
 	memcpy(w->buf + at, &h, sizeof h);
 	return 0;
 }
@@ -84,11 +95,14 @@ void rl_replay_buffer_free(struct rl_buffered *b, int n)
  * must be step's. path and which (", rollout 2 of 3") name it. */
 static int parse_record(const struct record_head *h, const unsigned char *p, size_t left,
                         const char *path, const char *which, int64_t step, int max_len,
-                        struct rl_buffered *b, char *err, size_t errlen)
+                        int wire_version, struct rl_buffered *b, char *err, size_t errlen)
 {
 	char why[512];
 
+	/* the episodes' report, read before the record, stays */
+	struct rl_episodes_report episodes = b->episodes;
 	memset(b, 0, sizeof *b);
+	b->episodes = episodes;
 	if (h->step != step) {
 		snprintf(err, errlen,
 		         "%s%s: holds the rollout of step %lld, but the checkpoint's next step "
@@ -125,8 +139,8 @@ static int parse_record(const struct record_head *h, const unsigned char *p, siz
 	b->step = h->step;
 	b->weights_step = h->weights_step;
 	if (rl_wire_unpack_prompts(p, (size_t)h->prompts_bytes, &b->r, why, sizeof why) ||
-	    rl_wire_unpack(p + h->prompts_bytes, (size_t)h->samples_bytes, &b->r, max_len, &b->info,
-	                   why, sizeof why)) {
+	    rl_wire_unpack_version(p + h->prompts_bytes, (size_t)h->samples_bytes, wire_version,
+	                           &b->r, max_len, &b->info, why, sizeof why)) {
 		snprintf(err, errlen, "%s%s: %s", path, which, why);
 		rl_rollout_free(&b->r);
 		return -1;
@@ -165,7 +179,7 @@ static int parse_v1(const unsigned char *buf, size_t len, const char *path, int6
 	                         ? (int64_t)(left - (size_t)v.prompts_bytes)
 	                         : 0,
 	};
-	return parse_record(&h, buf + sizeof v, left, path, "", step, max_len, b, err, errlen);
+	return parse_record(&h, buf + sizeof v, left, path, "", step, max_len, 1, b, err, errlen);
 }
 
 int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir, int64_t step,
@@ -192,7 +206,8 @@ int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir
 		*n = 1;
 		return 0;
 	}
-	if (len < sizeof fh || memcmp(buf, magic, sizeof magic) != 0) {
+	bool v2 = len >= sizeof fh && memcmp(buf, magic_v2, sizeof magic_v2) == 0;
+	if (len < sizeof fh || (!v2 && memcmp(buf, magic, sizeof magic) != 0)) {
 		snprintf(err, errlen, "%s: not a rollout buffer (%zu bytes without its head)", path,
 		         len);
 		return -1;
@@ -220,8 +235,18 @@ int rl_replay_buffer_parse(const unsigned char *buf, size_t len, const char *dir
 		}
 		memcpy(&h, buf + at, sizeof h);
 		at += sizeof h;
-		if (parse_record(&h, buf + at, len - at, path, which, step + k, max_len, &b[k], err,
-		                 errlen))
+		if (!v2) {
+			if (len - at < sizeof b[k].episodes) {
+				snprintf(err, errlen, "%s%s: cut short in its episodes' report",
+				         path, which);
+				goto fail;
+			}
+			memcpy(&b[k].episodes, buf + at, sizeof b[k].episodes);
+			b[k].episodes.first[sizeof b[k].episodes.first - 1] = '\0';
+			at += sizeof b[k].episodes;
+		}
+		if (parse_record(&h, buf + at, len - at, path, which, step + k, max_len,
+		                 v2 ? 1 : RL_WIRE_VERSION, &b[k], err, errlen))
 			goto fail;
 		at += (size_t)h.prompts_bytes + (size_t)h.samples_bytes;
 		*n = k + 1;

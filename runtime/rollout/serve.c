@@ -31,7 +31,7 @@ static int serve_rollout(const struct rl_serve *v, struct rl_outbox *out,
 		         c->group_size);
 		return -1;
 	}
-	if (rl_wire_unpack_prompts(payload, (size_t)c->payload_bytes, &r, err, errlen) ||
+	if (rl_wire_unpack_groups(payload, (size_t)c->payload_bytes, &r, err, errlen) ||
 	    (v->episodes ? rl_rollout_episodes_share(v->episodes, v->model, v->tok, v->gen, dp, &r,
 	                                             c->seed, &info.prompts_truncated, err, errlen)
 	                 : rl_rollout_generate_share(v->model, v->tok, v->gen, dp, &r, c->seed,

@@ -47,7 +47,7 @@ int rl_trainer_validate(struct rl_trainer *t, int64_t step, struct rl_step_metri
 		}
 		for (size_t i = 0; i < k; i++)
 			if (rl_data_source_val(&t->data, start + i, &r.problems[i], &r.answers[i],
-			                       &r.prompts[i], err, errlen))
+			                       &r.prompts[i], &r.metadata[i], err, errlen))
 				goto done;
 		if (rl_rollout_generate(&t->rollouts, &r,
 		                        rl_step_seed((uint64_t)c->grpo.seed, -1 - step), &unused,

@@ -90,6 +90,14 @@ expect_status 2 "Dr. GRPO's normalizer with the token-level mean is refused" -- 
 	"$RLRUN" config "$top_srcdir/etc/examples/dr-grpo-tiny.yaml" loss_fn.token_level_loss=true
 expect_grep "$WORK/err" 'dr-grpo-tiny\.yaml:[0-9]+:[0-9]+: error: loss_fn\.token_sum_normalizer: replaces the per-sequence mean; needs loss_fn\.token_level_loss: false' \
 	"  at the normalizer's line, naming the key to change"
+# the multi-turn examples (rl-config(5), MULTI-TURN; their rules are
+# tests/cli/multiturn_config.sh's): their tasks and turns
+for mt in calculator guess; do
+	expect_status 0 "$mt-tiny.yaml loads" -- "$RLRUN" config "$top_srcdir/etc/examples/$mt-tiny.yaml"
+	tr -s '\n ' '  ' <"$WORK/out" >"$WORK/flat"
+	expect_grep "$WORK/flat" "max_rollout_turns: [2-9] .*dataset_name: $mt .*env_name: null " \
+		"  the $mt task, played with its built-in environment over several turns"
+done
 # SFT, DPO and distillation have losses of their own: GRPO's loss and
 # advantage keys written in their config are named in a note (they are
 # harmless, as a config built on a GRPO one carries them), and their

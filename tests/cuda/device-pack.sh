@@ -17,7 +17,10 @@
 # did; OUTDIR/logs/summary.txt has a line per check. Stages: the parity
 # tests (four at a time, T_TEST seconds each), the GRPO runs (GRPO_STEPS
 # steps, T_GRPO seconds each), the algorithms' examples on the CPU and the
-# GPU (ALGO_STEPS steps, T_ALGO seconds each), the several-rank checks on the one GPU
+# GPU (ALGO_STEPS steps, T_ALGO seconds each), multi-turn episodes (the
+# calculator example on the CPUs and the GPU, MULTITURN_STEPS steps,
+# T_MULTITURN seconds each; RL_PACK_DEVICE=cpu swaps the GPU's side to the
+# CPU backend, to check the stage without a GPU), the several-rank checks on the one GPU
 # (T_RANKS seconds each, T_GRPO_RANKS for the GRPO runs; RL_PACK_RANKS=0
 # skips them: NCCL at world size 1, NCCL with a NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
 # against the single GPU rank, SFT, DPO and distillation in tp2 and dp2
@@ -236,6 +239,45 @@ if [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
 			say "  $n step 1, cuda vs cpu: FAIL: a run wrote no step"
 		fi
 	done
+fi
+
+# Multi-turn episodes (issue 31): calculator-tiny.yaml, the model calling
+# the built-in calculator (`rlrun env calculator`, the pack's own rlrun,
+# through the environment protocol) with the loss on the model's tokens,
+# on the CPUs and on the GPU in fp32, MULTITURN_STEPS steps. The first
+# step is on the same weights, prompts and Philox keys, so the GPU's first
+# metrics line must be the CPU's to 1e-3 (rl_compare: fp32 sums in another
+# order; an episode whose sampled token flipped would move it more). The
+# last line says whether the GPU run learned as the CPU's did.
+# RL_PACK_DEVICE=cpu runs the "GPU" side on the CPU backend: how the stage
+# itself is checked on a machine without a GPU (both sides then agree to
+# the bit).
+multiturn() { # BACKEND NAME
+	be=$1 name=multiturn-$2
+	rm -rf "/tmp/rl-multiturn/$name"
+	mkdir -p /tmp/rl-multiturn
+	(cd /tmp/rl-multiturn && timeout "${T_MULTITURN:-300}" "$here/bin/rlrun" train \
+		"$here/examples/calculator-tiny.yaml" grpo.max_num_steps="${MULTITURN_STEPS:-20}" \
+		logger.log_dir="/tmp/rl-multiturn/$name" checkpointing.enabled=false \
+		policy.backend="$be" policy.precision=float32 >"$logs/$name.log" 2>&1)
+	rc=$?
+	cp "/tmp/rl-multiturn/$name/metrics.jsonl" "$logs/${name}_metrics.jsonl" 2>/dev/null
+	say "multiturn $2 ($be): exit $rc; last: $(tail -1 "/tmp/rl-multiturn/$name/metrics.jsonl" \
+		2>/dev/null | grep -oE '"(reward_mean|avg_turns_per_sample|loss)":[^,}]*' | tr '\n' ' ')"
+	save
+}
+if [ -x "$here/bin/rlrun" ] && [ -f "$here/examples/calculator-tiny.yaml" ]; then
+	say "multiturn"
+	multiturn cpu cpu
+	multiturn "${RL_PACK_DEVICE:-cuda}" gpu
+	head -1 /tmp/rl-multiturn/multiturn-cpu/metrics.jsonl >/tmp/rl-multiturn/cpu.1 2>/dev/null
+	head -1 /tmp/rl-multiturn/multiturn-gpu/metrics.jsonl >/tmp/rl-multiturn/gpu.1 2>/dev/null
+	if [ -s /tmp/rl-multiturn/gpu.1 ] && [ -s /tmp/rl-multiturn/cpu.1 ]; then
+		say "  multiturn step 1, ${RL_PACK_DEVICE:-cuda} vs cpu: $(./rl_compare metrics \
+			/tmp/rl-multiturn/gpu.1 /tmp/rl-multiturn/cpu.1 1e-3 2>&1 | tail -1)"
+	else
+		say "  multiturn step 1, ${RL_PACK_DEVICE:-cuda} vs cpu: FAIL: a run wrote no step"
+	fi
 fi
 
 # ---- several ranks on the one GPU ----

@@ -7,7 +7,8 @@
 # metrics (timers aside) as a run never stopped: preempted after a random
 # step, synchronous, in bf16, asynchronous (the rollout in flight saved
 # with the checkpoint), DAPO's dynamic sampling (several rounds of
-# prompts a step), DPO (the preference data's position saved), SFT
+# prompts a step), multi-turn episodes (colocated, and asynchronous with
+# the episodes generated ahead saved), DPO (the preference data's position saved), SFT
 # (rlrun sft: its place in the data saved) and on-policy distillation (the
 # teacher loaded again and checked); landing inside the reward program;
 # landing inside a checkpoint write; and with a grace time too short for a
@@ -376,6 +377,46 @@ if RANDOM_STEPS=16 preempted_at_random drandom 20 $dapo; then
 	same_end drandom dref
 fi
 unset RANDOM_STEPS
+
+# ---- multi-turn episodes preempted at a random step ----
+# calculator-tiny.yaml's episodes (the model's message, the built-in
+# calculator's answer, the model's next message) on tp2, colocated: an
+# episode draws its tokens from the step's seed, and the environment
+# answers a transcript the same way, so the second start plays the steps
+# after its checkpoint as the uninterrupted run did. Then asynchronous on
+# 2 + 2 tasks: the episodes generated ahead are saved in the checkpoint's
+# replay buffer with their loss masks, turns and rewards, and the second
+# start trains on them. (train_cmd's env.digits is defined and unused.)
+CONFIG=$(cd "$top_srcdir/etc/examples" && pwd -P)/calculator-tiny.yaml
+SMALL="grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=8
+policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16
+policy.parallel.tensor=2 checkpointing.enabled=true checkpointing.save_period=5"
+job_script mref $steps
+id=$(submit mref low) && wait_until 180 start_ended mref 1 && [ "$(last_exit mref)" = 0 ] &&
+	ok "the uninterrupted multi-turn run: $steps steps" || {
+	not_ok "the uninterrupted multi-turn run did not finish"
+	sed 's/^/  | /' "$work/mref.out" | tail -20
+}
+grep -q '"avg_turns_per_sample":' "$work/mref/metrics.jsonl" &&
+	ok "  mref: its samples are episodes" || not_ok "  mref: no episode metrics"
+if preempted_at_random mrandom $steps; then
+	same_end mrandom mref
+fi
+export TASKS=4
+# shellcheck disable=SC2086
+job_script maref 60 $async
+id=$(submit maref low) && wait_until 180 start_ended maref 1 && [ "$(last_exit maref)" = 0 ] &&
+	ok "the uninterrupted asynchronous multi-turn run: 60 steps on 2 + 2 tasks" || {
+	not_ok "the uninterrupted asynchronous multi-turn run did not finish"
+	sed 's/^/  | /' "$work/maref.out" | tail -20
+}
+# shellcheck disable=SC2086
+if RANDOM_STEPS=50 preempted_at_random marandom 60 $async; then
+	expect_grep "$work/marandom.out" "step [0-9]+ trains on the rollout in flight that .*rollout_buffer.bin holds" \
+		"marandom: the second start trains on the saved episodes in flight"
+	same_end marandom maref
+fi
+unset TASKS CONFIG SMALL RANDOM_STEPS
 
 # ---- DPO preempted at a random step ----
 # preference pairs from a data set walked in shuffled epochs (60 steps are

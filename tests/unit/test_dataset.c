@@ -249,6 +249,44 @@ Test(dataset, answer_errors)
 	    ":1: ", "field 'expected_answer' is an object, expected a string or a number");
 }
 
+/* extra_env_info (NeMo-RL's key): an object kept as compact JSON text in
+ * the file's key order, for the episode's environment; absent or null: none. */
+Test(dataset, extra_env_info_kept_as_json_text)
+{
+	const char text[] = "{\"problem\": \"p1\", \"extra_env_info\": {\"z\": 1, \"a\": [true, "
+	                    "null, \"s\\u00e9\"],"
+	                    " \"n\": {\"k\": 2.5}}}\n"
+	                    "{\"problem\": \"p2\"}\n"
+	                    "{\"problem\": \"p3\", \"extra_env_info\": null}\n"
+	                    "{\"problem\": \"p4\", \"extra_env_info\": {}}\n";
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, sizeof text - 1);
+	struct rl_dataset ds;
+
+	cr_assert_eq(
+	    rl_dataset_load_jsonl(path, "problem", "expected_answer", false, &ds, err, sizeof err),
+	    0, "%s", err);
+	cr_assert_eq(ds.n, 4);
+	cr_expect_str_eq(ds.ex[0].metadata,
+	                 "{\"z\":1,\"a\":[true,null,\"s\xc3\xa9\"],\"n\":{\"k\":2.5}}");
+	cr_expect_null(ds.ex[1].metadata);
+	cr_expect_null(ds.ex[2].metadata);
+	cr_expect_str_eq(ds.ex[3].metadata, "{}");
+	rl_dataset_free(&ds);
+	free(path);
+	remove_tree(dir);
+	free(dir);
+}
+
+Test(dataset, extra_env_info_errors_name_the_line)
+{
+	ERR("{\"problem\": \"p\"}\n{\"problem\": \"q\", \"extra_env_info\": \"x\"}\n", false,
+	    ":2: ", "field 'extra_env_info' is a string, expected an object");
+	ERR("{\"problem\": \"p\", \"extra_env_info\": [1]}\n", false,
+	    ":1: ", "field 'extra_env_info' is an array, expected an object");
+	ERR("{\"problem\": \"p\", \"extra_env_info\": 3}\n", false,
+	    ":1: ", "field 'extra_env_info' is an integer, expected an object");
+}
+
 Test(dataset, invalid_utf8)
 {
 	ERR("{\"problem\": \"p\", \"expected_answer\": 1}\n{\"problem\": \"\xff\", "
@@ -382,4 +420,62 @@ Test(dataset, chat_errors_name_line_and_message)
 	                  ":1:", "messages[0].content is missing, expected a string");
 	expect_chat_error("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n",
 	                  ":1:", "needs a user message and an assistant message");
+}
+
+/* The data source hands each row's extra_env_info out with its problem,
+ * in the data order, as the rollout's per-group metadata. */
+#include "runtime/config/diag.h"
+#include "runtime/data/source.h"
+
+Test(dataset, source_hands_out_metadata_with_the_problem)
+{
+	const char text[] = "{\"problem\": \"p0\", \"extra_env_info\": {\"i\": 0}}\n"
+	                    "{\"problem\": \"p1\"}\n"
+	                    "{\"problem\": \"p2\", \"extra_env_info\": {\"i\": 2}}\n";
+	char *dir = tmp_dir(), *path = write_bytes(dir, text, sizeof text - 1), *yaml = NULL;
+	struct rl_config cfg;
+	struct rl_diags d = {0};
+	struct rl_data_source src;
+	char *prob[3], *ans[3], *prompt[3], *meta[3];
+
+	cr_assert_geq(asprintf(&yaml,
+	                       "policy:\n  model_name: builtin:tiny-llama\n"
+	                       "data:\n  dataset_name: jsonl\n  shuffle: false\n"
+	                       "  train:\n    path: %s\n  validation:\n    path: %s\n",
+	                       path, path),
+	              0);
+	cr_assert_eq(rl_config_load_text("t.yaml", yaml, strlen(yaml), dir, NULL, 0, &cfg, &d), 0,
+	             "%s", diag_text(&d));
+	cr_assert_eq(rl_data_source_open(&src, &cfg, 3, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rl_data_source_next(&src, 3, prob, ans, prompt, meta, err, sizeof err), 1,
+	             "%s", err);
+	for (int i = 0; i < 3; i++) {
+		char want[16];
+
+		cr_expect_eq(prob[i][1] - '0', i, "row %d is %s", i, prob[i]);
+		snprintf(want, sizeof want, "{\"i\":%d}", i);
+		if (i == 1)
+			cr_expect_null(meta[i]);
+		else
+			cr_expect_str_eq(meta[i], want);
+		free(prob[i]), free(ans[i]), free(prompt[i]), free(meta[i]);
+	}
+	/* validation examples carry theirs too */
+	char *vp, *va, *vprompt, *vmeta;
+	cr_assert_eq(rl_data_source_val(&src, 2, &vp, &va, &vprompt, &vmeta, err, sizeof err), 0,
+	             "%s", err);
+	cr_expect_str_eq(vp, "p2");
+	cr_expect_str_eq(vmeta, "{\"i\":2}");
+	free(vp), free(va), free(vprompt), free(vmeta);
+	cr_assert_eq(rl_data_source_val(&src, 1, &vp, &va, &vprompt, &vmeta, err, sizeof err), 0,
+	             "%s", err);
+	cr_expect_null(vmeta);
+	free(vp), free(va), free(vprompt);
+	rl_data_source_close(&src);
+	rl_config_free(&cfg);
+	rl_diags_free(&d);
+	free(yaml);
+	free(path);
+	remove_tree(dir);
+	free(dir);
 }

@@ -71,7 +71,7 @@ static void setup(struct fx *f)
 	             err);
 	cr_assert_eq(rl_rollout_alloc(&f->r, 4, 4), 0);
 	cr_assert_eq(rl_data_source_next(&f->t.data, 4, f->r.problems, f->r.answers, f->r.prompts,
-	                                 err, sizeof err),
+	                                 NULL, err, sizeof err),
 	             1, "%s", err);
 	cr_assert_eq(rl_rollout_generate(&f->t.rollouts, &f->r, 5, &truncated, err, sizeof err), 0,
 	             "%s", err);

@@ -669,3 +669,88 @@ Test(program_check, missing_and_not_executable_refused)
 	unlink(path);
 	rmdir(dir);
 }
+
+/* rl_rewarder_setup: which runs play episodes, whose rewards come with
+ * them (the built-in multi-turn tasks' environments, an env with
+ * multi_turn), and which score single responses. */
+#include "runtime/config/diag.h"
+#include "runtime/reward/rewarder.h"
+
+static void setup_from(const char *yaml, struct rl_config *cfg, struct rl_reward *r, int want_rc,
+                       char *err, size_t errlen)
+{
+	struct rl_diags d = {0};
+
+	cr_assert_eq(rl_config_load_text("t.yaml", yaml, strlen(yaml), ".", NULL, 0, cfg, &d), 0,
+	             "config: %s", d.n ? d.v[0].msg : "?");
+	rl_diags_free(&d);
+	cr_assert_eq(rl_rewarder_setup(r, cfg, NULL, err, errlen), want_rc, "%s", err);
+}
+
+Test(rewarder, multi_turn_runs)
+{
+	struct rl_config cfg;
+	struct rl_reward r;
+	char err[512] = "";
+	const char *model = "policy:\n  model_name: builtin:tiny-llama\n";
+	char *y = NULL;
+
+	cr_assert_geq(asprintf(&y, "%sdata:\n  dataset_name: calculator\n", model), 0);
+	setup_from(y, &cfg, &r, 0, err, sizeof err);
+	cr_expect(r.multi_turn);
+	cr_expect_eq(r.kind, RL_REWARD_TASK);
+	cr_expect_eq(r.task, RL_TASK_CALCULATOR);
+	cr_expect_str_eq(r.name, "calculator");
+	cr_expect_null(r.env);
+	rl_config_free(&cfg);
+	free(y);
+
+	cr_assert_geq(asprintf(&y, "%sdata:\n  dataset_name: guess\n", model), 0);
+	setup_from(y, &cfg, &r, 0, err, sizeof err);
+	cr_expect(r.multi_turn);
+	cr_expect_str_eq(r.name, "guess");
+	rl_config_free(&cfg);
+	free(y);
+
+	cr_assert_geq(asprintf(&y, "%sdata:\n  dataset_name: arithmetic\n", model), 0);
+	setup_from(y, &cfg, &r, 0, err, sizeof err);
+	cr_expect(!r.multi_turn);
+	rl_config_free(&cfg);
+	free(y);
+
+	/* a user's environment: the program is checked as a reward program's */
+	cr_assert_geq(asprintf(&y,
+	                       "%sdata:\n  dataset_name: calculator\n  env_name: tools\n"
+	                       "env:\n  tools:\n    command: /bin/cat\n    multi_turn: true\n"
+	                       "  plain:\n    command: /bin/cat\n",
+	                       model),
+	              0);
+	setup_from(y, &cfg, &r, 0, err, sizeof err);
+	cr_expect(r.multi_turn);
+	cr_expect_eq(r.kind, RL_REWARD_COMMAND);
+	cr_expect_str_eq(r.env->name, "tools");
+	rl_config_free(&cfg);
+	free(y);
+
+	cr_assert_geq(asprintf(&y,
+	                       "%sdata:\n  dataset_name: calculator\n  env_name: plain\n"
+	                       "env:\n  plain:\n    command: /bin/cat\n",
+	                       model),
+	              0);
+	setup_from(y, &cfg, &r, 0, err, sizeof err);
+	cr_expect(!r.multi_turn, "a reward program scores single responses");
+	rl_config_free(&cfg);
+	free(y);
+
+	cr_assert_geq(asprintf(&y,
+	                       "%sdata:\n  dataset_name: calculator\n  env_name: tools\n"
+	                       "env:\n  tools:\n    command: /no/such/env-program\n"
+	                       "    multi_turn: true\n",
+	                       model),
+	              0);
+	setup_from(y, &cfg, &r, -1, err, sizeof err);
+	cr_expect(strstr(err, "env.tools.command '/no/such/env-program' cannot run") != NULL, "%s",
+	          err);
+	rl_config_free(&cfg);
+	free(y);
+}
