@@ -373,3 +373,19 @@ void rl_loss_stats_add(struct rl_loss_stats *acc, const struct rl_loss_stats *st
 	acc->importance_weight += st->importance_weight;
 	acc->moe_aux_loss += st->moe_aux_loss;
 }
+
+struct rl_loss_batch rl_packed_loss_batch(const struct rl_packed *p, const float *curr)
+{
+	return (struct rl_loss_batch){
+	    .n_tokens = p->batch.n_tokens,
+	    .n_seqs = p->batch.n_seqs,
+	    .cu_seqlens = p->cu_seqlens,
+	    .curr = curr,
+	    .prev = p->prev,
+	    .gen = p->gen,
+	    .ref = p->ref,
+	    .token_mask = p->token_mask,
+	    .advantage = p->advantage,
+	    .sample_mask = p->sample_mask,
+	};
+}

@@ -3,8 +3,8 @@
  * penalty to a reference policy, and its gradient with respect to the
  * trained policy's token log-probabilities.
  * defines: struct rl_loss, rl_loss_init, struct rl_loss_batch,
- * struct rl_loss_norm, rl_loss_norm_add, struct rl_loss_stats, rl_loss_stats_add,
- * rl_loss_compute */
+ * rl_packed_loss_batch, struct rl_loss_norm, rl_loss_norm_add, struct rl_loss_stats,
+ * rl_loss_stats_add, rl_loss_compute */
 #ifndef RL_GRPO_LOSS_H
 #define RL_GRPO_LOSS_H
 
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "runtime/config/config.h"
+#include "runtime/grpo/rollout.h"
 
 enum rl_kl_type { RL_KL_K1, RL_KL_K2, RL_KL_K3 };
 enum rl_tis_type { RL_TIS_NONE, RL_TIS_TIS, RL_TIS_ICEPOP, RL_TIS_SEQ_MASK };
@@ -83,6 +84,10 @@ struct rl_loss_batch {
 	const double *advantage;   /* per sequence */
 	const double *sample_mask; /* per sequence: 1 counts, 0 excluded (overlong filtering) */
 };
+
+/* A packed micro-batch (rollout.h) as the loss reads it, with curr its
+ * rows' log-probs under the policy being trained. */
+struct rl_loss_batch rl_packed_loss_batch(const struct rl_packed *p, const float *curr);
 
 /* Denominators of the whole optimizer step (all micro-batches, later all
  * data-parallel ranks), so that any split of it gives the same loss and

@@ -66,22 +66,6 @@ static int *mb_samples(const struct rl_microbatches *mb, int b, const int *which
 	return s;
 }
 
-static struct rl_loss_batch loss_view(const struct rl_packed *p, const float *curr)
-{
-	return (struct rl_loss_batch){
-	    .n_tokens = p->batch.n_tokens,
-	    .n_seqs = p->batch.n_seqs,
-	    .cu_seqlens = p->cu_seqlens,
-	    .curr = curr,
-	    .prev = p->prev,
-	    .gen = p->gen,
-	    .ref = p->ref,
-	    .token_mask = p->token_mask,
-	    .advantage = p->advantage,
-	    .sample_mask = p->sample_mask,
-	};
-}
-
 /* One pass over micro-batches, as the pipeline schedule calls it back. */
 struct pass {
 	struct rl_trainer *t;
@@ -160,7 +144,7 @@ static int train_forward(void *ctx, int b, struct rl_acts *a, char *err, size_t 
 	if (rc == 0)
 		p->stats->moe_aux_loss += rl_acts_aux_loss(t->model, a);
 	if (rc == 0 && rl_model_last_stage(t->model)) {
-		struct rl_loss_batch lb = loss_view(&t->packed, t->row_lp);
+		struct rl_loss_batch lb = rl_packed_loss_batch(&t->packed, t->row_lp);
 		t->algo->loss(t, &lb, p->norm, t->row_grad, p->stats);
 	}
 	return rc;

@@ -247,20 +247,6 @@ struct step {
 	struct rl_loss_norm norm;
 };
 
-static struct rl_loss_batch view(const struct rl_packed *p, const float *curr)
-{
-	return (struct rl_loss_batch){.n_tokens = p->batch.n_tokens,
-	                              .n_seqs = p->batch.n_seqs,
-	                              .cu_seqlens = p->cu_seqlens,
-	                              .curr = curr,
-	                              .prev = p->prev,
-	                              .gen = p->gen,
-	                              .ref = p->ref,
-	                              .token_mask = p->token_mask,
-	                              .advantage = p->advantage,
-	                              .sample_mask = p->sample_mask};
-}
-
 /* The step's loss over both micro-batches, the policy's logprobs put at
  * the rows that predict each response token (row prompt_len + j - 1, as
  * rl_packed_scatter reads them); rows of no response token hold NaN. */
@@ -285,11 +271,11 @@ static void run_step(const struct variant *v, const struct episodes *e, struct s
 				x->curr[b][x->p[b].cu_seqlens[k] + s->prompt_len + j - 1] =
 				    e->curr[mb_samples[b][k]][j];
 		}
-		struct rl_loss_batch lb = view(&x->p[b], x->curr[b]);
+		struct rl_loss_batch lb = rl_packed_loss_batch(&x->p[b], x->curr[b]);
 		rl_loss_norm_add(&x->norm, &lb);
 	}
 	for (int b = 0; b < 2; b++) {
-		struct rl_loss_batch lb = view(&x->p[b], x->curr[b]);
+		struct rl_loss_batch lb = rl_packed_loss_batch(&x->p[b], x->curr[b]);
 		x->loss += rl_loss_compute(&l, &lb, &x->norm, x->dcurr[b], &x->st);
 	}
 }
@@ -504,7 +490,7 @@ static double *weight_gradient(struct rl_trainer *t, struct rl_packed *p, const 
 		p->gen[r] = t->row_lp[r] - gen[r];
 		p->ref[r] = t->row_lp[r] + 3 * gen[r];
 	}
-	lb = view(p, t->row_lp);
+	lb = rl_packed_loss_batch(p, t->row_lp);
 	rl_loss_norm_add(&norm, &lb);
 	*loss = rl_loss_compute(&t->loss, &lb, &norm, t->row_grad, NULL);
 	cr_assert_eq(rl_model_backward(t->model, a, t->row_grad, err, sizeof err), 0, "%s", err);
