@@ -916,11 +916,7 @@ int rl_env_wait(struct rl_env_pool *pool, double wait_s, struct rl_env_answer *o
 
 void rl_env_pool_failures(struct rl_env_pool *pool, struct rl_reward_failures *fail)
 {
-	fail->crashed += pool->fail.crashed;
-	fail->timed_out += pool->fail.timed_out;
-	fail->bad_output += pool->fail.bad_output;
-	if (!fail->first[0])
-		memcpy(fail->first, pool->fail.first, sizeof fail->first);
+	rl_reward_failures_add(fail, &pool->fail);
 	pool->fail = (struct rl_reward_failures){0};
 }
 

@@ -415,6 +415,15 @@ static bool step(struct job *j, struct worker *ws, int nw, struct pollfd *pfd)
 	return true;
 }
 
+void rl_reward_failures_add(struct rl_reward_failures *into, const struct rl_reward_failures *from)
+{
+	into->crashed += from->crashed;
+	into->timed_out += from->timed_out;
+	into->bad_output += from->bad_output;
+	if (!into->first[0] && from->first[0])
+		memcpy(into->first, from->first, sizeof into->first);
+}
+
 int rl_reward_workers(int num_workers)
 {
 	cpu_set_t set;

@@ -26,6 +26,10 @@ struct rl_reward_failures {
 	char first[320];
 };
 
+/* from's counts added into into's, and its first failure kept when
+ * into has none yet. */
+void rl_reward_failures_add(struct rl_reward_failures *into, const struct rl_reward_failures *from);
+
 /* How the program runs. */
 struct rl_reward_program {
 	const char *command; /* run by /bin/sh -c */

@@ -207,15 +207,8 @@ void rl_episodes_failures(struct rl_episodes *e, struct rl_reward_failures *fail
 		return;
 	if (e->pool)
 		rl_env_pool_failures(e->pool, fail);
-	struct rl_reward_failures *r = &e->received;
-	if (r->crashed + r->timed_out + r->bad_output > 0) {
-		fail->crashed += r->crashed;
-		fail->timed_out += r->timed_out;
-		fail->bad_output += r->bad_output;
-		if (!fail->first[0])
-			snprintf(fail->first, sizeof fail->first, "%s", r->first);
-	}
-	memset(r, 0, sizeof *r);
+	rl_reward_failures_add(fail, &e->received);
+	memset(&e->received, 0, sizeof e->received);
 }
 
 void rl_episodes_take_report(struct rl_episodes *e, struct rl_episodes_report *rep)

@@ -74,11 +74,7 @@ static void episode_failures(struct rl_trainer *t, int64_t *failures,
 
 	rl_episodes_failures(t->episodes, &env);
 	*failures += (int64_t)(env.crashed + env.timed_out + env.bad_output);
-	program->crashed += env.crashed;
-	program->timed_out += env.timed_out;
-	program->bad_output += env.bad_output;
-	if (!program->first[0] && env.first[0])
-		snprintf(program->first, sizeof program->first, "%s", env.first);
+	rl_reward_failures_add(program, &env);
 }
 
 /* A reward program that failed on every sample of the rollout (all ranks'
