@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "runtime/data/prompt.h"
+#include "runtime/env/builtin_env.h"
 #include "runtime/generate/session.h"
 #include "runtime/rollout/episodes.h"
 #include "runtime/rollout/observation.h"
@@ -13,18 +14,8 @@
 
 /* ---- settings ---- */
 
-/* The built-in environments, run as `<this rlrun> env NAME`. */
-static const char *const builtin_envs[] = {"calculator", "guess"};
-
-static bool builtin_env(const char *dataset)
-{
-	for (size_t i = 0; i < sizeof builtin_envs / sizeof *builtin_envs; i++)
-		if (strcmp(dataset, builtin_envs[i]) == 0)
-			return true;
-	return false;
-}
-
-/* "'<this program>' env NAME", the path quoted for sh. */
+/* "'<this program>' env NAME", the path quoted for sh: how a built-in
+ * environment (env/builtin_env.h) runs. */
 static char *builtin_command(const char *name, char *err, size_t errlen)
 {
 	char exe[PATH_MAX + 1];
@@ -89,7 +80,7 @@ int rl_episode_settings_init(struct rl_episode_settings *s, const struct rl_conf
 	const struct rl_cfg_env *env = name ? rl_config_env(cfg, name) : NULL;
 
 	memset(s, 0, sizeof *s);
-	if (name ? !(env && env->multi_turn) : !builtin_env(cfg->data.dataset_name))
+	if (name ? !(env && env->multi_turn) : !rl_env_builtin_known(cfg->data.dataset_name))
 		return 0;
 	if (cfg->policy.parallel.expert > 1) {
 		snprintf(err, errlen,
