@@ -461,23 +461,18 @@ static int answer_event(struct share *sh, const struct rl_env_answer *a, char *e
 	} else {
 		struct rl_observation o = {e->set.chat, e->set.chat_vars, e->set.observation_role,
 		                           sh->tok};
+		/* rendered after the turn (as its text, without a template),
+		 * then kept in the conversation */
+		if (rl_observation_render(&o, ep->messages, ep->turn_end, a->observation,
+		                          a->observation_len, &ids, &n_ids, &text, err, errlen))
+			goto out;
 		if (ep->messages) {
 			json_t *m = json_pack("{s:s, s:s%}", "role", e->set.observation_role,
 			                      "content", a->observation, a->observation_len);
-			if (!m) {
+			if (!m || json_array_append_new(ep->messages, m)) {
 				snprintf(err, errlen, "out of memory");
-				return -1;
-			}
-			/* rendered after the turn, then kept in the conversation */
-			if (rl_observation_render(&o, ep->messages, ep->turn_end, a->observation,
-			                          a->observation_len, &ids, &n_ids, &text, err,
-			                          errlen) ||
-			    json_array_append_new(ep->messages, m)) {
 				goto out;
 			}
-		} else if (rl_observation_render(&o, NULL, NULL, a->observation, a->observation_len,
-		                                 &ids, &n_ids, &text, err, errlen)) {
-			goto out;
 		}
 		/* the observation must fit with at least one token for the model */
 		if ((int64_t)ep->prompt_len + ep->len + (int64_t)n_ids + 1 > sh->max_len) {
