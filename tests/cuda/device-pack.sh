@@ -25,9 +25,12 @@
 # skips them: NCCL at world size 1, NCCL with a NCCL_HOSTID per rank, every layout with its ranks sharing the GPU
 # against the single GPU rank, SFT, DPO and distillation in tp2 and dp2
 # against theirs, the tiny GRPO in dp2 and tp2; MPICH's
-# mpiexec travels with the pack), then bench_gemm, bench_attention and
-# bench_model_gpu (RL_BENCH_PRECISION=bfloat16). RL_PACK_BENCH=0 skips the
-# benches.
+# mpiexec travels with the pack), multi-turn episodes in tp2, pp2, dp2,
+# tp2-dp2 and non-colocated dp2 against their single GPU rank, then
+# bench_gemm, bench_attention and bench_model_gpu
+# (RL_BENCH_PRECISION=bfloat16). RL_PACK_BENCH=0 skips the benches.
+# RL_PACK_STAGES="tests grpo algorithms multiturn ranks multiturn-ranks
+# bench" (all by default) names the stages to run.
 #
 # With this workplace's device tool: pack into .devpack (ignored by git),
 # carry it, and run `sh .devpack/run.sh $OUT` there.
@@ -115,15 +118,25 @@ for p in "$here"/bin/*; do
 done | tee -a "$logs/summary.txt"
 
 cd "$here/bin" || exit 1
-say "parity tests"
+# RL_PACK_STAGES names the stages to run (all by default): a second call
+# on the same lease can run one stage again without the others
+stage() {
+	case " ${RL_PACK_STAGES:-tests grpo algorithms multiturn ranks multiturn-ranks bench} " in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
 failed=0
-# shellcheck disable=SC2016
-ls test_* | grep -v '^test_comm$' | xargs -P 4 -I{} sh -c 'timeout '"${T_TEST:-150}"' ./{} -j1 >"$1/{}.log" 2>&1;
-	echo "{}: exit $?: $(grep -a Synthesis "$1/{}.log" | tail -1)"' sh "$logs" |
-	tee "$logs/tests.txt" | tee -a "$logs/summary.txt"
-failed=$(grep -vc ': exit 0:' "$logs/tests.txt")
-say "$failed test program(s) failed"
-save
+if stage tests; then
+	say "parity tests"
+	# shellcheck disable=SC2016
+	ls test_* | grep -v '^test_comm$' | xargs -P 4 -I{} sh -c 'timeout '"${T_TEST:-150}"' ./{} -j1 >"$1/{}.log" 2>&1;
+		echo "{}: exit $?: $(grep -a Synthesis "$1/{}.log" | tail -1)"' sh "$logs" |
+		tee "$logs/tests.txt" | tee -a "$logs/summary.txt"
+	failed=$(grep -vc ': exit 0:' "$logs/tests.txt")
+	say "$failed test program(s) failed"
+	save
+fi
 
 # The built-in tiny GRPO: on the CPUs (the reference), on the GPU in fp32
 # and in bf16. Their first step is on the same weights and samples, so the
@@ -146,7 +159,7 @@ grpo() { # NAME KEY=VALUE...
 		if (n) printf "%d steps, first %.4f, best %.4f, last 10 %.4f", n, f, b, s / k }' "$m" 2>/dev/null)"
 	save
 }
-if [ -x "$here/bin/rlrun" ]; then
+if stage grpo && [ -x "$here/bin/rlrun" ]; then
 	say "grpo"
 	grpo cpu-fp32 policy.backend=cpu policy.precision=float32
 	grpo gpu-fp32 policy.backend=cuda policy.precision=float32 logger.monitor_gpus=true \
@@ -210,7 +223,7 @@ algo() { # EXAMPLE BACKEND
 		grep -oE '"(reward_mean|loss|val_loss|accuracy|reverse_kl)":[^,}]*' | tr '\n' ' ')"
 	save
 }
-if [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
+if stage algorithms && [ -x "$here/bin/rlrun" ] && [ -d "$here/examples" ]; then
 	say "algorithms"
 	if [ -f "$here/examples/distill-tiny.yaml" ]; then
 		rm -rf /tmp/rl-algo/teacher /tmp/rl-algo/teacher.ck && mkdir -p /tmp/rl-algo
@@ -266,7 +279,7 @@ multiturn() { # BACKEND NAME
 		2>/dev/null | grep -oE '"(reward_mean|avg_turns_per_sample|loss)":[^,}]*' | tr '\n' ' ')"
 	save
 }
-if [ -x "$here/bin/rlrun" ] && [ -f "$here/examples/calculator-tiny.yaml" ]; then
+if stage multiturn && [ -x "$here/bin/rlrun" ] && [ -f "$here/examples/calculator-tiny.yaml" ]; then
 	say "multiturn"
 	multiturn cpu cpu
 	multiturn "${RL_PACK_DEVICE:-cuda}" gpu
@@ -309,8 +322,10 @@ compare() { # NAME REFERENCE
 		1e-4 2>&1 | tail -1)
 	say "  $1 vs $2: grads: $g; metrics: $m"
 }
-if [ "${RL_PACK_RANKS:-1}" = 1 ] && [ -x mpiexec.hydra ] && [ -x rlrun ]; then
-	export PATH="$here/bin:$PATH" HYDRA_LAUNCHER=fork
+export PATH="$here/bin:$PATH" HYDRA_LAUNCHER=fork
+tp=policy.parallel.tensor pp=policy.parallel.pipeline sp=policy.parallel.sequence_parallel=true
+apart="policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=2"
+if stage ranks && [ "${RL_PACK_RANKS:-1}" = 1 ] && [ -x mpiexec.hydra ] && [ -x rlrun ]; then
 	say "several ranks"
 	timeout 60 ./mpiexec.hydra -n 1 ./comm_nccl_check >"$logs/comm_nccl_check.log" 2>&1
 	say "NCCL at world size 1 (comm_nccl_check): exit $? (0 ran, 77 skipped)"
@@ -322,8 +337,6 @@ policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob
 data.env_name=digits"
 	r="env.digits.command=awk -f $here/bin/digit_reward.awk"
 	moe="policy.model_name=$here/models/qwen3-moe"
-	tp=policy.parallel.tensor pp=policy.parallel.pipeline sp=policy.parallel.sequence_parallel=true
-	apart="policy.generation.colocated.enabled=false policy.generation.colocated.resources.gpus_per_node=2"
 	# shellcheck disable=SC2086
 	{
 		ranks single 1 $d "$r"
@@ -394,7 +407,32 @@ data.env_name=digits"
 	}
 fi
 
-if [ "${RL_PACK_BENCH:-1}" = 1 ]; then
+# Multi-turn episodes (issue 31) on ranks sharing the GPU, as
+# tests/mpi/multiturn_layouts_test.sh holds them on the CPUs: tensor and
+# pipeline groups play their episodes together (their first rank talks to
+# the environment), data-parallel ranks each their share, generation ranks
+# apart from the trainers play them and send the samples with their loss
+# masks; each gives the single GPU rank's first gradient (1e-5) and three
+# steps' metrics (1e-4).
+if stage multiturn-ranks && [ "${RL_PACK_RANKS:-1}" = 1 ] && [ -x mpiexec.hydra ] && [ -x rlrun ] &&
+	[ -f "$here/examples/calculator-tiny.yaml" ]; then
+	say "multi-turn episodes on several ranks"
+	mt="$here/examples/calculator-tiny.yaml grpo.max_num_steps=3 grpo.num_prompts_per_step=8
+grpo.num_generations_per_prompt=4 policy.train_global_batch_size=16 policy.train_micro_batch_size=4
+policy.logprob_batch_size=8 checkpointing.enabled=false"
+	# shellcheck disable=SC2086
+	{
+		ranks mt-single 1 $mt
+		for l in "tp2 2 $tp=2" "pp2 2 $pp=2" "dp2 2" "tp2-dp2 4 $tp=2" "nc-dp2 4 $apart"; do
+			set -- $l
+			name=mt-$1 n=$2
+			shift 2
+			ranks "$name" "$n" $mt "$@" && compare "$name" mt-single
+		done
+	}
+fi
+
+if stage bench && [ "${RL_PACK_BENCH:-1}" = 1 ]; then
 	for b in bench_gemm bench_attention bench_rmsnorm bench_model_gpu bench_decode_gpu; do
 		[ -x "$b" ] || continue
 		timeout "${T_BENCH:-240}" ./"$b" >"$logs/$b.log" 2>&1
