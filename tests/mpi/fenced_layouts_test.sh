@@ -120,7 +120,8 @@ RL_OPS_FENCED=1 timeout -k 5 300 mpiexec -n 6 "$RLRUN" train $nc grpo.max_num_st
 probe=$!
 own_kb=0
 while kill -0 "$probe" 2>/dev/null; do
-	for p in $(pgrep -f "$RLRUN train"); do
+	# this run's ranks alone: another test's may run beside it (make -j)
+	for p in $(pgrep -f "logger.log_dir=$WORK/probe"); do
 		rank=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | sed -n 's/^PMI_RANK=//p')
 		[ "${rank:-0}" -ge 2 ] || continue
 		kb=$(awk '/^VmData:/ { print $2 }' "/proc/$p/status" 2>/dev/null)

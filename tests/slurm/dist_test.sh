@@ -331,6 +331,7 @@ for _ in $(seq 600); do
 		for p in /proc/[0-9]*; do
 			# slurmstepd starts tasks through /proc/self/exe: comm says "exe"
 			[ "$(tr '\0' '\n' <"$p/cmdline" 2>/dev/null | head -1)" = "$RLRUN" ] || continue
+			of_this_cluster "${p#/proc/}" || continue
 			tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx SLURM_PROCID=2 &&
 				victim=${p#/proc/}
 		done

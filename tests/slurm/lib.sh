@@ -71,6 +71,15 @@ slurm_start() {
 	eval "$exports"
 }
 
+# Process PID is a task of this test's cluster. make check runs two Slurm
+# tests at once, each its own cluster, and both clusters number their jobs
+# from 1: a job id or a task rank alone can name the other test's process
+# (dist_test.sh once killed preempt_test.sh's rank 2 instead of its own).
+# Every task inherits the SLURM_CONF of its srun or sbatch.
+of_this_cluster() { # PID
+	tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"
+}
+
 
 # A job that hangs fails its check instead of hanging make check (exit
 # status 124). --foreground: Ctrl-C still reaches srun at once.

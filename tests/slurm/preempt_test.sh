@@ -135,6 +135,7 @@ ranks_of() { # JOBID
 		[ "$(command_of "${p#/proc/}")" = "$RLRUN" ] || continue
 		parent=$(cut -d' ' -f4 "$p/stat" 2>/dev/null)
 		[ -n "$parent" ] && [ "$(command_of "$parent")" != "$RLRUN" ] || continue
+		of_this_cluster "${p#/proc/}" || continue
 		tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "SLURM_JOB_ID=$1" && echo "${p#/proc/}"
 	done
 }
