@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "runtime/env/builtin_env.h"
+#include "tests/unit/helpers.h"
 
 static const char *srcdir(void)
 {
@@ -26,20 +27,17 @@ static const char *srcdir(void)
 	return s && *s ? s : ".";
 }
 
-static char dir[64];
+static char *dir;
 
 static void make_dir(void)
 {
-	snprintf(dir, sizeof dir, "/tmp/rl-env-test-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	dir = tmp_dir();
 }
 
 static void remove_dir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
+	remove_tree(dir);
+	free(dir);
 }
 
 /* The rules worked by hand: calculator on 47+38 (85), guess with secret 7.

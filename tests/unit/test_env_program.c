@@ -25,6 +25,7 @@
 
 #include "runtime/env/env_program.h"
 #include "tests/unit/child_checks.h"
+#include "tests/unit/helpers.h"
 
 static double now_s(void)
 {
@@ -34,25 +35,19 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define expect_contains(text, needle)                                                              \
-	cr_expect(strstr((text), (needle)) != NULL, "missing \"%s\" in:\n%s", (needle), (text))
-
 /* ---- the test's environments ---- */
 
-static char dir[64];
+static char *dir;
 
 static void make_dir(void)
 {
-	snprintf(dir, sizeof dir, "/tmp/rl-env-test-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	dir = tmp_dir();
 }
 
 static void remove_dir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	cr_expect_eq(system(cmd), 0);
+	remove_tree(dir);
+	free(dir);
 }
 
 /* What every test environment shares, in POSIX sh: `handle LINE` plays
