@@ -103,6 +103,16 @@ expect_status 1 "an environment that fails on every episode stops the run" -- \
 expect_grep "$WORK/err" "the environment steps \\('exec $WORK/steps.sh'\\) failed on every one of the 16 episodes \\(16 crashed, 0 timed out, 0 bad output\\): stopping rather than training on reward 0" \
 	"  naming the environment, its command and what happened"
 [ ! -s crash/metrics.jsonl ] && ok "  no step was trained" || not_ok "  it trained"
+# non-colocated, the failures are the generation ranks': their counts and
+# the first failure's text reach training rank 0 in the episodes' reports
+export CRASH=1
+expect_status 1 "the same non-colocated: the generation ranks' failures stop the run" -- \
+	run nccrash 4 policy.generation.colocated.enabled=false \
+	policy.generation.colocated.resources.gpus_per_node=2
+unset CRASH
+expect_grep "$WORK/err" "rank 0: the environment steps \\('exec $WORK/steps.sh'\\) failed on every one of the 16 episodes \\(16 crashed, 0 timed out, 0 bad output\\): stopping rather than training on reward 0; the first: episode [0-9]+ turn 1: copy [0-9]+ exited with status 3: steps.sh: told to crash" \
+	"  with the replicas' counts and their first failure"
+[ ! -s nccrash/metrics.jsonl ] && ok "  no step was trained" || not_ok "  it trained"
 
 # refused by the config's rules (exit 2), or at setup (exit 1) without them
 timeout --foreground -k 5 300 env ASAN_OPTIONS="$mpi_asan" mpiexec -n 2 "$RLRUN" train \
