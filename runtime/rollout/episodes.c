@@ -217,15 +217,17 @@ void rl_episodes_take_report(struct rl_episodes *e, struct rl_episodes_report *r
 
 void rl_episodes_add_report(struct rl_episodes *e, const struct rl_episodes_report *rep)
 {
-	struct rl_reward_failures *r = &e->received;
+	/* a report's counts are the replica's own: never negative; its text
+	 * came over the wire: ended here */
+	struct rl_reward_failures f = {
+	    .crashed = rep->crashed > 0 ? (size_t)rep->crashed : 0,
+	    .timed_out = rep->timed_out > 0 ? (size_t)rep->timed_out : 0,
+	    .bad_output = rep->bad_output > 0 ? (size_t)rep->bad_output : 0,
+	};
 
+	snprintf(f.first, sizeof f.first, "%.*s", (int)sizeof rep->first - 1, rep->first);
 	rl_episode_stats_add(&e->stats, &rep->stats);
-	/* a report's counts are the replica's own: never negative */
-	r->crashed += rep->crashed > 0 ? (size_t)rep->crashed : 0;
-	r->timed_out += rep->timed_out > 0 ? (size_t)rep->timed_out : 0;
-	r->bad_output += rep->bad_output > 0 ? (size_t)rep->bad_output : 0;
-	if (!r->first[0] && rep->first[0])
-		snprintf(r->first, sizeof r->first, "%.*s", (int)sizeof rep->first - 1, rep->first);
+	rl_reward_failures_add(&e->received, &f);
 }
 
 void rl_episodes_report_add(struct rl_episodes_report *a, const struct rl_episodes_report *b)
