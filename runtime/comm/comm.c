@@ -116,50 +116,34 @@ static void back_off(unsigned polls)
 	nanosleep(&ts, NULL);
 }
 
-/* Polls req until it completes; this rank is "waiting" meanwhile, in the
- * watchdog's answers, on the operation described in desc. */
+/* Polls req until it completes; this rank is "waiting" meanwhile, on the
+ * operation described in desc: the watchdog's thread times it, and gives
+ * up past the timeout whether or not the backend ever returns. */
 static void wait_started(struct rl_comm *c, void *req, const char *desc)
 {
 	struct rl_comm_world *w = c->world;
 	char err[512];
 
-	pthread_mutex_lock(&w->lock);
-	w->now.waiting = 1;
-	snprintf(w->now.what, sizeof w->now.what, "%s", desc);
-	pthread_mutex_unlock(&w->lock);
-
-	double start = rl_now();
+	rl_watchdog_begin_wait(w, desc, true);
 	for (unsigned polls = 0;; polls++) {
 		int rc = c->be->test(c, req, err, sizeof err);
 
 		if (rc == 1)
 			break;
-		double waited = rl_now() - start;
 		if (rc < 0)
-			rl_watchdog_fire(w, c, waited, err);
-		if (w->timeout_s > 0 && waited > w->timeout_s) {
-			if (!w->patient || !rl_watchdog_others_working(w))
-				rl_watchdog_fire(w, c, waited, NULL);
-			start = rl_now();
-		}
-		if (!w->has_answerer && polls % 256 == 255)
+			rl_watchdog_fire(w, err);
+		if (!w->thread_multiple && polls % 256 == 255)
 			rl_watchdog_serve(w);
 		back_off(polls);
 	}
-	pthread_mutex_lock(&w->lock);
-	w->now.waiting = 0;
-	pthread_mutex_unlock(&w->lock);
+	rl_watchdog_end_wait(w);
 }
 
 /* A failed operation described by desc: the watchdog's message names it. */
 static _Noreturn void fire_on(struct rl_comm *c, const char *desc, const char *err)
 {
-	struct rl_comm_world *w = c->world;
-
-	pthread_mutex_lock(&w->lock);
-	snprintf(w->now.what, sizeof w->now.what, "%s", desc);
-	pthread_mutex_unlock(&w->lock);
-	rl_watchdog_fire(w, c, 0, err);
+	rl_watchdog_begin_wait(c->world, desc, true);
+	rl_watchdog_fire(c->world, err);
 }
 
 /* Numbers the operation and starts it on the backend; desc gets its
@@ -312,7 +296,7 @@ void rl_comm_wait(struct rl_comm_request *r)
 
 void rl_comm_set_patient(struct rl_comm *c, bool patient)
 {
-	c->world->patient = patient;
+	atomic_store(&c->world->patient, patient);
 }
 
 void rl_comm_all_reduce(struct rl_comm *c, void *buf, size_t count, enum rl_comm_dtype t,
@@ -409,10 +393,13 @@ void rl_comm_barrier(struct rl_comm *c, const char *what)
 	run(c, &o, what);
 }
 
+/* The world's list of groups is read by the watchdog's thread too. */
 static void link_open(struct rl_comm *c)
 {
+	pthread_mutex_lock(&c->world->lock);
 	c->next_open = c->world->open;
 	c->world->open = c;
+	pthread_mutex_unlock(&c->world->lock);
 }
 
 int rl_comm_split(struct rl_comm *parent, int color, int key, const char *name,
@@ -471,6 +458,14 @@ static struct rl_comm *new_face(struct rl_comm *c)
 	return f;
 }
 
+/* The watchdog's thread reads the faces (their libraries' errors). */
+static void set_device(struct rl_comm *c, struct rl_comm *f)
+{
+	pthread_mutex_lock(&c->world->lock);
+	c->device = f;
+	pthread_mutex_unlock(&c->world->lock);
+}
+
 static void free_face(struct rl_comm *f)
 {
 	if (!f || !f->of_group)
@@ -500,7 +495,7 @@ int rl_comm_connect_device(struct rl_comm *parent, struct rl_comm *c, int color,
 			free(f);
 			return -1;
 		}
-		c->device = f;
+		set_device(c, f);
 		return 0;
 	}
 #ifdef RL_HAVE_NCCL
@@ -522,7 +517,7 @@ int rl_comm_connect_device(struct rl_comm *parent, struct rl_comm *c, int color,
 		free(f);
 		return rc;
 	}
-	c->device = f;
+	set_device(c, f);
 	return 0;
 #else
 	(void)parent, (void)color, (void)key;
@@ -536,16 +531,26 @@ int rl_comm_connect_device(struct rl_comm *parent, struct rl_comm *c, int color,
 
 void rl_comm_free(struct rl_comm *c)
 {
+	struct rl_comm_world *w;
+	char desc[64];
+
 	if (!c)
 		return;
-	for (struct rl_comm **p = &c->world->open; *p; p = &(*p)->next_open)
+	w = c->world;
+	pthread_mutex_lock(&w->lock);
+	for (struct rl_comm **p = &w->open; *p; p = &(*p)->next_open)
 		if (*p == c) {
 			*p = c->next_open;
 			break;
 		}
+	pthread_mutex_unlock(&w->lock);
+	/* NCCL's destroy waits for what is queued, a peer that died included */
+	snprintf(desc, sizeof desc, "freeing group %s", c->name);
+	rl_watchdog_begin_wait(w, desc, false);
 	free_face(c->device);
 	c->be->free(c);
 	if (c->host)
 		rl_comm_mpi_free_host(c);
+	rl_watchdog_end_wait(w);
 	free(c);
 }

@@ -3,12 +3,17 @@
  * mpiexec), NCCL for device buffers. A struct rl_comm is one group: the
  * world, or a sub-group the layout names (tp, dp-cp, ...).
  *
- * Every collective is watched. A call returns when the operation is
- * complete on this rank; when it waits longer than the run's collective
- * timeout, or the backend reports a broken peer, this rank asks every other
- * rank where it stands, prints which collective is stuck and which ranks do
- * not answer, aborts its communicators and exits with RL_COMM_EXIT: the
- * callers never see a failure, and a run never hangs silently.
+ * Every collective is watched, by a thread of the watchdog's own that does
+ * not need the main thread to come back from MPI, UCX or CUDA. A call
+ * returns when the operation is complete on this rank; when it waits longer
+ * than the run's collective timeout, or the backend reports a broken peer,
+ * this rank asks every other rank where it stands, prints which collective
+ * is stuck and which ranks do not answer, tells the ranks that answered
+ * (which give up at once, naming the same ranks), runs the run's failure
+ * handler, aborts its communicators and exits with RL_COMM_EXIT: the
+ * callers never see a failure, and a run never hangs silently. The setup's
+ * blocking calls (MPI_Init's rendezvous, communicator splits, NCCL's
+ * initialisation) and MPI_Finalize are watched the same way.
  * defines: enum rl_comm_dtype, enum rl_comm_reduce, struct rl_comm_world,
  * struct rl_comm, rl_comm_world_init, rl_comm_world_finalize,
  * rl_comm_split, rl_comm_free, rl_comm_set_patient, rl_comm_all_reduce, rl_comm_reduce_scatter,
@@ -17,7 +22,7 @@
  * rl_comm_start_broadcast, rl_comm_start_send, rl_comm_start_reduce_scatter,
  * rl_comm_start_all_gather, rl_comm_test, rl_comm_wait, rl_comm_abort_run,
  * enum rl_comm_transport, struct rl_comm_stage, rl_comm_connect_device, rl_comm_device,
- * rl_comm_transport_name */
+ * rl_comm_transport_name, struct rl_comm_failure, rl_comm_failure_fn, rl_comm_on_failure */
 #ifndef RL_COMM_COMM_H
 #define RL_COMM_COMM_H
 
@@ -41,6 +46,28 @@ size_t rl_comm_dtype_size(enum rl_comm_dtype t);
 
 struct rl_comm_world; /* the process's MPI world and its watchdog */
 struct rl_comm;       /* one group */
+
+/* What a rank's watchdog found when it gave up, handed to the run's
+ * failure handler before the process ends. */
+struct rl_comm_failure {
+	int rank;         /* this rank, in the world */
+	const char *host; /* this rank's node */
+	/* this rank found the failure itself (its wait timed out, an
+	 * operation failed, the rank failed), rather than being told by
+	 * another rank's watchdog: it acts for the run */
+	bool found_here;
+	const char *report; /* what this rank printed */
+	int n_lost;         /* ranks that did not answer: dead, or hung */
+	const int *lost;
+	const char *const *lost_hosts; /* their nodes ("" where unknown) */
+};
+typedef void (*rl_comm_failure_fn)(void *arg, const struct rl_comm_failure *f);
+/* fn runs on whichever thread reports, after the report and before the
+ * process ends: it must not use the run's groups, and has a few seconds
+ * (the watchdog's monitor ends the process then). NULL: none. w NULL:
+ * the handler of the worlds made from now on, from the first moment of
+ * their setup. */
+void rl_comm_on_failure(struct rl_comm_world *w, rl_comm_failure_fn fn, void *arg);
 
 /* Starts MPI (a singleton when no launcher started this process) and the
  * watchdog's answering thread. expect_world > 0 is the size the layout was
@@ -170,8 +197,9 @@ bool rl_comm_test(struct rl_comm_request *r);
 void rl_comm_wait(struct rl_comm_request *r);
 
 /* A rank that cannot go on (bad data, a failed reward program) ends the
- * whole run at once instead of leaving the others to time out: prints msg
- * and aborts every rank with status. Does not return. */
+ * whole run at once instead of leaving the others to time out: prints msg,
+ * runs the failure handler and aborts every rank with status. Does not
+ * return. */
 _Noreturn void rl_comm_abort_run(struct rl_comm_world *w, int status, const char *msg);
 
 #endif

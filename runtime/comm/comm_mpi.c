@@ -247,7 +247,13 @@ int rl_comm_mpi_split_host(struct rl_comm *parent, int color, int key, struct rl
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	rc = MPI_Comm_split(mpi_of(parent->host), color < 0 ? MPI_UNDEFINED : color, key, comm);
+	char desc[96];
+
+	snprintf(desc, sizeof desc, "MPI_Comm_split of group %s from %s", child->name,
+	         parent->name);
+	rc = RL_WATCHED(parent->world, desc,
+	                MPI_Comm_split(mpi_of(parent->host), color < 0 ? MPI_UNDEFINED : color,
+	                               key, comm));
 	if (rc != MPI_SUCCESS) {
 		mpi_message(rc, "MPI_Comm_split", err, errlen);
 		free(comm);
@@ -269,7 +275,9 @@ int rl_comm_mpi_split_host(struct rl_comm *parent, int color, int key, struct rl
 		return -1;
 	}
 	int me = parent->world->rank;
-	rc = MPI_Allgather(&me, 1, MPI_INT, child->members, 1, MPI_INT, *comm);
+	snprintf(desc, sizeof desc, "MPI_Allgather of group %s's members", child->name);
+	rc = RL_WATCHED(parent->world, desc,
+	                MPI_Allgather(&me, 1, MPI_INT, child->members, 1, MPI_INT, *comm));
 	if (rc != MPI_SUCCESS) {
 		mpi_message(rc, "MPI_Allgather", err, errlen);
 		rl_comm_mpi_free_host(child);

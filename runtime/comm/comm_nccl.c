@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ struct nccl_group {
 	ncclComm_t comm;
 	int32_t *scratch;     /* one int32 on the device: the barrier's payload */
 	cudaStream_t overlap; /* the overlapped operations' stream, made at first use */
+	/* set by the watchdog's thread (ncclCommAbort): comm is gone, the
+	 * rest stays for the main thread, which may still be in a call */
+	atomic_int aborted;
 };
 
 struct nccl_req {
@@ -189,9 +193,9 @@ static int nccl_start(struct rl_comm *c, const struct rl_comm_op *op, void **req
 	cudaError_t crc;
 	cudaStream_t s;
 
-	if (!g) {
-		snprintf(err, errlen, "comm_nccl: group %s has no communicator (aborted?)",
-		         c->name);
+	if (!g || atomic_load(&g->aborted)) {
+		snprintf(err, errlen, "comm_nccl: group %s %s", c->name,
+		         g ? "was aborted" : "has no communicator");
 		return -1;
 	}
 	if (op->kind == RL_OP_BARRIER && scratch(g, err, errlen))
@@ -281,7 +285,7 @@ static int nccl_test(struct rl_comm *c, void *req, char *err, size_t errlen)
 	} else if (crc == cudaErrorNotReady) {
 		/* a dead peer leaves the kernel spinning: only NCCL's own
 		 * watchdog knows, and says so here */
-		if (!g) {
+		if (!g || atomic_load(&g->aborted)) {
 			snprintf(err, errlen, "comm_nccl: group %s was aborted", c->name);
 		} else if ((rc = ncclCommGetAsyncError(g->comm, &async)) != ncclSuccess) {
 			nccl_message(rc, "ncclCommGetAsyncError", err, errlen);
@@ -326,7 +330,12 @@ static int nccl_split(struct rl_comm *parent, int color, int key, struct rl_comm
 	}
 	/* ncclCommSplit is collective over the parent: a rank that belongs to
 	 * no group still takes part, or the others would wait for it forever */
-	rc = ncclCommSplit(pg->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, NULL);
+	char desc[96];
+
+	snprintf(desc, sizeof desc, "ncclCommSplit from group %s", parent->name);
+	rc = (ncclResult_t)RL_WATCHED(
+	    parent->world, desc,
+	    ncclCommSplit(pg->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, NULL));
 	if (rc != ncclSuccess) {
 		nccl_message(rc, "ncclCommSplit", err, errlen);
 		return -1;
@@ -361,8 +370,10 @@ int rl_comm_nccl_from_mpi(struct rl_comm *parent, int color, int key, struct rl_
 		         parent->name);
 		return -1;
 	}
-	if (MPI_Comm_split(*(MPI_Comm *)parent->impl, color < 0 ? MPI_UNDEFINED : color, key,
-	                   &tmp) != MPI_SUCCESS) {
+	if (RL_WATCHED(parent->world, "MPI_Comm_split for NCCL's first group",
+	               MPI_Comm_split(*(MPI_Comm *)parent->impl,
+	                              color < 0 ? MPI_UNDEFINED : color, key, &tmp)) !=
+	    MPI_SUCCESS) {
 		snprintf(err, errlen, "comm_nccl: NCCL group from %s: MPI_Comm_split failed",
 		         parent->name);
 		return -1;
@@ -377,7 +388,8 @@ int rl_comm_nccl_from_mpi(struct rl_comm *parent, int color, int key, struct rl_
 		msg[0] = (unsigned char)ncclGetUniqueId(&id);
 		memcpy(msg + 1, &id, sizeof id);
 	}
-	if (MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, tmp) != MPI_SUCCESS) {
+	if (RL_WATCHED(parent->world, "MPI_Bcast of NCCL's unique id",
+	               MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, 0, tmp)) != MPI_SUCCESS) {
 		snprintf(err, errlen, "comm_nccl: NCCL group from %s: MPI_Bcast of the id failed",
 		         parent->name);
 		MPI_Comm_free(&tmp);
@@ -391,7 +403,8 @@ int rl_comm_nccl_from_mpi(struct rl_comm *parent, int color, int key, struct rl_
 		return -1;
 	}
 	memcpy(&id, msg + 1, sizeof id);
-	rc = ncclCommInitRank(&comm, size, id, rank);
+	rc = (ncclResult_t)RL_WATCHED(parent->world, "ncclCommInitRank (NCCL's first group)",
+	                              ncclCommInitRank(&comm, size, id, rank));
 	if (rc != ncclSuccess) {
 		nccl_message(rc, "ncclCommInitRank", err, errlen);
 		return -1;
@@ -399,17 +412,37 @@ int rl_comm_nccl_from_mpi(struct rl_comm *parent, int color, int key, struct rl_
 	return adopt(child, comm, err, errlen);
 }
 
-/* The scratch buffer is left behind: cudaFree synchronizes the device,
- * which an abort must not wait on, and the process exits next. */
+/* From the watchdog's thread, while the main thread may still be inside
+ * a call on the group: the communicator is aborted (its kernels end, its
+ * calls return), nothing is freed, and the process exits next. */
 static void nccl_abort(struct rl_comm *c)
 {
 	struct nccl_group *g = c->impl;
 
-	if (!g)
+	if (!g || atomic_exchange(&g->aborted, 1))
 		return;
 	ncclCommAbort(g->comm);
-	free(g);
-	c->impl = NULL;
+}
+
+/* NCCL finds a dead peer or a broken link in its own threads; a kernel
+ * waiting for that peer never ends, so this is how the watchdog hears. */
+static int nccl_check(struct rl_comm *c, char *err, size_t errlen)
+{
+	struct nccl_group *g = c->impl;
+	ncclResult_t rc, async = ncclSuccess;
+
+	if (!g || atomic_load(&g->aborted))
+		return 0;
+	rc = ncclCommGetAsyncError(g->comm, &async);
+	if (rc != ncclSuccess) {
+		nccl_message(rc, "ncclCommGetAsyncError", err, errlen);
+		return -1;
+	}
+	if (async != ncclSuccess && async != ncclInProgress) {
+		nccl_message(async, "asynchronous error", err, errlen);
+		return -1;
+	}
+	return 0;
 }
 
 static void nccl_free(struct rl_comm *c)
@@ -420,7 +453,8 @@ static void nccl_free(struct rl_comm *c)
 		return;
 	/* without ncclCommFinalize, ncclCommDestroy finalizes itself: what is
 	 * still queued completes before the resources go */
-	ncclCommDestroy(g->comm);
+	if (!atomic_load(&g->aborted))
+		ncclCommDestroy(g->comm);
 	cudaFree(g->scratch);
 	if (g->overlap)
 		cudaStreamDestroy(g->overlap);
@@ -435,6 +469,7 @@ const struct rl_comm_backend rl_comm_nccl_backend = {
     .split = nccl_split,
     .abort = nccl_abort,
     .free = nccl_free,
+    .check = nccl_check,
 };
 
 #else

@@ -274,7 +274,9 @@ int rl_comm_staged_face(struct rl_comm *c, struct rl_comm *face, char *err, size
 	MPI_Comm *comm = malloc(sizeof *comm);
 
 	/* a communicator of its own over the same members: collective over c */
-	if (!f || !comm || MPI_Comm_dup(*(MPI_Comm *)c->host, comm) != MPI_SUCCESS) {
+	if (!f || !comm ||
+	    RL_WATCHED(c->world, "MPI_Comm_dup for a staged device face",
+	               MPI_Comm_dup(*(MPI_Comm *)c->host, comm)) != MPI_SUCCESS) {
 		snprintf(err, errlen, "comm_staged: %s",
 		         f && comm ? "MPI_Comm_dup failed" : "out of memory");
 		free(f);

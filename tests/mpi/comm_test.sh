@@ -41,4 +41,31 @@ fails "test_comm --fenced device-host: a device collective given host memory fai
 	"a device sum of host memory failed .*not device memory of this run's backend"
 fails "test_comm --fenced host-fenced: a host collective given fenced memory fails" host-fenced \
 	"a host sum of device memory failed .*host collective was given device memory"
+
+# A rank stopped (SIGSTOP: alive, silent) inside a collective or before a
+# split of the setup (MPI_Comm_split, which blocks the main thread in MPI):
+# the watchdog's own thread times the wait, so every other rank names the
+# stopped one and the wait it is stuck in, and exits with status 3, within
+# the timeout + 10 s. mpiexec then ends the stopped rank.
+for where in collective split; do
+	t0=$(date +%s)
+	timeout --foreground -k 5 60 mpiexec -n 4 "$bin/test_comm" --stop 2 2 "$where" \
+		>"$WORK/out" 2>"$WORK/err"
+	status=$? took=$(($(date +%s) - t0))
+	[ "$status" != 0 ] && [ "$status" != 124 ] && [ "$took" -le 12 ] &&
+		ok "rank 2 stopped before a $where: the run ended in $took s (exit $status)" || {
+		not_ok "rank 2 stopped before a $where: exit $status after $took s"
+		sed 's/^/  | /' "$WORK/err" | head -20
+	}
+	for r in 0 1 3; do
+		expect_grep "$WORK/err" "^rlrun: rank $r: .*rank 2 does not answer" "  rank $r names rank 2"
+	done
+	if [ "$where" = split ]; then
+		expect_grep "$WORK/err" "MPI_Comm_split of group half from world has waited" \
+			"  and the split it waits in"
+	else
+		expect_grep "$WORK/err" "collective #[0-9]+ all_reduce .*: the one the victim never joins" \
+			"  and the collective it waits in"
+	fi
+done
 finish

@@ -17,6 +17,12 @@
  *   test_comm --die RANK S    rank RANK kills itself before an all-reduce;
  *                             the others must be stopped by the watchdog
  *                             (timeout S seconds)
+ *   test_comm --stop RANK S WHERE  rank RANK stops itself (SIGSTOP) before
+ *                             an all-reduce (WHERE collective) or before a
+ *                             communicator split, a blocking call of the
+ *                             setup (WHERE split): every other rank must
+ *                             name it and exit with status 3 within S + 10
+ *                             seconds, whatever its main thread is in
  * Run with mpiexec -n N or srun --mpi=pmi2 -n N. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -349,6 +355,30 @@ int main(int argc, char **argv)
 		        me, victim);
 		return 1;
 	}
+	if (argc == 5 && strcmp(argv[1], "--stop") == 0) {
+		int victim = atoi(argv[2]);
+		bool split = strcmp(argv[4], "split") == 0;
+		struct rl_comm *half = NULL;
+
+		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
+		    rl_dist_init(&d, &l, NULL, -1, atof(argv[3]), err, sizeof err)) {
+			fprintf(stderr, "test_comm: %s\n", err);
+			return 1;
+		}
+		me = d.rank;
+		double x = 1;
+		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM, "warm-up");
+		if (me == victim)
+			raise(SIGSTOP);
+		if (split)
+			rl_comm_split(d.g[RL_G_WORLD], me % 2, me, "half", &half, err, sizeof err);
+		else
+			rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM,
+			                   "the one the victim never joins");
+		fprintf(stderr, "test_comm: rank %d: the %s completed without rank %d\n", me,
+		        split ? "split" : "all-reduce", victim);
+		return 1;
+	}
 	if (argc == 3 && strcmp(argv[1], "--fenced") == 0) {
 		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
 		    rl_dist_init(&d, &l, NULL, -1, 60, err, sizeof err)) {
@@ -366,7 +396,8 @@ int main(int argc, char **argv)
 	bool staged = argc == 5 && strcmp(argv[1], "--staged") == 0;
 	if (argc != 4 && !staged) {
 		fprintf(stderr, "usage: test_comm [--staged] TP PP CP | test_comm --fenced MODE | "
-		                "test_comm --die RANK TIMEOUT\n");
+		                "test_comm --die RANK TIMEOUT | "
+		                "test_comm --stop RANK TIMEOUT collective|split\n");
 		return 2;
 	}
 	char **size = argv + 1 + staged;
