@@ -109,9 +109,11 @@ static int run(int argc, char **argv, enum rl_algorithm verb, bool any)
 		rl_config_free(&cfg);
 		return RL_EXIT_FAIL;
 	}
-	/* one process needs no MPI; several meet in it */
+	/* one process needs no MPI; several meet in it, their failures
+	 * watched from the first moment */
 	struct rl_dist dist, *d = NULL;
 	if (id.world > 1) {
+		rl_train_watch_failures();
 		struct rl_dist_roles roles = {id.generation_ranks, id.generation_tp};
 
 		if (rl_dist_init(&dist, &id.layout, &roles, id.rank, cfg.cluster.collective_timeout,

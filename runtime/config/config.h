@@ -148,6 +148,11 @@ struct rl_cfg_checkpointing {
 	char *resume;
 	char *signal;
 	bool async_save;
+	/* what a failure (a rank lost, a collective stuck, a rank's error)
+	 * does: runtime/job/failure.c */
+	char *requeue_on_failure; /* auto, true or false */
+	int64_t max_failure_restarts;
+	bool exclude_failed_nodes;
 };
 
 struct rl_cfg_parallel {

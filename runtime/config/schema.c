@@ -301,6 +301,23 @@ const struct rl_key rl_schema[] = {
             "Slurm job at the next step boundary (checkpoint(5))"},
     {"checkpointing.async_save", RL_T_BOOL, OFF(checkpointing.async_save), "true",
      .doc = "write checkpoints in the background after a host copy"},
+    {"checkpointing.requeue_on_failure", RL_T_ENUM, OFF(checkpointing.requeue_on_failure),
+     "auto", .choices = "auto|true|false",
+     .doc = "when the watchdog finds a rank lost or a collective stuck, or a rank fails, once the "
+            "run is set up: requeue the Slurm job, which resumes from the newest "
+            "checkpoint (as after a preemption); auto: when the job can be requeued (sbatch, "
+            "and --requeue or JobRequeue=1); otherwise the job step ends, so that no hung rank "
+            "holds the allocation (checkpoint(5), FAILURES)"},
+    {"checkpointing.max_failure_restarts", RL_T_INT, OFF(checkpointing.max_failure_restarts), "3",
+     AT_LEAST(0),
+     .doc = "failures of one Slurm job that requeue it, counted in checkpoint_dir/failures/ "
+            "(every failure counts, whatever progress came between; a preemption does not); "
+            "the next one ends the job with the history of its failures"},
+    {"checkpointing.exclude_failed_nodes", RL_T_BOOL, OFF(checkpointing.exclude_failed_nodes),
+     "false",
+     .doc = "after a failure's requeue, add the nodes of the ranks that were lost to the job's "
+            "excluded nodes (scontrol update ExcNodeList, which Slurm lets a job's owner do "
+            "while it is pending), so that it resumes elsewhere"},
     NOT_YET_UNLESS("checkpointing.checkpoint_must_save_by", "null",
                    "slurm-rl saves on the preemption signal and the job's end time instead"),
     NOT_YET_UNLESS("checkpointing.save_optimizer", "true",

@@ -2,6 +2,8 @@
  * asks, and rarely: every query is a message to the controller. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,42 +16,60 @@
 
 static bool slurm_ready;
 
-static uint32_t env_u32(const char *name)
+/* NAME's value as an unsigned 32-bit number; false when unset or not one */
+static bool env_u32_of(const char *name, uint32_t *out)
 {
 	const char *v = getenv(name);
 	char *end;
 	unsigned long n;
 
 	if (!v || !*v)
-		return 0;
+		return false;
 	errno = 0;
 	n = strtoul(v, &end, 10);
-	return errno || *end || n > UINT32_MAX ? 0 : (uint32_t)n;
+	if (errno || *end || n > UINT32_MAX)
+		return false;
+	*out = (uint32_t)n;
+	return true;
+}
+
+static uint32_t env_u32(const char *name)
+{
+	uint32_t n = 0;
+
+	return env_u32_of(name, &n) ? n : 0;
 }
 
 /* libslurm retries a configuration file it cannot read for a minute and
- * then exits the process: look first. */
+ * then exits the process: look first. Once per process, from whichever
+ * thread comes first (the watchdog's failure handler may). */
+static pthread_mutex_t slurm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static bool init_slurm(char *why, size_t whylen)
 {
 	const char *conf = getenv("SLURM_CONF");
+	bool ready;
 
-	if (slurm_ready)
-		return true;
+	pthread_mutex_lock(&slurm_lock);
 	if (!conf || !*conf)
 		conf = "/etc/slurm/slurm.conf";
-	if (access(conf, R_OK) != 0) {
+	if (!slurm_ready && access(conf, R_OK) != 0) {
 		snprintf(why, whylen, "cannot read Slurm's configuration %s: %s", conf,
 		         strerror(errno));
-		return false;
+	} else if (!slurm_ready) {
+		slurm_init(NULL);
+		slurm_ready = true;
 	}
-	slurm_init(NULL);
-	slurm_ready = true;
-	return true;
+	ready = slurm_ready;
+	pthread_mutex_unlock(&slurm_lock);
+	return ready;
 }
 
 void rl_slurm_job_from_env(struct rl_slurm_job *j)
 {
 	j->id = env_u32("SLURM_JOB_ID");
+	if (!env_u32_of("SLURM_STEP_ID", &j->step_id))
+		j->step_id = UINT32_MAX;
 	j->restart_count = (int)env_u32("SLURM_RESTART_COUNT");
 	j->known = false;
 	j->why[0] = '\0';
@@ -109,9 +129,104 @@ int rl_slurm_job_requeue(const struct rl_slurm_job *j, char *err, size_t errlen)
 	return -1;
 }
 
+/* The names of list (comma separated, Slurm's hostlist ranges left as
+ * they are) and of nodes, each once. */
+static int merge_nodes(const char *list, const char *const *nodes, int n, char *out, size_t len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	if (list && *list) {
+		if (strlen(list) >= len)
+			return -1;
+		used = (size_t)snprintf(out, len, "%s", list);
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = nodes[i];
+		bool seen = false;
+
+		if (!name || !*name)
+			continue;
+		/* already listed, as a whole name between commas */
+		for (const char *p = out; (p = strstr(p, name)) != NULL; p++) {
+			size_t k = strlen(name);
+
+			if ((p == out || p[-1] == ',') && (p[k] == ',' || p[k] == '\0')) {
+				seen = true;
+				break;
+			}
+		}
+		if (seen)
+			continue;
+		int k = snprintf(out + used, len - used, "%s%s", used ? "," : "", name);
+		if (k < 0 || (size_t)k >= len - used)
+			return -1;
+		used += (size_t)k;
+	}
+	return 0;
+}
+
+int rl_slurm_job_exclude_nodes(const struct rl_slurm_job *j, const char *const *nodes, int n,
+                               char *list, size_t listlen, char *err, size_t errlen)
+{
+	job_info_msg_t *msg = NULL;
+	job_desc_msg_t desc;
+	char why[256];
+	int rc;
+
+	if (!j->id || !init_slurm(why, sizeof why)) {
+		snprintf(err, errlen, "%s", j->id ? why : "not a Slurm job");
+		return -1;
+	}
+	if (slurm_load_job(&msg, j->id, SHOW_DETAIL) != SLURM_SUCCESS || msg->record_count < 1) {
+		snprintf(err, errlen, "slurmctld does not say how job %u is: %s", j->id,
+		         msg ? "no record" : slurm_strerror(slurm_get_errno()));
+		if (msg)
+			slurm_free_job_info_msg(msg);
+		return -1;
+	}
+	rc = merge_nodes(msg->job_array[0].exc_nodes, nodes, n, list, listlen);
+	slurm_free_job_info_msg(msg);
+	if (rc) {
+		snprintf(err, errlen, "the list of excluded nodes is too long");
+		return -1;
+	}
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = j->id;
+	desc.exc_nodes = list;
+	if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+		snprintf(err, errlen, "slurm_update_job(job %u, ExcNodeList=%s): %s", j->id, list,
+		         slurm_strerror(slurm_get_errno()));
+		return -1;
+	}
+	return 0;
+}
+
+int rl_slurm_job_end_step(const struct rl_slurm_job *j, char *err, size_t errlen)
+{
+	char why[256];
+
+	if (!j->id || j->step_id == UINT32_MAX) {
+		snprintf(err, errlen, "not in a Slurm job step");
+		return -1;
+	}
+	if (!init_slurm(why, sizeof why)) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	if (slurm_kill_job_step(j->id, j->step_id, SIGKILL) != SLURM_SUCCESS) {
+		snprintf(err, errlen, "slurm_kill_job_step(%u.%u): %s", j->id, j->step_id,
+		         slurm_strerror(slurm_get_errno()));
+		return -1;
+	}
+	return 0;
+}
+
 void rl_slurm_job_done(void)
 {
+	pthread_mutex_lock(&slurm_lock);
 	if (slurm_ready)
 		slurm_fini();
 	slurm_ready = false;
+	pthread_mutex_unlock(&slurm_lock);
 }

@@ -9,6 +9,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/plural.h"
 #include "runtime/chat/chat_template.h"
+#include "runtime/job/failure.h"
 #include "runtime/job/slurm_job.h"
 #include "runtime/job/stop_signal.h"
 #include "runtime/job/watch.h"
@@ -279,6 +280,47 @@ out:
 	return rc;
 }
 
+/* What a failure does: before the ranks meet, end the step (early); from
+ * open_failures on, the run's policy. Two records, as a failure's handler
+ * may be reading the first (on the watchdog's thread) when the second is
+ * handed to the world. */
+static struct rl_job_failures failures_early, failures;
+
+void rl_train_watch_failures(void)
+{
+	rl_job_failures_early(&failures_early);
+	rl_comm_on_failure(NULL, rl_job_failure_handle, &failures_early);
+}
+
+/* What a failure does from here on (runtime/job/failure.h): every task
+ * of the run, the generation ranks' included, learns from the first
+ * whether the job can be requeued, and each hands the watchdog the
+ * handler that records the failure and requeues the job or ends its step.
+ * Not before: a refusal of the setup is the user's to fix, not a restart's. */
+static void open_failures(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress,
+                          struct rl_job_failures *f)
+{
+	const struct rl_cfg_checkpointing *c = &cfg->checkpointing;
+	struct rl_job_failure_policy p = {c->requeue_on_failure, c->max_failure_restarts,
+	                                  c->exclude_failed_nodes,
+	                                  c->enabled ? c->checkpoint_dir : NULL};
+	int requeueable = 0;
+	bool first = !dist || dist->all_rank == 0;
+
+	if (first && c->enabled) {
+		struct rl_slurm_job j;
+
+		rl_slurm_job_query(&j);
+		requeueable = j.known && j.batch && j.requeue;
+	}
+	if (dist)
+		rl_comm_broadcast(dist->all, &requeueable, 1, RL_COMM_I32, 0,
+		                  "whether the job can be requeued");
+	rl_job_failures_open(f, &p, requeueable, first ? progress : NULL);
+	if (dist)
+		rl_comm_on_failure(dist->world, rl_job_failure_handle, f);
+}
+
 static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progress, char *err,
                  size_t errlen)
 {
@@ -293,6 +335,7 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 	}
 	if (failed)
 		return -1;
+	open_failures(cfg, dist, progress, &failures);
 	/* each role waits on the other's whole phase */
 	if (t.remote_generation || (dist && dist->generation))
 		rl_comm_set_patient(dist->all, true);
@@ -313,6 +356,15 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 			    "the backward pass\n",
 			    (long long)t.zero.early_total, (long long)t.zero.buckets_total,
 			    rl_plural(t.zero.buckets_total));
+	}
+	if (dist) {
+		/* the run's end (MPI_Finalize): no requeue, but no hung step */
+		rl_comm_on_failure(dist->world, rl_job_failure_handle, &failures_early);
+	} else if (rc == -1) {
+		/* one task: no watchdog; its own error is the failure */
+		struct rl_comm_failure f = {.rank = 0, .host = "", .found_here = true,
+		                            .report = err};
+		rl_job_failure_handle(&failures, &f);
 	}
 	rl_trainer_free(&t);
 	return rc;

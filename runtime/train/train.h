@@ -1,6 +1,6 @@
 /* `rlrun train`: GRPO as NeMo-RL defines it, on one rank or many; the
  * trainer room's one door.
- * defines: rl_train_check, rl_train */
+ * defines: rl_train_check, rl_train_watch_failures, rl_train */
 #ifndef RL_TRAIN_TRAIN_H
 #define RL_TRAIN_TRAIN_H
 
@@ -13,6 +13,11 @@
 /* Refuses, by name, every option this release cannot honour: before any
  * work starts, and before the ranks meet (every rank sees the same). */
 int rl_train_check(const struct rl_config *cfg, char *err, size_t errlen);
+
+/* Before the ranks meet (rl_dist_init): a failure in their setup ends the
+ * Slurm job step (runtime/job/failure.h), until rl_train knows the run's
+ * policy (the requeue). */
+void rl_train_watch_failures(void);
 
 /* rl_train's return when setup failed on some rank and every rank knows:
  * they can exit without aborting. err holds the reason on the first rank
