@@ -139,7 +139,7 @@ struct rl_comm_world {
 	pthread_mutex_t lock; /* guards now, since, open and the failure handler */
 	struct rl_comm *open; /* every group not yet freed */
 	struct rl_comm_activity now;
-	double since;         /* rl_now() when now.state became RL_WAITING */
+	double since;               /* rl_now() when now.state became RL_WAITING */
 	struct rl_comm_peer *peers; /* [size]; NULL until gathered */
 	rl_comm_failure_fn on_failure;
 	void *on_failure_arg;

@@ -14,7 +14,6 @@
 #include "runtime/base/clock.h"
 #include "runtime/comm/census.h"
 
-
 /* Past this many, the ranks that are elsewhere are counted, not listed. */
 #define MAX_ELSEWHERE_LINES 16
 
@@ -91,8 +90,7 @@ void rl_census_answer(struct rl_comm_world *w)
 
 		if (MPI_Improbe(MPI_ANY_SOURCE, RL_TAG_ASK, rl_census_control(w), &flag, &m, &st) !=
 		        MPI_SUCCESS ||
-		    !flag ||
-		    MPI_Mrecv(&ask, 1, MPI_INT, &m, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+		    !flag || MPI_Mrecv(&ask, 1, MPI_INT, &m, MPI_STATUS_IGNORE) != MPI_SUCCESS)
 			break;
 		answer(w, st.MPI_SOURCE);
 	}
@@ -231,8 +229,8 @@ static void lost_details(FILE *f, const struct rl_comm_world *w, const int *lost
 
 		if (s == RL_PEER_ELSEWHERE)
 			continue;
-		fprintf(f, "rlrun: rank %d: rank %d's process (pid %d on %s) %s\n", w->rank, lost[i],
-		        (int)w->peers[lost[i]].pid, w->peers[lost[i]].host,
+		fprintf(f, "rlrun: rank %d: rank %d's process (pid %d on %s) %s\n", w->rank,
+		        lost[i], (int)w->peers[lost[i]].pid, w->peers[lost[i]].host,
 		        s == RL_PEER_GONE      ? "is gone"
 		        : s == RL_PEER_STOPPED ? "is stopped (SIGSTOP, or a debugger)"
 		                               : "runs but does not answer: hung");
@@ -247,9 +245,11 @@ int rl_census_report(FILE *f, const struct rl_comm_world *w, const struct rl_com
 
 	rl_census_where(at, sizeof at, mine);
 	if (why)
-		fprintf(f, "rlrun: rank %d: %s failed after %.1f s: %s\n", w->rank, at, waited, why);
+		fprintf(f, "rlrun: rank %d: %s failed after %.1f s: %s\n", w->rank, at, waited,
+		        why);
 	else
-		fprintf(f, "rlrun: rank %d: %s has waited %.1f s (cluster.collective_timeout %g s)\n",
+		fprintf(f,
+		        "rlrun: rank %d: %s has waited %.1f s (cluster.collective_timeout %g s)\n",
 		        w->rank, at, waited, w->timeout_s);
 	if (!cs || !cs->answer) {
 		/* no census: what this node shows */
@@ -282,7 +282,8 @@ int rl_census_report(FILE *f, const struct rl_comm_world *w, const struct rl_com
 
 		if (r == w->rank || !cs->answered[r])
 			continue;
-		if (a->state == RL_WAITING && a->seq == mine->seq && strcmp(a->what, mine->what) == 0)
+		if (a->state == RL_WAITING && a->seq == mine->seq &&
+		    strcmp(a->what, mine->what) == 0)
 			continue;
 		if (++elsewhere > MAX_ELSEWHERE_LINES)
 			continue;
@@ -298,4 +299,3 @@ int rl_census_report(FILE *f, const struct rl_comm_world *w, const struct rl_com
 		        elsewhere - MAX_ELSEWHERE_LINES);
 	return n_lost;
 }
-

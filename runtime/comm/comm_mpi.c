@@ -251,9 +251,9 @@ int rl_comm_mpi_split_host(struct rl_comm *parent, int color, int key, struct rl
 
 	snprintf(desc, sizeof desc, "MPI_Comm_split of group %s from %s", child->name,
 	         parent->name);
-	rc = RL_WATCHED(parent->world, desc,
-	                MPI_Comm_split(mpi_of(parent->host), color < 0 ? MPI_UNDEFINED : color,
-	                               key, comm));
+	rc = RL_WATCHED(
+	    parent->world, desc,
+	    MPI_Comm_split(mpi_of(parent->host), color < 0 ? MPI_UNDEFINED : color, key, comm));
 	if (rc != MPI_SUCCESS) {
 		mpi_message(rc, "MPI_Comm_split", err, errlen);
 		free(comm);

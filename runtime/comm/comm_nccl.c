@@ -371,9 +371,8 @@ int rl_comm_nccl_from_mpi(struct rl_comm *parent, int color, int key, struct rl_
 		return -1;
 	}
 	if (RL_WATCHED(parent->world, "MPI_Comm_split for NCCL's first group",
-	               MPI_Comm_split(*(MPI_Comm *)parent->impl,
-	                              color < 0 ? MPI_UNDEFINED : color, key, &tmp)) !=
-	    MPI_SUCCESS) {
+	               MPI_Comm_split(*(MPI_Comm *)parent->impl, color < 0 ? MPI_UNDEFINED : color,
+	                              key, &tmp)) != MPI_SUCCESS) {
 		snprintf(err, errlen, "comm_nccl: NCCL group from %s: MPI_Comm_split failed",
 		         parent->name);
 		return -1;

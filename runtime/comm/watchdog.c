@@ -93,7 +93,7 @@ static struct rl_comm_activity mine(struct rl_comm_world *w, double *waited, boo
 	return a;
 }
 
-static void run_handler(struct rl_comm_world *w, bool found_here, const char *report,
+static void run_handler(struct rl_comm_world *w, bool found_here, bool own, const char *report,
                         const int *lost, int n_lost)
 {
 	rl_comm_failure_fn fn;
@@ -112,6 +112,7 @@ static void run_handler(struct rl_comm_world *w, bool found_here, const char *re
 	    .rank = w->rank,
 	    .host = rl_comm_peer_host(w, w->rank),
 	    .found_here = found_here,
+	    .own = own,
 	    .report = report ? report : "",
 	    .n_lost = hosts ? n_lost : 0,
 	    .lost = lost,
@@ -161,10 +162,13 @@ static _Noreturn void give_up(struct rl_comm_world *w, const char *why,
 	} else {
 		asked = ask && lost && rl_census_take(w, &cs, grace_s(w)) == 0;
 		if (lost)
-			n_lost = rl_census_report(out, w, &me, waited, why, asked ? &cs : NULL, lost);
+			n_lost =
+			    rl_census_report(out, w, &me, waited, why, asked ? &cs : NULL, lost);
 		else
-			fprintf(out, "rlrun: rank %d: %.*s is stuck, and no memory is left to say more\n",
-			        w->rank, (int)sizeof me.what, me.what);
+			fprintf(
+			    out,
+			    "rlrun: rank %d: %.*s is stuck, and no memory is left to say more\n",
+			    w->rank, (int)sizeof me.what, me.what);
 	}
 	if (f) {
 		fclose(f);
@@ -185,7 +189,7 @@ static _Noreturn void give_up(struct rl_comm_world *w, const char *why,
 		rl_verdict_ack_pending(w);
 		rl_verdict_send(w, &cs, &v, acks_s(w));
 	}
-	run_handler(w, !told, text, lost, lost ? n_lost : 0);
+	run_handler(w, !told, false, text, lost, lost ? n_lost : 0);
 	abort_groups(w);
 	_exit(RL_COMM_EXIT);
 }
@@ -205,7 +209,7 @@ void rl_watchdog_claim(struct rl_comm_world *w, const char *msg)
 	mine(w, &waited, true);
 	fprintf(stderr, "%s\n", msg);
 	fflush(stderr);
-	run_handler(w, true, msg, NULL, 0);
+	run_handler(w, true, true, msg, NULL, 0);
 }
 
 void rl_watchdog_begin_wait(struct rl_comm_world *w, const char *desc, bool collective)
@@ -340,11 +344,12 @@ static void *monitor(void *arg)
 		double t = rl_now(), waited;
 		if (atomic_load(&w->firing)) {
 			if (t * 1000 > (double)atomic_load(&w->deadline)) {
-				fprintf(stderr,
-				        "rlrun: rank %d: the watchdog's report did not end in time (MPI, "
-				        "or the failure handler, does not return): the process ends "
-				        "now\n",
-				        w->rank);
+				fprintf(
+				    stderr,
+				    "rlrun: rank %d: the watchdog's report did not end in time "
+				    "(MPI, or the failure handler, does not return): the process "
+				    "ends now\n",
+				    w->rank);
 				_exit(RL_COMM_EXIT);
 			}
 			continue;
@@ -361,7 +366,8 @@ static void *monitor(void *arg)
 		bool aborted = atomic_load(&w->aborted);
 		if (spawned || (!aborted && t - seen < STALL_S))
 			continue;
-		if (!aborted && (a.state != RL_WAITING || w->timeout_s <= 0 || waited <= w->timeout_s))
+		if (!aborted &&
+		    (a.state != RL_WAITING || w->timeout_s <= 0 || waited <= w->timeout_s))
 			continue;
 		/* the watcher is stuck: report from a thread of its own, so
 		 * that this one keeps the report's deadline */
@@ -370,7 +376,8 @@ static void *monitor(void *arg)
 		if (pthread_create(&th, NULL, report_alone, w) == 0) {
 			pthread_detach(th);
 		} else {
-			fprintf(stderr, "rlrun: rank %d: %s has waited %.1f s and the watchdog is stuck\n",
+			fprintf(stderr,
+			        "rlrun: rank %d: %s has waited %.1f s and the watchdog is stuck\n",
 			        w->rank, a.what, waited);
 			_exit(RL_COMM_EXIT);
 		}

@@ -103,7 +103,7 @@ int rl_comm_world_init(struct rl_comm_world **out, struct rl_comm **world_comm, 
 	if (!started) {
 		/* the watcher talks MPI while the main thread waits */
 		if (RL_WATCHED(w, "MPI_Init_thread (the launcher's meeting of every task)",
-		            MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided)) !=
+		               MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided)) !=
 		    MPI_SUCCESS) {
 			snprintf(err, errlen, "MPI_Init_thread failed");
 			goto fail;

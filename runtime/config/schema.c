@@ -301,8 +301,8 @@ const struct rl_key rl_schema[] = {
             "Slurm job at the next step boundary (checkpoint(5))"},
     {"checkpointing.async_save", RL_T_BOOL, OFF(checkpointing.async_save), "true",
      .doc = "write checkpoints in the background after a host copy"},
-    {"checkpointing.requeue_on_failure", RL_T_ENUM, OFF(checkpointing.requeue_on_failure),
-     "auto", .choices = "auto|true|false",
+    {"checkpointing.requeue_on_failure", RL_T_ENUM, OFF(checkpointing.requeue_on_failure), "auto",
+     .choices = "auto|true|false",
      .doc = "when the watchdog finds a rank lost or a collective stuck, or a rank fails, once the "
             "run is set up: requeue the Slurm job, which resumes from the newest "
             "checkpoint (as after a preemption); auto: when the job can be requeued (sbatch, "

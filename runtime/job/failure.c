@@ -42,28 +42,28 @@ void rl_job_failures_open(struct rl_job_failures *f, const struct rl_job_failure
 	rl_job_failures_early(f);
 	f->max_restarts = p->max_restarts;
 	f->exclude_nodes = p->exclude_nodes;
-	if (p->checkpoint_dir &&
-	    (size_t)snprintf(f->dir, sizeof f->dir, "%s/failures", p->checkpoint_dir) >=
-	        sizeof f->dir)
+	if (p->checkpoint_dir && (size_t)snprintf(f->dir, sizeof f->dir, "%s/failures",
+	                                          p->checkpoint_dir) >= sizeof f->dir)
 		f->dir[0] = '\0';
-	f->requeue = f->dir[0] && f->job_id &&
-	             (strcmp(p->requeue, "true") == 0 ||
-	              (strcmp(p->requeue, "auto") == 0 && requeueable));
+	f->requeue =
+	    f->dir[0] && f->job_id &&
+	    (strcmp(p->requeue, "true") == 0 || (strcmp(p->requeue, "auto") == 0 && requeueable));
 	if (!out || !f->job_id)
 		return;
 	int n = rl_job_failures_count(f);
 	if (f->requeue)
-		fprintf(out,
-		        "rlrun train: on a failure (a rank lost, a collective stuck, a rank's error) "
-		        "the job is requeued and resumes from the newest checkpoint: %d of %" PRId64
-		        " failure%s used\n",
-		        n, f->max_restarts, rl_plural(f->max_restarts));
+		fprintf(
+		    out,
+		    "rlrun train: on a failure (a rank lost, a collective stuck, a rank's error) "
+		    "the job is requeued and resumes from the newest checkpoint: %d of %" PRId64
+		    " failure%s used\n",
+		    n, f->max_restarts, rl_plural(f->max_restarts));
 	else
-		fprintf(out,
-		        "rlrun train: on a failure the job step ends (not requeued: %s)\n",
-		        !f->dir[0]                               ? "checkpointing is off"
-		        : strcmp(p->requeue, "false") == 0 ? "checkpointing.requeue_on_failure false"
-		                                                 : "the job cannot be requeued");
+		fprintf(out, "rlrun train: on a failure the job step ends (not requeued: %s)\n",
+		        !f->dir[0] ? "checkpointing is off"
+		        : strcmp(p->requeue, "false") == 0
+		            ? "checkpointing.requeue_on_failure false"
+		            : "the job cannot be requeued");
 	fflush(out);
 }
 
@@ -139,10 +139,11 @@ static void print_history(const struct rl_job_failures *f, int me)
 		size_t used = 0;
 
 		for (size_t k = 0; k < n_lost && used < sizeof who - 16; k++)
-			used += (size_t)snprintf(who + used, sizeof who - used, "%s%" JSON_INTEGER_FORMAT,
-			                         k ? "," : "",
+			used += (size_t)snprintf(who + used, sizeof who - used,
+			                         "%s%" JSON_INTEGER_FORMAT, k ? "," : "",
 			                         json_integer_value(json_array_get(lost, k)));
-		fprintf(stderr, "rlrun: rank %d:   start %d, %s: ", me, starts[i], when ? when : "?");
+		fprintf(stderr, "rlrun: rank %d:   start %d, %s: ", me, starts[i],
+		        when ? when : "?");
 		if (n_lost)
 			fprintf(stderr, "rank%s %s did not answer; ", n_lost > 1 ? "s" : "", who);
 		fprintf(stderr, "%s; the next start resumed from step %" PRId64 "\n",
@@ -225,8 +226,8 @@ static enum record_result record(const struct rl_job_failures *f, const struct r
 	}
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	size_t len = strlen(text);
-	bool written = fd >= 0 && rl_write_all(fd, text, len) == 0 && rl_write_all(fd, "\n", 1) == 0 &&
-	               fsync(fd) == 0;
+	bool written = fd >= 0 && rl_write_all(fd, text, len) == 0 &&
+	               rl_write_all(fd, "\n", 1) == 0 && fsync(fd) == 0;
 	int saved = errno;
 	if (fd >= 0)
 		close(fd);
@@ -251,16 +252,21 @@ out:
 	return rc;
 }
 
-static void end_step(const struct rl_job_failures *f, int me)
+/* A rank's own failure's step ends by MPI_Abort, right after. */
+static void end_step(const struct rl_job_failures *f, const struct rl_comm_failure *cf)
 {
 	struct rl_slurm_job j;
 	char err[512];
+	int me = cf->rank;
 
+	if (cf->own)
+		return;
 	rl_slurm_job_from_env(&j);
 	if (j.step_id == UINT32_MAX)
 		return;
-	fprintf(stderr, "rlrun: rank %d: ending job step %" PRIu32 ".%" PRIu32
-	                ", so that no rank of it hangs on\n",
+	fprintf(stderr,
+	        "rlrun: rank %d: ending job step %" PRIu32 ".%" PRIu32
+	        ", so that no rank of it hangs on\n",
 	        me, f->job_id, j.step_id);
 	fflush(stderr);
 	if (rl_slurm_job_end_step(&j, err, sizeof err))
@@ -276,8 +282,7 @@ static void exclude(const struct rl_job_failures *f, const struct rl_comm_failur
 		return;
 	if (rl_slurm_job_exclude_nodes(j, cf->lost_hosts, cf->n_lost, list, sizeof list, err,
 	                               sizeof err))
-		fprintf(stderr,
-		        "rlrun: rank %d: warning: checkpointing.exclude_failed_nodes: %s\n",
+		fprintf(stderr, "rlrun: rank %d: warning: checkpointing.exclude_failed_nodes: %s\n",
 		        cf->rank, err);
 	else
 		fprintf(stderr, "rlrun: rank %d: job %" PRIu32 " now excludes nodes %s\n", cf->rank,
@@ -294,7 +299,7 @@ void rl_job_failure_handle(void *arg, const struct rl_comm_failure *cf)
 		return;
 	first_line(cf->report, what, sizeof what);
 	if (!f->requeue) {
-		end_step(f, me);
+		end_step(f, cf);
 		return;
 	}
 	switch (record(f, cf, what, err, sizeof err)) {
@@ -302,9 +307,9 @@ void rl_job_failure_handle(void *arg, const struct rl_comm_failure *cf)
 		return; /* another rank found it too, and acts */
 	case NOT_RECORDED:
 		fprintf(stderr,
-		        "rlrun: rank %d: cannot record the failure (%s): the job is not requeued\n", me,
-		        err);
-		end_step(f, me);
+		        "rlrun: rank %d: cannot record the failure (%s): the job is not requeued\n",
+		        me, err);
+		end_step(f, cf);
 		return;
 	case RECORDED:
 		break;
@@ -317,7 +322,7 @@ void rl_job_failure_handle(void *arg, const struct rl_comm_failure *cf)
 		        "failures:\n",
 		        me, f->job_id, n, rl_plural(n), f->max_restarts);
 		print_history(f, me);
-		end_step(f, me);
+		end_step(f, cf);
 		return;
 	}
 	struct rl_slurm_job j;
@@ -325,17 +330,19 @@ void rl_job_failure_handle(void *arg, const struct rl_comm_failure *cf)
 	rl_slurm_job_from_env(&j);
 	if (rl_slurm_job_requeue(&j, err, sizeof err)) {
 		fprintf(stderr, "rlrun: rank %d: %s\n", me, err);
-		end_step(f, me);
+		end_step(f, cf);
 		return;
 	}
 	if (from > 0)
 		fprintf(stderr,
-		        "rlrun: rank %d: requeued job %" PRIu32 " after failure %d of at most %" PRId64
-		        ": it resumes from step_%" PRId64 " when Slurm starts it again\n",
+		        "rlrun: rank %d: requeued job %" PRIu32
+		        " after failure %d of at most %" PRId64 ": it resumes from step_%" PRId64
+		        " when Slurm starts it again\n",
 		        me, f->job_id, n, f->max_restarts, from);
 	else
 		fprintf(stderr,
-		        "rlrun: rank %d: requeued job %" PRIu32 " after failure %d of at most %" PRId64
+		        "rlrun: rank %d: requeued job %" PRIu32
+		        " after failure %d of at most %" PRId64
 		        ": it starts again from the start (no checkpoint yet)\n",
 		        me, f->job_id, n, f->max_restarts);
 	exclude(f, cf, &j);

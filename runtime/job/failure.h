@@ -51,8 +51,9 @@ void rl_job_failures_open(struct rl_job_failures *f, const struct rl_job_failure
                           bool requeueable, FILE *out);
 
 /* rl_comm_failure_fn: on the rank that found the failure, records it and
- * requeues the job or ends its step, saying which on stderr; on a rank told
- * by another, nothing. Any thread; a few seconds at most (messages to
+ * requeues the job or ends its step (not a rank's own failure's, which
+ * MPI_Abort ends), saying which on stderr; on a rank told by another,
+ * nothing. Any thread; a few seconds at most (messages to
  * slurmctld). */
 void rl_job_failure_handle(void *arg, const struct rl_comm_failure *cf);
 

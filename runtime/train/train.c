@@ -362,8 +362,8 @@ static int train(const struct rl_config *cfg, struct rl_dist *dist, FILE *progre
 		rl_comm_on_failure(dist->world, rl_job_failure_handle, &failures_early);
 	} else if (rc == -1) {
 		/* one task: no watchdog; its own error is the failure */
-		struct rl_comm_failure f = {.rank = 0, .host = "", .found_here = true,
-		                            .report = err};
+		struct rl_comm_failure f = {
+		    .rank = 0, .host = "", .found_here = true, .own = true, .report = err};
 		rl_job_failure_handle(&failures, &f);
 	}
 	rl_trainer_free(&t);

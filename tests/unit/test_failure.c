@@ -177,6 +177,12 @@ Test(failure, without_checkpoints_or_requeue_the_step_ends_unrecorded)
 	expect_contains(out, "ending job step 77.0");
 	cr_assert_eq(rl_job_failures_count(&f), 0);
 	free(out);
+	/* a rank's own failure: MPI_Abort ends the step, not the handler */
+	struct rl_comm_failure own = failure_at(0, true);
+	own.own = true;
+	out = handled(&f, &own);
+	cr_assert_str_eq(out, "");
+	free(out);
 	/* and not a Slurm job at all: nothing to do */
 	unsetenv("SLURM_JOB_ID");
 	open_policy(&f, "true", 3);
