@@ -27,7 +27,7 @@ slurm_start
 config=$(cd "$top_srcdir/etc/examples" && pwd -P)/grpo-tiny.yaml
 work=$(cd "$WORK" && pwd -P)
 reward=$(cd "$top_srcdir/tests/slurm" && pwd -P)/digit_reward.awk
-steps=30
+steps=20
 small="grpo.num_prompts_per_step=8 grpo.num_generations_per_prompt=8
 policy.train_global_batch_size=32 policy.train_micro_batch_size=8 policy.logprob_batch_size=16
 policy.parallel.tensor=2 data.env_name=digits checkpointing.enabled=true
@@ -89,7 +89,8 @@ fi
 scancel "$id" 2>/dev/null
 
 # ---- a rank that dies on every start: stopped after max_failure_restarts ----
-job_script doomed $steps checkpointing.max_failure_restarts=2
+# (steps enough never to end: each start is killed after two of them)
+job_script doomed 100000 checkpointing.max_failure_restarts=2
 id=$(submit doomed debug)
 for start in 1 2 3; do
 	if ! wait_until 60 stepped doomed "$start" 2; then

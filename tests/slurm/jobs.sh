@@ -120,7 +120,7 @@ thawed() { # PIDS...
 # job's credentials at the requeue, in whole seconds, and refuses a start
 # within that second ("Job credential revoked"), which ends the job.
 release() { # JOBID
-	sleep 2
+	sleep 1.1
 	scontrol update JobId="$1" StartTime=now
 }
 
