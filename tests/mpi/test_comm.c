@@ -324,6 +324,36 @@ static int fenced(struct rl_dist *d, const char *mode)
 	return 0;
 }
 
+/* Rank VICTIM takes SIG after a warm-up all-reduce; the others go on to an
+ * all-reduce (or a split) it never joins. The watchdog must end them all,
+ * naming it: returning here is the failure. */
+static int lose_a_rank(int world, int sig, int victim, double timeout, bool split)
+{
+	struct rl_layout l;
+	struct rl_dist d;
+	struct rl_comm *half = NULL;
+	char err[512];
+
+	if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
+	    rl_dist_init(&d, &l, NULL, -1, timeout, err, sizeof err)) {
+		fprintf(stderr, "test_comm: %s\n", err);
+		return 1;
+	}
+	me = d.rank;
+	double x = 1;
+	rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM, "warm-up");
+	if (me == victim)
+		raise(sig);
+	if (split)
+		rl_comm_split(d.g[RL_G_WORLD], me % 2, me, "half", &half, err, sizeof err);
+	else
+		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM,
+		                   "the one the victim never joins");
+	fprintf(stderr, "test_comm: rank %d: the %s completed without rank %d\n", me,
+	        split ? "split" : "all-reduce", victim);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct rl_layout l;
@@ -335,50 +365,11 @@ int main(int argc, char **argv)
 	if (!v)
 		v = getenv("SLURM_NTASKS");
 	world = v ? atoi(v) : 1;
-	if (argc == 4 && strcmp(argv[1], "--die") == 0) {
-		int victim = atoi(argv[2]);
-		double timeout = atof(argv[3]);
-
-		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
-		    rl_dist_init(&d, &l, NULL, -1, timeout, err, sizeof err)) {
-			fprintf(stderr, "test_comm: %s\n", err);
-			return 1;
-		}
-		me = d.rank;
-		double x = 1;
-		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM, "warm-up");
-		if (me == victim)
-			raise(SIGKILL);
-		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM,
-		                   "the one the victim never joins");
-		fprintf(stderr, "test_comm: rank %d: the all-reduce completed without rank %d\n",
-		        me, victim);
-		return 1;
-	}
-	if (argc == 5 && strcmp(argv[1], "--stop") == 0) {
-		int victim = atoi(argv[2]);
-		bool split = strcmp(argv[4], "split") == 0;
-		struct rl_comm *half = NULL;
-
-		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
-		    rl_dist_init(&d, &l, NULL, -1, atof(argv[3]), err, sizeof err)) {
-			fprintf(stderr, "test_comm: %s\n", err);
-			return 1;
-		}
-		me = d.rank;
-		double x = 1;
-		rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM, "warm-up");
-		if (me == victim)
-			raise(SIGSTOP);
-		if (split)
-			rl_comm_split(d.g[RL_G_WORLD], me % 2, me, "half", &half, err, sizeof err);
-		else
-			rl_comm_all_reduce(d.g[RL_G_WORLD], &x, 1, RL_COMM_F64, RL_COMM_SUM,
-			                   "the one the victim never joins");
-		fprintf(stderr, "test_comm: rank %d: the %s completed without rank %d\n", me,
-		        split ? "split" : "all-reduce", victim);
-		return 1;
-	}
+	if (argc == 4 && strcmp(argv[1], "--die") == 0)
+		return lose_a_rank(world, SIGKILL, atoi(argv[2]), atof(argv[3]), false);
+	if (argc == 5 && strcmp(argv[1], "--stop") == 0)
+		return lose_a_rank(world, SIGSTOP, atoi(argv[2]), atof(argv[3]),
+		                   strcmp(argv[4], "split") == 0);
 	if (argc == 3 && strcmp(argv[1], "--fenced") == 0) {
 		if (rl_layout_init(&l, world, 1, 1, 1, 1, 1, err, sizeof err) ||
 		    rl_dist_init(&d, &l, NULL, -1, 60, err, sizeof err)) {
