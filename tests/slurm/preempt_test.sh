@@ -347,9 +347,11 @@ fi
 
 # ---- preempted while a checkpoint is being written ----
 # each write waits 8 s between this rank's shard and the commit; the ranks
-# are held still as soon as step_10's write has begun (the steps after it
-# go on meanwhile: the run must not end before they are held)
-JOB_ENV=RL_CKPT_WRITE_DELAY=8 job_script inwrite $steps checkpointing.save_period=10
+# are held still as soon as step_10's write has begun. The steps after it
+# go on meanwhile, and a fast machine would reach step 20, whose save
+# waits for step_10's, before they are held: the run holds after step 11.
+JOB_ENV=RL_CKPT_WRITE_DELAY=8 JOB_FIRST_ENV=RL_HOLD_AFTER_STEP=11 \
+	job_script inwrite $steps checkpointing.save_period=10
 id=$(submit inwrite low)
 if wait_until 60 tmp_write inwrite; then
 	preempt_frozen "$id"
