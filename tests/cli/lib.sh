@@ -4,6 +4,17 @@ set -u
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"
 RLRUN=$top_builddir/rlrun
+# make -j check runs as many tests at once as there are cores, so each
+# test's processes take one thread (OpenMP's, and OpenBLAS's through it), as
+# a rank bound to one core would: left to the default, every process of
+# every test woke a thread per core for each small op and the machine spent
+# a third of its time switching between them. One thread also makes the
+# numbers the same on every machine, whatever its cores (OpenBLAS sums in
+# an order that depends on its threads); train_cli.sh samples a step on
+# three threads and on one, and the kernels' threaded paths are
+# unit-tested with their thread counts set.
+OMP_NUM_THREADS=1
+export OMP_NUM_THREADS
 failures=0
 checks=0
 WORK=$(mktemp -d /tmp/rl-cli-XXXXXX)
