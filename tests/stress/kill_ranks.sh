@@ -139,14 +139,15 @@ now() { date +%s.%N; }
 command_of() { tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline" | head -1; }
 env_of() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | sed -n "s/^$2=//p"; }
 # the trial's rank processes as "PID:RANK" (not their reward programs,
-# which are rlrun children of a rank for a moment)
+# which are rlrun children of a rank for a moment), told by the tag
+# RL_STRESS_TRIAL=SCRIPT-PID.TRIAL: several of these scripts may run at once
 find_ranks() {
 	for p in /proc/[0-9]*; do
 		pid=${p#/proc/}
 		[ "$(command_of "$pid")" = "$RLRUN" ] || continue
 		parent=$(cut -d' ' -f4 "$p/stat" 2>/dev/null)
 		[ -n "$parent" ] && [ "$(command_of "$parent")" != "$RLRUN" ] || continue
-		[ "$(env_of "$pid" RL_STRESS_TRIAL)" = "$trial" ] || continue
+		[ "$(env_of "$pid" RL_STRESS_TRIAL)" = "$$.$trial" ] || continue
 		r=$(env_of "$pid" PMI_RANK)
 		[ -n "$r" ] || r=$(env_of "$pid" SLURM_PROCID)
 		echo "$pid:$r"
@@ -192,7 +193,7 @@ while [ "$trial" -lt "$trials" ]; do
 		set -- timeout -k 5 300 mpiexec -n "$n" "$RLRUN" train "$@"
 	fi
 	# shellcheck disable=SC2086
-	RL_STRESS_TRIAL=$trial RL_OPS_FENCED=$fenced "$@" $small \
+	RL_STRESS_TRIAL=$$.$trial RL_OPS_FENCED=$fenced "$@" $small \
 		"env.digits.command=awk -f $reward" logger.log_dir="$dir/log" \
 		checkpointing.checkpoint_dir="$dir/ck" >"$dir/launcher.out" 2>"$dir/launcher.err" &
 	run_pid=$!
