@@ -24,6 +24,7 @@
  * after the claim has a deadline the monitor keeps: the process ends
  * within the timeout + 10 s of the wait's start, whatever MPI does. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,11 +61,26 @@ static double acks_s(const struct rl_comm_world *w)
 	return grace_s(w) + 0.5;
 }
 
+/* A rank that cannot ask the others (its MPI aborted under it, or its
+ * watcher is stuck in MPI) leaves them this long to find the failure
+ * themselves before its handler ends the step or requeues the job, which
+ * would kill them unheard: their census and their verdict's
+ * acknowledgements, and after an abort, which comes the moment a peer
+ * dies, their whole timeout too (a stuck watcher's wait is already past
+ * it, as theirs are). 0 where nobody else is there to wait for. */
+static double others_s(const struct rl_comm_world *w, bool ask, bool told)
+{
+	if (ask || told || w->size < 2 || w->timeout_s <= 0)
+		return 0;
+	return (atomic_load(&w->aborted) ? w->timeout_s : 0) + grace_s(w) + acks_s(w);
+}
+
 static void pause_ms(long ms)
 {
-	struct timespec ts = {0, ms * 1000 * 1000};
+	struct timespec ts = {ms / 1000, ms % 1000 * 1000 * 1000};
 
-	nanosleep(&ts, NULL);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 static _Noreturn void hold(void)
@@ -141,7 +157,8 @@ static _Noreturn void give_up(struct rl_comm_world *w, const char *why,
 {
 	if (atomic_exchange(&w->firing, 1))
 		hold();
-	set_deadline(w, (ask && !told ? grace_s(w) + acks_s(w) : 0.2) + HANDLER_S + 1);
+	double others = others_s(w, ask, told != NULL);
+	set_deadline(w, (ask && !told ? grace_s(w) + acks_s(w) : 0.2) + others + HANDLER_S + 1);
 
 	double waited;
 	struct rl_comm_activity me = mine(w, &waited, true);
@@ -188,6 +205,15 @@ static _Noreturn void give_up(struct rl_comm_world *w, const char *why,
 		snprintf(v.why, sizeof v.why, "%s", why ? why : "");
 		rl_verdict_ack_pending(w);
 		rl_verdict_send(w, &cs, &v, acks_s(w));
+	}
+	if (others > 0 && n_lost < w->size - 1) { /* someone is left to hear it */
+		fprintf(
+		    stderr,
+		    "rlrun: rank %d: the other ranks were not told: they have %.0f s to find it "
+		    "themselves before this rank ends the step\n",
+		    w->rank, others);
+		fflush(stderr);
+		pause_ms((long)(others * 1000));
 	}
 	run_handler(w, !told, false, text, lost, lost ? n_lost : 0);
 	abort_groups(w);
