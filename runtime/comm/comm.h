@@ -56,8 +56,9 @@ struct rl_comm_failure {
 	 * operation failed, the rank failed), rather than being told by
 	 * another rank's watchdog: it acts for the run */
 	bool found_here;
-	/* the rank's own failure (rl_comm_abort_run), which MPI_Abort ends
-	 * next: every rank of the run goes with it */
+	/* the rank's own failure (rl_comm_abort_run, or a lone task's
+	 * error), which ends the run's processes itself: MPI_Abort takes
+	 * every rank, a lone task exits */
 	bool own;
 	const char *report; /* what this rank printed */
 	int n_lost;         /* ranks that did not answer: dead, or hung */

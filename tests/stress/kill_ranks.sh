@@ -140,7 +140,7 @@ command_of() { tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline" | head -1; }
 env_of() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | sed -n "s/^$2=//p"; }
 # the trial's rank processes as "PID:RANK" (not their reward programs,
 # which are rlrun children of a rank for a moment), told by the tag
-# RL_STRESS_TRIAL=SCRIPT-PID.TRIAL: several of these scripts may run at once
+# RL_STRESS_TRIAL=PID.TRIAL (this script's pid): several may run at once
 find_ranks() {
 	for p in /proc/[0-9]*; do
 		pid=${p#/proc/}
