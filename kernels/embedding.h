@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "kernels/buf.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,18 +16,20 @@ extern "C" {
  * gives a row of zeros: with a vocabulary split over tensor-parallel ranks,
  * the ranks that do not hold a token contribute nothing to the sum. Returns
  * -1 on bad arguments or an id outside [-1, vocab), writing nothing for that
- * row. */
-typedef int (*rl_embedding_forward_fn)(float *out, const int32_t *ids, const float *table, int n,
-                                       int dim, int vocab, void *stream);
+ * row. out is the table's type (fp32 or bf16): a row is copied, bits and
+ * all. */
+typedef int (*rl_embedding_forward_fn)(struct rl_buf out, const int32_t *ids, struct rl_cbuf table,
+                                       int n, int dim, int vocab, void *stream);
 /* dtable[ids[t], :] += dout[t, :], skipping ids of -1; ids are trusted
- * (checked by the forward). */
-typedef int (*rl_embedding_backward_fn)(float *dtable, const float *dout, const int32_t *ids,
+ * (checked by the forward). dtable is fp32 (main_grad); dout fp32 or bf16,
+ * its values added exactly widened. */
+typedef int (*rl_embedding_backward_fn)(float *dtable, struct rl_cbuf dout, const int32_t *ids,
                                         int n, int dim, void *stream);
 
-int rl_embedding_forward_cpu(float *out, const int32_t *ids, const float *table, int n, int dim,
-                             int vocab, void *stream);
-int rl_embedding_backward_cpu(float *dtable, const float *dout, const int32_t *ids, int n, int dim,
-                              void *stream);
+int rl_embedding_forward_cpu(struct rl_buf out, const int32_t *ids, struct rl_cbuf table, int n,
+                             int dim, int vocab, void *stream);
+int rl_embedding_backward_cpu(float *dtable, struct rl_cbuf dout, const int32_t *ids, int n,
+                              int dim, void *stream);
 
 /* Only defined when built --with-cuda (RL_HAVE_CUDA). */
 
@@ -33,14 +37,14 @@ int rl_embedding_backward_cpu(float *dtable, const float *dout, const int32_t *i
  * for the device. It does not wait: it returns -1 only on bad arguments or a
  * launch error, zero-fills the row of an id outside [-1, vocab) and raises a
  * flag on the device, which rl_embedding_check_cuda() reads. */
-int rl_embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int n, int dim,
-                              int vocab, void *stream);
+int rl_embedding_forward_cuda(struct rl_buf out, const int32_t *ids, struct rl_cbuf table, int n,
+                              int dim, int vocab, void *stream);
 /* Deterministic and bit for bit the CPU op: the tokens are stably sorted by
  * id (CUB radix sort, 12 n bytes of scratch plus CUB's), then each id's rows
  * are added to its dtable row in token order. Returns -1 when the scratch
  * cannot be had. */
-int rl_embedding_backward_cuda(float *dtable, const float *dout, const int32_t *ids, int n, int dim,
-                               void *stream);
+int rl_embedding_backward_cuda(float *dtable, struct rl_cbuf dout, const int32_t *ids, int n,
+                               int dim, void *stream);
 /* Waits for stream, then returns -1 if an embedding forward on this device
  * saw an id outside [-1, vocab) since the last check (clearing the flag), or
  * a CUDA call failed; 0 otherwise. One flag per device for the process:

@@ -12,11 +12,19 @@
  * handed to a kernel, is as fatal on a GPU), then removes the tags and runs
  * the CPU op, so a run on this table must give the CPU table's numbers to
  * the bit. A breach is printed with the op and argument and fails the op.
+ *
+ * It also knows the size of every allocation it handed out, so the typed
+ * ops check that each buffer's elements, at its type's size, lie inside
+ * one live allocation: an fp32 read of a bf16 buffer (twice its bytes), a
+ * stride or a count off by a factor, becomes a breach here rather than
+ * silent corruption on a GPU.
  * defines: rl_ops_fenced, rl_fenced_untag */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/fenced.h"
 #include "kernels/ops.h"
@@ -60,15 +68,143 @@ static int host(const char *op, const char *arg, const void *p)
 #define DEV(p)         dev(__func__, #p, p, 0)
 #define DEV_OR_NULL(p) dev(__func__, #p, p, 1)
 
+/* The live allocations, sorted by their (untagged) address. */
+struct block {
+	uintptr_t base;
+	size_t bytes;
+};
+
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct block *blocks;
+static size_t n_blocks, cap_blocks;
+
+/* The index of the last block whose base is <= a, or n_blocks when none.
+ * Called with blocks_lock held. */
+static size_t block_at_or_below(uintptr_t a)
+{
+	size_t lo = 0, hi = n_blocks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (blocks[mid].base <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == 0 ? n_blocks : lo - 1;
+}
+
+static int note_block(void *p, size_t bytes)
+{
+	uintptr_t a = (uintptr_t)p;
+	int rc = 0;
+
+	pthread_mutex_lock(&blocks_lock);
+	if (n_blocks == cap_blocks) {
+		size_t cap = cap_blocks ? 2 * cap_blocks : 256;
+		struct block *b = realloc(blocks, cap * sizeof *b);
+
+		if (!b) {
+			rc = -1;
+			goto out;
+		}
+		blocks = b;
+		cap_blocks = cap;
+	}
+	size_t below = block_at_or_below(a), at = below == n_blocks ? 0 : below + 1;
+
+	memmove(blocks + at + 1, blocks + at, (n_blocks - at) * sizeof *blocks);
+	blocks[at].base = a;
+	blocks[at].bytes = bytes;
+	n_blocks++;
+out:
+	pthread_mutex_unlock(&blocks_lock);
+	return rc;
+}
+
+static void forget_block(void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	pthread_mutex_lock(&blocks_lock);
+	size_t i = block_at_or_below(a);
+
+	if (i < n_blocks && blocks[i].base == a) {
+		memmove(blocks + i, blocks + i + 1, (n_blocks - i - 1) * sizeof *blocks);
+		n_blocks--;
+	}
+	pthread_mutex_unlock(&blocks_lock);
+}
+
+/* bytes at p lie inside one live allocation (NULL passes: the op's own
+ * check decides whether NULL is allowed); what names the count in the
+ * message. */
+static int span_bytes(const char *op, const char *arg, const void *p, size_t bytes,
+                      const char *what)
+{
+	if (!p)
+		return 0;
+
+	uintptr_t a = (uintptr_t)U(p);
+	size_t have = 0;
+	int ok;
+
+	pthread_mutex_lock(&blocks_lock);
+	size_t i = block_at_or_below(a);
+
+	ok = i < n_blocks && a - blocks[i].base <= blocks[i].bytes;
+	if (ok) {
+		have = blocks[i].bytes - (a - blocks[i].base);
+		ok = bytes <= have;
+	}
+	pthread_mutex_unlock(&blocks_lock);
+	if (ok)
+		return 0;
+	fprintf(stderr,
+	        "fenced backend: %s: %s: %s (%zu bytes) where its allocation has %zu bytes "
+	        "left\n",
+	        op, arg, what, bytes, have);
+	return -1;
+}
+
+/* n elements of type t at p */
+static int span(const char *op, const char *arg, const void *p, enum rl_dtype t, size_t n)
+{
+	char what[64];
+
+	snprintf(what, sizeof what, "%zu %s elements", n, rl_dtype_name(t));
+	return span_bytes(op, arg, p, rl_buf_bytes(t, n), what);
+}
+
+/* n int32 at p */
+static int span_i32(const char *op, const char *arg, const int32_t *p, size_t n)
+{
+	char what[64];
+
+	snprintf(what, sizeof what, "%zu int32", n);
+	return span_bytes(op, arg, p, n * sizeof *p, what);
+}
+
+#define SPAN(b, n) span(__func__, #b, (b).p, (b).t, (size_t)(n))
+
 static void *fenced_alloc(size_t bytes)
 {
-	return tag(rl_ops_cpu.alloc(bytes));
+	void *p = rl_ops_cpu.alloc(bytes);
+
+	if (p && note_block(p, bytes)) {
+		rl_ops_cpu.release(p);
+		return NULL;
+	}
+	return tag(p);
 }
 
 static void fenced_release(void *p)
 {
-	if (p && !DEV(p))
+	if (p && !DEV(p)) {
+		forget_block(U(p));
 		rl_ops_cpu.release(U(p));
+	}
 }
 
 static int fenced_zero(void *p, size_t bytes, void *stream)
@@ -105,54 +241,103 @@ static int fenced_copy(void *dst, const void *src, size_t bytes, void *stream)
 	return rl_ops_cpu.copy(U(dst), U(src), bytes, stream);
 }
 
-static int fenced_embedding_forward(float *out, const int32_t *ids, const float *table, int n,
-                                    int dim, int vocab, void *stream)
-{
-	if (DEV(out) || DEV(ids) || DEV(table))
-		return -1;
-	return rl_ops_cpu.embedding_forward(U(out), U(ids), U(table), n, dim, vocab, stream);
+/* A typed buffer untagged. */
+static struct rl_buf UB(struct rl_buf b) {
+	b.p = U(b.p);
+	return b;
 }
 
-static int fenced_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int n,
+static struct rl_cbuf
+UC(struct rl_cbuf b) {
+	b.p = U(b.p);
+	return b;
+}
+
+static int
+fenced_embedding_forward(struct rl_buf out, const int32_t *ids, struct rl_cbuf table, int n,
+                         int dim, int vocab, void *stream)
+{
+	if (DEV(out.p) || DEV(ids) || DEV(table.p))
+		return -1;
+	if (n > 0 && dim > 0 && vocab >= 0 &&
+	    (SPAN(out, (size_t)n * dim) || SPAN(table, (size_t)vocab * dim) ||
+	     span_i32(__func__, "ids", ids, (size_t)n)))
+		return -1;
+	return rl_ops_cpu.embedding_forward(UB(out), U(ids), UC(table), n, dim, vocab, stream);
+}
+
+static int fenced_embedding_backward(float *dtable, struct rl_cbuf dout, const int32_t *ids, int n,
                                      int dim, void *stream)
 {
-	if (DEV(dtable) || DEV(dout) || DEV(ids))
+	if (DEV(dtable) || DEV(dout.p) || DEV(ids))
 		return -1;
-	return rl_ops_cpu.embedding_backward(U(dtable), U(dout), U(ids), n, dim, stream);
+	if (n > 0 && dim > 0 &&
+	    (SPAN(dout, (size_t)n * dim) || span_i32(__func__, "ids", ids, (size_t)n)))
+		return -1;
+	return rl_ops_cpu.embedding_backward(U(dtable), UC(dout), U(ids), n, dim, stream);
 }
 
-static int fenced_rmsnorm_forward(float *y, float *rstd, const float *x, const float *weight,
-                                  int rows, int dim, float eps, void *stream)
+static int fenced_rmsnorm_forward(struct rl_buf y, float *rstd, struct rl_cbuf x,
+                                  struct rl_cbuf weight, int rows, int dim, float eps, void *stream)
 {
-	if (DEV(y) || DEV_OR_NULL(rstd) || DEV(x) || DEV(weight))
+	if (DEV(y.p) || DEV_OR_NULL(rstd) || DEV(x.p) || DEV(weight.p))
 		return -1;
-	return rl_ops_cpu.rmsnorm_forward(U(y), U(rstd), U(x), U(weight), rows, dim, eps, stream);
+	if (rows > 0 && dim > 0 &&
+	    (SPAN(y, (size_t)rows * dim) || SPAN(x, (size_t)rows * dim) || SPAN(weight, dim) ||
+	     span(__func__, "rstd", rstd, RL_F32, (size_t)rows)))
+		return -1;
+	return rl_ops_cpu.rmsnorm_forward(UB(y), U(rstd), UC(x), UC(weight), rows, dim, eps,
+	                                  stream);
 }
 
-static int fenced_rmsnorm_backward(float *dx, float *dweight, const float *dy, const float *x,
-                                   const float *weight, const float *rstd, int rows, int dim,
-                                   void *stream)
+static int fenced_rmsnorm_backward(struct rl_buf dx, float *dweight, struct rl_cbuf dy,
+                                   struct rl_cbuf x, struct rl_cbuf weight, const float *rstd,
+                                   int rows, int dim, void *stream)
 {
-	if (DEV(dx) || DEV_OR_NULL(dweight) || DEV(dy) || DEV(x) || DEV(weight) || DEV(rstd))
+	if (DEV(dx.p) || DEV_OR_NULL(dweight) || DEV(dy.p) || DEV(x.p) || DEV(weight.p) ||
+	    DEV(rstd))
 		return -1;
-	return rl_ops_cpu.rmsnorm_backward(U(dx), U(dweight), U(dy), U(x), U(weight), U(rstd), rows,
-	                                   dim, stream);
+	if (rows > 0 && dim > 0) {
+		size_t n = (size_t)rows * dim;
+
+		if (SPAN(dx, n) || SPAN(dy, n) || SPAN(x, n) || SPAN(weight, dim) ||
+		    span(__func__, "dweight", dweight, RL_F32, (size_t)dim) ||
+		    span(__func__, "rstd", rstd, RL_F32, (size_t)rows))
+			return -1;
+	}
+	return rl_ops_cpu.rmsnorm_backward(UB(dx), U(dweight), UC(dy), UC(x), UC(weight), U(rstd),
+	                                   rows, dim, stream);
 }
 
-static int fenced_rope_forward(float *x, const int32_t *pos, const float *inv_freq, int n,
+/* The rotation's buffer: tagged, and its n rows of heads inside its
+ * allocation. */
+static int rope_fenced(const char *op, struct rl_buf x, const int32_t *pos, const float *inv_freq,
+                       int n, int n_heads, int head_dim)
+{
+	if (dev(op, "x", x.p, 0) || dev(op, "pos", pos, 0) || dev(op, "inv_freq", inv_freq, 0))
+		return -1;
+	if (n > 0 && n_heads > 0 && head_dim > 0 &&
+	    (span(op, "x", x.p, x.t, (size_t)n * n_heads * head_dim) ||
+	     span_i32(op, "pos", pos, (size_t)n) ||
+	     span(op, "inv_freq", inv_freq, RL_F32, (size_t)head_dim / 2)))
+		return -1;
+	return 0;
+}
+
+static int fenced_rope_forward(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
                                int n_heads, int head_dim, void *stream)
 {
-	if (DEV(x) || DEV(pos) || DEV(inv_freq))
+	if (rope_fenced(__func__, x, pos, inv_freq, n, n_heads, head_dim))
 		return -1;
-	return rl_ops_cpu.rope_forward(U(x), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
+	return rl_ops_cpu.rope_forward(UB(x), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
 }
 
-static int fenced_rope_backward(float *dx, const int32_t *pos, const float *inv_freq, int n,
+static int fenced_rope_backward(struct rl_buf dx, const int32_t *pos, const float *inv_freq, int n,
                                 int n_heads, int head_dim, void *stream)
 {
-	if (DEV(dx) || DEV(pos) || DEV(inv_freq))
+	if (rope_fenced(__func__, dx, pos, inv_freq, n, n_heads, head_dim))
 		return -1;
-	return rl_ops_cpu.rope_backward(U(dx), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
+	return rl_ops_cpu.rope_backward(UB(dx), U(pos), U(inv_freq), n, n_heads, head_dim, stream);
 }
 
 static int fenced_attention_forward(float *out, float *lse, const float *q, const float *k,
@@ -225,37 +410,73 @@ static int fenced_attention_chunks_backward(float *dq, float *dk, float *dv, con
 	                                            U(out), U(lse), &plain, shape, stream);
 }
 
-static int fenced_swiglu_forward(float *h, const float *gate, const float *up, int64_t n,
+static int fenced_swiglu_forward(struct rl_buf h, struct rl_cbuf gate, struct rl_cbuf up, int64_t n,
                                  void *stream)
 {
-	if (DEV(h) || DEV(gate) || DEV(up))
+	if (DEV(h.p) || DEV(gate.p) || DEV(up.p))
 		return -1;
-	return rl_ops_cpu.swiglu_forward(U(h), U(gate), U(up), n, stream);
+	if (n > 0 && (SPAN(h, n) || SPAN(gate, n) || SPAN(up, n)))
+		return -1;
+	return rl_ops_cpu.swiglu_forward(UB(h), UC(gate), UC(up), n, stream);
 }
 
-static int fenced_swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
-                                  const float *up, int64_t n, void *stream)
+static int fenced_swiglu_backward(struct rl_buf dgate, struct rl_buf dup, struct rl_cbuf dh,
+                                  struct rl_cbuf gate, struct rl_cbuf up, int64_t n, void *stream)
 {
-	if (DEV(dgate) || DEV(dup) || DEV(dh) || DEV(gate) || DEV(up))
+	if (DEV(dgate.p) || DEV(dup.p) || DEV(dh.p) || DEV(gate.p) || DEV(up.p))
 		return -1;
-	return rl_ops_cpu.swiglu_backward(U(dgate), U(dup), U(dh), U(gate), U(up), n, stream);
+	if (n > 0 &&
+	    (SPAN(dgate, n) || SPAN(dup, n) || SPAN(dh, n) || SPAN(gate, n) || SPAN(up, n)))
+		return -1;
+	return rl_ops_cpu.swiglu_backward(UB(dgate), UB(dup), UC(dh), UC(gate), UC(up), n, stream);
 }
 
-static int fenced_linear_forward(float *y, const float *x, const float *w, const float *bias, int n,
-                                 int in_dim, int out_dim, void *stream)
+/* The buffers of a linear forward: tagged and inside their allocations
+ * (sizes are only checked for a call whose shape the op will take). */
+static int linear_forward_fenced(const char *op, struct rl_buf y, struct rl_cbuf x,
+                                 struct rl_cbuf w, struct rl_cbuf bias, int n, int in_dim,
+                                 int out_dim)
 {
-	if (DEV(y) || DEV(x) || DEV(w) || DEV_OR_NULL(bias))
+	if (dev(op, "y", y.p, 0) || dev(op, "x", x.p, 0) || dev(op, "w", w.p, 0) ||
+	    dev(op, "bias", bias.p, 1))
 		return -1;
-	return rl_ops_cpu.linear_forward(U(y), U(x), U(w), U(bias), n, in_dim, out_dim, stream);
+	if (n < 0 || in_dim <= 0 || out_dim <= 0)
+		return 0;
+	size_t rows = (size_t)n;
+
+	return span(op, "y", y.p, y.t, rows * (size_t)out_dim) ||
+	               span(op, "x", x.p, x.t, rows * (size_t)in_dim) ||
+	               span(op, "w", w.p, w.t, (size_t)out_dim * (size_t)in_dim) ||
+	               span(op, "bias", bias.p, bias.t, (size_t)out_dim)
+	           ? -1
+	           : 0;
 }
 
-static int fenced_linear_backward(float *dx, float *dw, float *dbias, const float *dy,
-                                  const float *x, const float *w, int n, int in_dim, int out_dim,
-                                  void *stream)
+static int fenced_linear_forward(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
+                                 struct rl_cbuf bias, int n, int in_dim, int out_dim, void *stream)
 {
-	if (DEV_OR_NULL(dx) || DEV_OR_NULL(dw) || DEV_OR_NULL(dbias) || DEV(dy) || DEV(x) || DEV(w))
+	if (linear_forward_fenced(__func__, y, x, w, bias, n, in_dim, out_dim))
 		return -1;
-	return rl_ops_cpu.linear_backward(U(dx), U(dw), U(dbias), U(dy), U(x), U(w), n, in_dim,
+	return rl_ops_cpu.linear_forward(UB(y), UC(x), UC(w), UC(bias), n, in_dim, out_dim, stream);
+}
+
+static int fenced_linear_backward(struct rl_buf dx, float *dw, float *dbias, struct rl_cbuf dy,
+                                  struct rl_cbuf x, struct rl_cbuf w, int n, int in_dim,
+                                  int out_dim, void *stream)
+{
+	if (DEV_OR_NULL(dx.p) || DEV_OR_NULL(dw) || DEV_OR_NULL(dbias) || DEV(dy.p) ||
+	    DEV_OR_NULL(x.p) || DEV_OR_NULL(w.p))
+		return -1;
+	if (n >= 0 && in_dim > 0 && out_dim > 0) {
+		size_t rows = (size_t)n, wn = (size_t)out_dim * (size_t)in_dim;
+
+		if (SPAN(dx, rows * (size_t)in_dim) || SPAN(dy, rows * (size_t)out_dim) ||
+		    SPAN(x, rows * (size_t)in_dim) || SPAN(w, wn) ||
+		    span(__func__, "dw", dw, RL_F32, wn) ||
+		    span(__func__, "dbias", dbias, RL_F32, (size_t)out_dim))
+			return -1;
+	}
+	return rl_ops_cpu.linear_backward(UB(dx), U(dw), U(dbias), UC(dy), UC(x), UC(w), n, in_dim,
 	                                  out_dim, stream);
 }
 
@@ -291,11 +512,13 @@ static int fenced_adamw_step(float *param, const float *grad, float *m, float *v
 	return rl_ops_cpu.adamw_step(U(param), U(grad), U(m), U(v), n, hp, step, stream);
 }
 
-static int fenced_add(float *y, const float *x, int64_t n, void *stream)
+static int fenced_add(struct rl_buf y, struct rl_cbuf x, int64_t n, void *stream)
 {
-	if (DEV(y) || DEV(x))
+	if (DEV(y.p) || DEV(x.p))
 		return -1;
-	return rl_ops_cpu.add(U(y), U(x), n, stream);
+	if (n > 0 && (SPAN(y, n) || SPAN(x, n)))
+		return -1;
+	return rl_ops_cpu.add(UB(y), UC(x), n, stream);
 }
 
 static int fenced_scale(float *x, int64_t n, float s, void *stream)
@@ -419,14 +642,14 @@ static int fenced_logits_logprobs(float *logprob, float *lse, const float *logit
 	                                  U(work), stream);
 }
 
-static int fenced_linear_forward_invariant(float *y, const float *x, const float *w,
-                                           const float *bias, int n, int in_dim, int out_dim,
+static int fenced_linear_forward_invariant(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
+                                           struct rl_cbuf bias, int n, int in_dim, int out_dim,
                                            void *stream)
 {
-	if (DEV(y) || DEV(x) || DEV(w) || DEV_OR_NULL(bias))
+	if (linear_forward_fenced(__func__, y, x, w, bias, n, in_dim, out_dim))
 		return -1;
-	return rl_ops_cpu.linear_forward_invariant(U(y), U(x), U(w), U(bias), n, in_dim, out_dim,
-	                                           stream);
+	return rl_ops_cpu.linear_forward_invariant(UB(y), UC(x), UC(w), UC(bias), n, in_dim,
+	                                           out_dim, stream);
 }
 
 static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, const float *h,

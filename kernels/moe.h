@@ -57,9 +57,10 @@ static inline int rl_grouped_linear_per_group(rl_linear_forward_fn linear, float
 		int rows = offsets[g + 1] - offsets[g];
 		size_t r0 = (size_t)offsets[g];
 
-		if (rows > 0 &&
-		    linear(y + r0 * (size_t)out_dim, x + r0 * (size_t)in_dim,
-		           w + (size_t)g * out_dim * in_dim, NULL, rows, in_dim, out_dim, stream))
+		if (rows > 0 && linear(rl_buf_f32(y + r0 * (size_t)out_dim),
+		                       rl_cbuf_f32(x + r0 * (size_t)in_dim),
+		                       rl_cbuf_f32(w + (size_t)g * out_dim * in_dim),
+		                       rl_cbuf_f32(NULL), rows, in_dim, out_dim, stream))
 			return -1;
 	}
 	return 0;

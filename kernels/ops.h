@@ -4,6 +4,30 @@
  * and device memory for the CUDA one; a field the backend lacks is NULL and
  * rl_ops_missing() names it, so callers refuse to start instead of crashing.
  * Backward ops add into their gradient outputs.
+ *
+ * Types. An activation buffer carries its element type with its address
+ * (struct rl_buf, kernels/buf.h); an op computes in fp32 (or double) and
+ * rounds each output once to its type, so the CPU op on bf16 is the fp32 op
+ * on the same values, rounded, and every backend's bf16 differs from
+ * another's only in the order of its fp32 sums. What an op takes:
+ *
+ *   op                         bf16 or fp32 (one type per call)    always fp32
+ *   linear_forward(_invariant) x, W, bias, y (y fp32 for logits)    -
+ *   linear_backward            dy, x, W, dx                        dW, dbias (main_grad)
+ *   rmsnorm_forward/backward   x, weight, y, dy, dx                rstd, dweight
+ *   rope_forward/backward      x (in place)                        inv_freq
+ *   swiglu_forward/backward    gate, up, h, dh, dgate, dup         -
+ *   embedding_forward          table, out (a copy)                 -
+ *   embedding_backward         dout                                dtable
+ *   add                        y, x                                -
+ *   every other op             - (fp32 for now: attention, the     lse, logits the loss
+ *                              LM-head logprobs, MoE, the paged     reads, router logits,
+ *                              cache, sampling, AdamW)              the optimizer's state
+ *
+ * The last row is the rest of the bf16 path (issue 41): until its ops take
+ * types the model runs its activations in fp32. Tables on both backends
+ * refuse any other combination (-1 before any work), and the fenced table
+ * checks every typed buffer's bytes against its allocation.
  * defines: struct rl_ops, rl_ops_cpu, rl_ops_cuda (RL_HAVE_CUDA only),
  * rl_ops_missing */
 #ifndef RL_KERNELS_OPS_H

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernels/buf.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,24 +31,26 @@ void rl_rope_inv_freq(float *inv_freq, int head_dim, double theta,
                       const struct rl_rope_scaling *scaling);
 
 /* In place on x [n, n_heads, head_dim]: token t is rotated by angle
- * pos[t] * inv_freq[i]. Packed sequences pass positions that restart at 0. */
-typedef int (*rl_rope_forward_fn)(float *x, const int32_t *pos, const float *inv_freq, int n,
+ * pos[t] * inv_freq[i]. Packed sequences pass positions that restart at 0.
+ * x is fp32 or bf16 (kernels/buf.h): the rotation in fp32, each element
+ * rounded once to x's type; -1 for another type. */
+typedef int (*rl_rope_forward_fn)(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
                                   int n_heads, int head_dim, void *stream);
 /* In place on dx: the transpose (inverse) rotation of the forward. */
-typedef int (*rl_rope_backward_fn)(float *dx, const int32_t *pos, const float *inv_freq, int n,
-                                   int n_heads, int head_dim, void *stream);
+typedef int (*rl_rope_backward_fn)(struct rl_buf dx, const int32_t *pos, const float *inv_freq,
+                                   int n, int n_heads, int head_dim, void *stream);
 
-int rl_rope_forward_cpu(float *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                        int head_dim, void *stream);
-int rl_rope_backward_cpu(float *dx, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                         int head_dim, void *stream);
+int rl_rope_forward_cpu(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
+                        int n_heads, int head_dim, void *stream);
+int rl_rope_backward_cpu(struct rl_buf dx, const int32_t *pos, const float *inv_freq, int n,
+                         int n_heads, int head_dim, void *stream);
 
 /* Only defined when built --with-cuda (RL_HAVE_CUDA). pos and inv_freq are
  * device memory too. */
-int rl_rope_forward_cuda(float *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                         int head_dim, void *stream);
-int rl_rope_backward_cuda(float *dx, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                          int head_dim, void *stream);
+int rl_rope_forward_cuda(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
+                         int n_heads, int head_dim, void *stream);
+int rl_rope_backward_cuda(struct rl_buf dx, const int32_t *pos, const float *inv_freq, int n,
+                          int n_heads, int head_dim, void *stream);
 
 #ifdef __cplusplus
 }

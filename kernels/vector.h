@@ -9,12 +9,15 @@
 
 #include <stdint.h>
 
+#include "kernels/buf.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* y[i] += x[i]. */
-typedef int (*rl_add_fn)(float *y, const float *x, int64_t n, void *stream);
+/* y[i] += x[i]: y and x of one type, fp32 or bf16 (kernels/buf.h), the sum
+ * in fp32 rounded once to y's type. */
+typedef int (*rl_add_fn)(struct rl_buf y, struct rl_cbuf x, int64_t n, void *stream);
 /* x[i] *= s. */
 typedef int (*rl_scale_fn)(float *x, int64_t n, float s, void *stream);
 /* *out += sum of x[i]^2, accumulated in double. */
@@ -28,7 +31,7 @@ typedef int (*rl_round_bf16_fn)(float *y, const float *x, int64_t n, void *strea
 typedef int (*rl_to_bf16_fn)(uint16_t *y, const float *x, int64_t n, void *stream);
 typedef int (*rl_from_bf16_fn)(float *y, const uint16_t *x, int64_t n, void *stream);
 
-int rl_add_cpu(float *y, const float *x, int64_t n, void *stream);
+int rl_add_cpu(struct rl_buf y, struct rl_cbuf x, int64_t n, void *stream);
 int rl_scale_cpu(float *x, int64_t n, float s, void *stream);
 int rl_sum_squares_cpu(double *out, const float *x, int64_t n, void *stream);
 int rl_round_bf16_cpu(float *y, const float *x, int64_t n, void *stream);
@@ -39,7 +42,7 @@ int rl_from_bf16_cpu(float *y, const uint16_t *x, int64_t n, void *stream);
  * memory, out included: the sum is added to the double there, on stream,
  * without synchronising. The sum is the same bits on every run (a fixed
  * order of additions, a function of n), though not the CPU's order. */
-int rl_add_cuda(float *y, const float *x, int64_t n, void *stream);
+int rl_add_cuda(struct rl_buf y, struct rl_cbuf x, int64_t n, void *stream);
 int rl_scale_cuda(float *x, int64_t n, float s, void *stream);
 int rl_sum_squares_cuda(double *out, const float *x, int64_t n, void *stream);
 int rl_round_bf16_cuda(float *y, const float *x, int64_t n, void *stream);

@@ -81,8 +81,9 @@ static void chunk_from(const struct chunk_src *src, float *work, int n, int c0, 
 	} else if (src->invariant) {
 		/* the same bits as the invariant LM head's logits, then scaled as
 		 * rl_logits_logprobs scales them */
-		rl_linear_forward_invariant_cpu(work, src->h, src->w + (size_t)c0 * src->dim, NULL,
-		                                n, src->dim, c, NULL);
+		rl_linear_forward_invariant_cpu(rl_buf_f32(work), rl_cbuf_f32(src->h),
+		                                rl_cbuf_f32(src->w + (size_t)c0 * src->dim),
+		                                rl_cbuf_f32(NULL), n, src->dim, c, NULL);
 		for (size_t i = 0; i < (size_t)n * (size_t)c; i++)
 			work[i] *= src->scale;
 	} else {

@@ -3,10 +3,12 @@
  *   dx = r (dy w - xhat mean(dy w xhat)),   dweight = sum over rows of dy xhat.
  * Row sums are taken in double. dweight is reduced over a number of row
  * blocks that depends only on the shape, each block summed in double and the
- * blocks added in order, so the result does not depend on the thread count. */
+ * blocks added in order, so the result does not depend on the thread count.
+ * bf16 rows are read widened and dx rounded once per call (typed.h). */
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "kernels/cpu/typed.h"
 #include "kernels/rmsnorm.h"
 
 #define PAR_MIN (1L << 15)
@@ -15,33 +17,55 @@
 #define MAX_BLOCKS 64
 #define BLOCK_MIN  (1L << 14)
 
-static void backward_row(float *restrict dx, double *restrict dw_acc, const float *restrict dy,
-                         const float *restrict x, const float *restrict w, float r, int dim)
+RL_TYPED_BODY void backward_row(void *restrict dx, double *restrict dw_acc, const void *restrict dy,
+                                const void *restrict x, const void *restrict w, float r, int dim,
+                                const bool bf16)
 {
 	double s = 0.0;
 
 #pragma omp simd reduction(+ : s)
 	for (int i = 0; i < dim; i++)
-		s += (double)dy[i] * (double)w[i] * (double)x[i];
+		s += (double)rl_ld(dy, bf16, i) * (double)rl_ld(w, bf16, i) *
+		     (double)rl_ld(x, bf16, i);
 
 	/* xhat mean(dy w xhat) = x r^2 s / dim */
 	float c = (float)((double)r * (double)r * s / dim);
 
 #pragma omp simd
 	for (int i = 0; i < dim; i++)
-		dx[i] += r * (dy[i] * w[i] - x[i] * c);
+		rl_st_add(dx, bf16, i,
+		          r * (rl_ld(dy, bf16, i) * rl_ld(w, bf16, i) - rl_ld(x, bf16, i) * c));
 	if (dw_acc) {
 #pragma omp simd
 		for (int i = 0; i < dim; i++)
-			dw_acc[i] += (double)dy[i] * (double)x[i] * (double)r;
+			dw_acc[i] +=
+			    (double)rl_ld(dy, bf16, i) * (double)rl_ld(x, bf16, i) * (double)r;
 	}
 }
 
-int rl_rmsnorm_backward_cpu(float *dx, float *dweight, const float *dy, const float *x,
-                            const float *weight, const float *rstd, int rows, int dim, void *stream)
+RL_TYPED_BODY void backward_block(long b, long nblk, double *acc, struct rl_buf dx,
+                                  struct rl_cbuf dy, struct rl_cbuf x, struct rl_cbuf weight,
+                                  const float *rstd, int rows, int dim, const bool bf16)
+{
+	int r0 = (int)(b * rows / nblk), r1 = (int)((b + 1) * rows / nblk);
+	double *blk_acc = acc ? acc + (size_t)b * dim : NULL;
+	size_t es = bf16 ? 2 : 4;
+
+	for (int r = r0; r < r1; r++) {
+		size_t off = (size_t)r * dim * es;
+
+		backward_row((char *)dx.p + off, blk_acc, (const char *)dy.p + off,
+		             (const char *)x.p + off, weight.p, rstd[r], dim, bf16);
+	}
+}
+
+int rl_rmsnorm_backward_cpu(struct rl_buf dx, float *dweight, struct rl_cbuf dy, struct rl_cbuf x,
+                            struct rl_cbuf weight, const float *rstd, int rows, int dim,
+                            void *stream)
 {
 	(void)stream;
-	if (!dx || !dy || !x || !weight || !rstd || rows < 0 || dim <= 0)
+	if (!dx.p || !dy.p || !x.p || !weight.p || !rstd || rows < 0 || dim <= 0 ||
+	    !rl_rmsnorm_types_ok(dx.t, x.t, weight.t) || dy.t != x.t)
 		return -1;
 	if (rows == 0)
 		return 0;
@@ -61,14 +85,10 @@ int rl_rmsnorm_backward_cpu(float *dx, float *dweight, const float *dy, const fl
 
 #pragma omp parallel for if (elems >= PAR_MIN && nblk > 1) schedule(static)
 	for (long b = 0; b < nblk; b++) {
-		int r0 = (int)(b * rows / nblk), r1 = (int)((b + 1) * rows / nblk);
-		double *blk_acc = acc ? acc + (size_t)b * dim : NULL;
-
-		for (int r = r0; r < r1; r++) {
-			size_t off = (size_t)r * dim;
-
-			backward_row(dx + off, blk_acc, dy + off, x + off, weight, rstd[r], dim);
-		}
+		if (x.t == RL_BF16)
+			backward_block(b, nblk, acc, dx, dy, x, weight, rstd, rows, dim, true);
+		else
+			backward_block(b, nblk, acc, dx, dy, x, weight, rstd, rows, dim, false);
 	}
 
 	if (dweight) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/typed.h"
 #include "kernels/rope.h"
 
 /* cos/sin are computed for this many frequencies at a time: a stack buffer,
@@ -54,9 +55,10 @@ void rl_rope_inv_freq(float *inv_freq, int head_dim, double theta,
 	}
 }
 
-/* One token: x[h][i] and x[h][i + half] rotated by +-angle for every head. */
-static void rope_token(float *x, int32_t pos, const float *inv_freq, int n_heads, int head_dim,
-                       float sign)
+/* One token: x[h][i] and x[h][i + half] rotated by +-angle for every head;
+ * x's elements read widened and written rounded (typed.h). */
+RL_TYPED_BODY void rope_token(void *x, int32_t pos, const float *inv_freq, int n_heads,
+                              int head_dim, float sign, const bool bf16)
 {
 	const int half = head_dim / 2;
 	const float p = (float)pos;
@@ -72,49 +74,57 @@ static void rope_token(float *x, int32_t pos, const float *inv_freq, int n_heads
 			s[i] = sign * sinf(a);
 		}
 		for (int h = 0; h < n_heads; h++) {
-			float *lo = x + (size_t)h * head_dim + i0;
-			float *hi = lo + half;
+			size_t lo = (size_t)h * head_dim + i0, hi = lo + half;
 
 			for (int i = 0; i < m; i++) {
-				float a = lo[i], b = hi[i];
+				float a = rl_ld(x, bf16, lo + i), b = rl_ld(x, bf16, hi + i);
 
-				lo[i] = a * c[i] - b * s[i];
-				hi[i] = b * c[i] + a * s[i];
+				rl_st(x, bf16, lo + i, a * c[i] - b * s[i]);
+				rl_st(x, bf16, hi + i, b * c[i] + a * s[i]);
 			}
 		}
 	}
 }
 
-static int rope_apply(float *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                      int head_dim, float sign)
+RL_TYPED_BODY void rope_rows(void *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
+                             int head_dim, float sign, const bool bf16)
 {
-	if (n < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2)
-		return -1;
-	if (n == 0)
-		return 0;
-	if (!x || !pos || !inv_freq)
-		return -1;
-
-	const size_t row = (size_t)n_heads * head_dim;
+	const size_t row = (size_t)n_heads * head_dim, es = bf16 ? 2 : 4;
 
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)n * row > 32768)
 #endif
 	for (int t = 0; t < n; t++)
-		rope_token(x + (size_t)t * row, pos[t], inv_freq, n_heads, head_dim, sign);
+		rope_token((char *)x + (size_t)t * row * es, pos[t], inv_freq, n_heads, head_dim,
+		           sign, bf16);
+}
+
+static int rope_apply(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
+                      int n_heads, int head_dim, float sign)
+{
+	if (n < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 || !rl_act_type_ok(x.t))
+		return -1;
+	if (n == 0)
+		return 0;
+	if (!x.p || !pos || !inv_freq)
+		return -1;
+	if (x.t == RL_BF16)
+		rope_rows(x.p, pos, inv_freq, n, n_heads, head_dim, sign, true);
+	else
+		rope_rows(x.p, pos, inv_freq, n, n_heads, head_dim, sign, false);
 	return 0;
 }
 
-int rl_rope_forward_cpu(float *x, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                        int head_dim, void *stream)
+int rl_rope_forward_cpu(struct rl_buf x, const int32_t *pos, const float *inv_freq, int n,
+                        int n_heads, int head_dim, void *stream)
 {
 	(void)stream;
 	return rope_apply(x, pos, inv_freq, n, n_heads, head_dim, 1.0f);
 }
 
 /* The rotation is orthogonal, so its transpose is the rotation by -angle. */
-int rl_rope_backward_cpu(float *dx, const int32_t *pos, const float *inv_freq, int n, int n_heads,
-                         int head_dim, void *stream)
+int rl_rope_backward_cpu(struct rl_buf dx, const int32_t *pos, const float *inv_freq, int n,
+                         int n_heads, int head_dim, void *stream)
 {
 	(void)stream;
 	return rope_apply(dx, pos, inv_freq, n, n_heads, head_dim, -1.0f);

@@ -1,8 +1,10 @@
-/* SwiGLU: h = silu(g) * u with silu(g) = g * sigmoid(g). */
+/* SwiGLU: h = silu(g) * u with silu(g) = g * sigmoid(g); bf16 buffers read
+ * widened and written rounded once (typed.h). */
 #include <math.h>
 #include <stdint.h>
 
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/typed.h"
 #include "kernels/swiglu.h"
 
 #define PAR_MIN ((int64_t)1 << 15)
@@ -18,33 +20,52 @@ static inline float sigmoid(float g)
 	return g >= 0.0f ? r : er;
 }
 
-int rl_swiglu_forward_cpu(float *h, const float *gate, const float *up, int64_t n, void *stream)
+RL_TYPED_BODY void forward(void *h, const void *gate, const void *up, int64_t n, const bool bf16)
 {
-	(void)stream;
-	if (!h || !gate || !up || n < 0)
-		return -1;
 #pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
 	for (int64_t i = 0; i < n; i++) {
-		float g = gate[i];
+		float g = rl_ld(gate, bf16, i);
 
-		h[i] = g * sigmoid(g) * up[i];
+		rl_st(h, bf16, i, g * sigmoid(g) * rl_ld(up, bf16, i));
 	}
+}
+
+int rl_swiglu_forward_cpu(struct rl_buf h, struct rl_cbuf gate, struct rl_cbuf up, int64_t n,
+                          void *stream)
+{
+	(void)stream;
+	if (!h.p || !gate.p || !up.p || n < 0 || !rl_swiglu_types_ok(h.t, gate.t, up.t, h.t, h.t))
+		return -1;
+	if (h.t == RL_BF16)
+		forward(h.p, gate.p, up.p, n, true);
+	else
+		forward(h.p, gate.p, up.p, n, false);
 	return 0;
 }
 
 /* d silu / dg = s + g s (1 - s) = s (1 + g (1 - s)). */
-int rl_swiglu_backward_cpu(float *dgate, float *dup, const float *dh, const float *gate,
-                           const float *up, int64_t n, void *stream)
+RL_TYPED_BODY void backward(void *dgate, void *dup, const void *dh, const void *gate,
+                            const void *up, int64_t n, const bool bf16)
 {
-	(void)stream;
-	if (!dgate || !dup || !dh || !gate || !up || n < 0)
-		return -1;
 #pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
 	for (int64_t i = 0; i < n; i++) {
-		float g = gate[i], s = sigmoid(g), d = dh[i];
+		float g = rl_ld(gate, bf16, i), s = sigmoid(g), d = rl_ld(dh, bf16, i);
 
-		dup[i] += d * g * s;
-		dgate[i] += d * up[i] * s * (1.0f + g * (1.0f - s));
+		rl_st_add(dup, bf16, i, d * g * s);
+		rl_st_add(dgate, bf16, i, d * rl_ld(up, bf16, i) * s * (1.0f + g * (1.0f - s)));
 	}
+}
+
+int rl_swiglu_backward_cpu(struct rl_buf dgate, struct rl_buf dup, struct rl_cbuf dh,
+                           struct rl_cbuf gate, struct rl_cbuf up, int64_t n, void *stream)
+{
+	(void)stream;
+	if (!dgate.p || !dup.p || !dh.p || !gate.p || !up.p || n < 0 ||
+	    !rl_swiglu_types_ok(dgate.t, dup.t, dh.t, gate.t, up.t))
+		return -1;
+	if (dgate.t == RL_BF16)
+		backward(dgate.p, dup.p, dh.p, gate.p, up.p, n, true);
+	else
+		backward(dgate.p, dup.p, dh.p, gate.p, up.p, n, false);
 	return 0;
 }

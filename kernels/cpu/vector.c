@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/typed.h"
 #include "kernels/dtype.h"
 #include "kernels/vector.h"
 
@@ -14,14 +15,22 @@
 #define SS_BLOCK      ((int64_t)1 << 15)
 #define SS_MAX_BLOCKS 256
 
-int rl_add_cpu(float *y, const float *x, int64_t n, void *stream)
+RL_TYPED_BODY void add(void *y, const void *x, int64_t n, const bool bf16)
 {
-	(void)stream;
-	if (!y || !x || n < 0)
-		return -1;
 #pragma omp parallel for simd if (n >= PAR_MIN) schedule(static)
 	for (int64_t i = 0; i < n; i++)
-		y[i] += x[i];
+		rl_st_add(y, bf16, (size_t)i, rl_ld(x, bf16, (size_t)i));
+}
+
+int rl_add_cpu(struct rl_buf y, struct rl_cbuf x, int64_t n, void *stream)
+{
+	(void)stream;
+	if (!y.p || !x.p || n < 0 || !rl_act_type_ok(y.t) || x.t != y.t)
+		return -1;
+	if (y.t == RL_BF16)
+		add(y.p, x.p, n, true);
+	else
+		add(y.p, x.p, n, false);
 	return 0;
 }
 

@@ -4,7 +4,8 @@
  * the public contracts stay in kernels/<op>.h.
  * defines: RL_WARP, rl_warp_sum, rl_warp_max, rl_block_sum, rl_aligned16,
  * rl_ceil_div, rl_stream, rl_launched, rl_grid_thread, rl_grid_stride,
- * rl_stride_blocks, rl_gemm_f32 */
+ * rl_stride_blocks, rl_widen, rl_bf16_rne, rl_narrow_store, rl_gemm_typed,
+ * rl_gemm_f32 */
 #ifndef RL_KERNELS_CUDA_COMMON_CUH
 #define RL_KERNELS_CUDA_COMMON_CUH
 
@@ -60,6 +61,40 @@ template <int THREADS, typename T> static __device__ T rl_block_sum(T v)
 	return rl_warp_sum(v);
 }
 
+/* bf16 held as its bit pattern (uint16_t, as kernels/dtype.h and the CPU
+ * backend hold it): widened exactly, and rounded to nearest even by the
+ * integer steps of rl_f32_to_bf16, so a NaN's bits too are the CPU's. The
+ * overloads on float let one template read and write either type. */
+static __device__ __forceinline__ float rl_widen(float v)
+{
+	return v;
+}
+
+static __device__ __forceinline__ float rl_widen(uint16_t h)
+{
+	return __uint_as_float((uint32_t)h << 16);
+}
+
+static __device__ __forceinline__ uint16_t rl_bf16_rne(float f)
+{
+	uint32_t u = __float_as_uint(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static __device__ __forceinline__ void rl_narrow_store(float *p, float v)
+{
+	*p = v;
+}
+
+static __device__ __forceinline__ void rl_narrow_store(uint16_t *p, float v)
+{
+	*p = rl_bf16_rne(v);
+}
+
 static inline bool rl_aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
@@ -105,11 +140,12 @@ static inline int rl_stride_blocks(int64_t work, int threads, int max_blocks)
 }
 
 /* C [m, n] = alpha op(A) op(B) + beta C (+ bias) on rl_cuda_gemm (its
- * conventions), all fp32 and TF32 off: the product the CPU references
- * compute. 0 or -1. */
-static inline int rl_gemm_f32(int m, int n, int k, bool trans_a, const float *a, int lda,
-                              bool trans_b, const float *b, int ldb, float *c, int ldc, float alpha,
-                              float beta, const float *bias, void *stream)
+ * conventions): A and B of ab_type, C (and the bias) of c_type, TF32 off.
+ * 0 or -1. */
+static inline int rl_gemm_typed(int m, int n, int k, bool trans_a, const void *a, int lda,
+                                bool trans_b, const void *b, int ldb, void *c, int ldc, float alpha,
+                                float beta, const void *bias, enum rl_dtype ab_type,
+                                enum rl_dtype c_type, void *stream)
 {
 	struct rl_gemm g;
 
@@ -128,10 +164,19 @@ static inline int rl_gemm_f32(int m, int n, int k, bool trans_a, const float *a,
 	g.alpha = alpha;
 	g.beta = beta;
 	g.bias = bias;
-	g.ab_type = RL_F32;
-	g.c_type = RL_F32;
+	g.ab_type = ab_type;
+	g.c_type = c_type;
 	g.tf32 = false;
 	return rl_cuda_gemm(&g, stream, NULL, 0);
+}
+
+/* The same, all fp32: the product the CPU references compute. */
+static inline int rl_gemm_f32(int m, int n, int k, bool trans_a, const float *a, int lda,
+                              bool trans_b, const float *b, int ldb, float *c, int ldc, float alpha,
+                              float beta, const float *bias, void *stream)
+{
+	return rl_gemm_typed(m, n, k, trans_a, a, lda, trans_b, b, ldb, c, ldc, alpha, beta, bias,
+	                     RL_F32, RL_F32, stream);
 }
 
 #endif

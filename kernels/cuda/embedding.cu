@@ -37,15 +37,17 @@ static int rl_emb_failed(void)
 	return -1;
 }
 
-/* VEC: dim % 4 == 0 and out, table 16-byte aligned, so every row is too. */
-template <bool VEC>
+/* VEC (fp32 only): dim % 4 == 0 and out, table 16-byte aligned, so every
+ * row is too. A bf16 table (T = uint16_t) is copied as its bits, +0 for a
+ * zero row. */
+template <bool VEC, typename T>
 static __global__ void __launch_bounds__(RL_EMB_THREADS)
-    rl_embedding_forward_kernel(float *__restrict__ out, const int32_t *__restrict__ ids,
-                                const float *__restrict__ table, int dim, int vocab)
+    rl_embedding_forward_kernel(T *__restrict__ out, const int32_t *__restrict__ ids,
+                                const T *__restrict__ table, int dim, int vocab)
 {
 	size_t t = blockIdx.x;
 	int32_t id = ids[t];
-	float *dst = out + t * dim;
+	T *dst = out + t * dim;
 	/* -1 (another rank's token) and a bad id both give zeros */
 	bool zero = id < 0 || id >= vocab;
 
@@ -59,31 +61,42 @@ static __global__ void __launch_bounds__(RL_EMB_THREADS)
 		for (int i = threadIdx.x; i < dim / 4; i += RL_EMB_THREADS)
 			d4[i] = zero ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : s4[i];
 	} else {
-		const float *src = table + (size_t)(zero ? 0 : id) * dim;
+		const T *src = table + (size_t)(zero ? 0 : id) * dim;
 
 		for (int i = threadIdx.x; i < dim; i += RL_EMB_THREADS)
-			dst[i] = zero ? 0.0f : src[i];
+			dst[i] = zero ? T(0) : src[i];
 	}
 }
 
-extern "C" int rl_embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int n,
-                                         int dim, int vocab, void *stream)
+extern "C" int rl_embedding_forward_cuda(struct rl_buf out, const int32_t *ids,
+                                         struct rl_cbuf table, int n, int dim, int vocab,
+                                         void *stream)
 {
-	if (!out || !ids || !table || n < 0 || dim < 0 || vocab < 0)
+	if (!out.p || !ids || !table.p || n < 0 || dim < 0 || vocab < 0 ||
+	    !rl_act_type_ok(table.t) || out.t != table.t)
 		return -1;
 	if (n == 0)
 		return 0;
 
 	cudaStream_t st = rl_stream(stream);
-	bool vec = dim % 4 == 0 && rl_aligned16(out) && rl_aligned16(table);
 
 	/* launched even when dim == 0: the ids must still be checked */
+	if (table.t == RL_BF16) {
+		rl_embedding_forward_kernel<false, uint16_t><<<n, RL_EMB_THREADS, 0, st>>>(
+		    (uint16_t *)out.p, ids, (const uint16_t *)table.p, dim, vocab);
+		return rl_launched();
+	}
+
+	float *o = (float *)out.p;
+	const float *tab = (const float *)table.p;
+	bool vec = dim % 4 == 0 && rl_aligned16(o) && rl_aligned16(tab);
+
 	if (vec)
-		rl_embedding_forward_kernel<true>
-		    <<<n, RL_EMB_THREADS, 0, st>>>(out, ids, table, dim, vocab);
+		rl_embedding_forward_kernel<true, float>
+		    <<<n, RL_EMB_THREADS, 0, st>>>(o, ids, tab, dim, vocab);
 	else
-		rl_embedding_forward_kernel<false>
-		    <<<n, RL_EMB_THREADS, 0, st>>>(out, ids, table, dim, vocab);
+		rl_embedding_forward_kernel<false, float>
+		    <<<n, RL_EMB_THREADS, 0, st>>>(o, ids, tab, dim, vocab);
 	return rl_launched();
 }
 
@@ -118,8 +131,9 @@ static __global__ void rl_iota_kernel(int32_t *v, int n)
  * y * THREADS + threadIdx.x (+ every gridDim.y * THREADS) of that id's row get
  * the run's dout rows added in token order (the sort is stable). A block
  * that does not start a run, or whose id is negative, returns at once. */
+template <typename T>
 static __global__ void __launch_bounds__(RL_EMB_THREADS)
-    rl_embedding_backward_kernel(float *__restrict__ dtable, const float *__restrict__ dout,
+    rl_embedding_backward_kernel(float *__restrict__ dtable, const T *__restrict__ dout,
                                  const int32_t *__restrict__ keys,
                                  const int32_t *__restrict__ tokens, int n, int dim)
 {
@@ -140,7 +154,7 @@ static __global__ void __launch_bounds__(RL_EMB_THREADS)
 
 #pragma unroll 4
 		for (int j = i; j < end; j++)
-			acc += dout[(size_t)tokens[j] * dim + c];
+			acc += rl_widen(dout[(size_t)tokens[j] * dim + c]);
 		*dst = acc;
 	}
 }
@@ -151,9 +165,9 @@ static size_t rl_emb_round_up(size_t bytes)
 }
 
 /* The sort and the run pass, on scratch of 3 * vec_bytes + sort_bytes. */
-static int rl_embedding_backward_launch(float *dtable, const float *dout, const int32_t *ids, int n,
-                                        int dim, char *scratch, size_t vec_bytes, size_t sort_bytes,
-                                        cudaStream_t st)
+static int rl_embedding_backward_launch(float *dtable, struct rl_cbuf dout, const int32_t *ids,
+                                        int n, int dim, char *scratch, size_t vec_bytes,
+                                        size_t sort_bytes, cudaStream_t st)
 {
 	int32_t *keys = (int32_t *)scratch;
 	int32_t *tokens_in = (int32_t *)(scratch + vec_bytes);
@@ -173,15 +187,19 @@ static int rl_embedding_backward_launch(float *dtable, const float *dout, const 
 
 	dim3 grid((unsigned)n, (unsigned)(slices < RL_EMB_MAX_SLICES ? slices : RL_EMB_MAX_SLICES));
 
-	rl_embedding_backward_kernel<<<grid, RL_EMB_THREADS, 0, st>>>(dtable, dout, keys, tokens, n,
-	                                                              dim);
+	if (dout.t == RL_BF16)
+		rl_embedding_backward_kernel<uint16_t><<<grid, RL_EMB_THREADS, 0, st>>>(
+		    dtable, (const uint16_t *)dout.p, keys, tokens, n, dim);
+	else
+		rl_embedding_backward_kernel<float><<<grid, RL_EMB_THREADS, 0, st>>>(
+		    dtable, (const float *)dout.p, keys, tokens, n, dim);
 	return rl_launched();
 }
 
-extern "C" int rl_embedding_backward_cuda(float *dtable, const float *dout, const int32_t *ids,
+extern "C" int rl_embedding_backward_cuda(float *dtable, struct rl_cbuf dout, const int32_t *ids,
                                           int n, int dim, void *stream)
 {
-	if (!dtable || !dout || !ids || n < 0 || dim < 0)
+	if (!dtable || !dout.p || !ids || n < 0 || dim < 0 || !rl_act_type_ok(dout.t))
 		return -1;
 	if (n == 0 || dim == 0)
 		return 0;

@@ -115,9 +115,6 @@ static int rl_gemm_check(const struct rl_gemm *g, char *err, size_t errlen)
 	if (g->c_type != RL_F32 && g->c_type != g->ab_type)
 		return rl_gemm_fail(err, errlen, "rl_cuda_gemm: ab_type %s with c_type %s",
 		                    rl_dtype_name(g->ab_type), rl_dtype_name(g->c_type));
-	if (g->bias && g->c_type != RL_F32)
-		return rl_gemm_fail(err, errlen, "rl_cuda_gemm: bias needs an F32 C, not %s",
-		                    rl_dtype_name(g->c_type));
 	if (g->m == 0 || g->n == 0)
 		return 0;
 	if (!g->c)
@@ -175,7 +172,7 @@ static __device__ __forceinline__ void rl_gemm_store(__half *p, float v)
  * does not, so garbage or NaN there is overwritten. */
 template <typename T>
 static __global__ void __launch_bounds__(RL_GEMM_SCALE_BLOCK)
-    rl_gemm_scale_kernel(T *c, int m, int n, int ldc, float beta, const float *bias)
+    rl_gemm_scale_kernel(T *c, int m, int n, int ldc, float beta, const T *bias)
 {
 	int64_t total = (int64_t)m * n;
 	int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -187,7 +184,7 @@ static __global__ void __launch_bounds__(RL_GEMM_SCALE_BLOCK)
 		float v = beta == 0.0f ? 0.0f : beta * rl_gemm_load(p);
 
 		if (bias)
-			v += bias[j];
+			v += rl_gemm_load(bias + j);
 		rl_gemm_store(p, v);
 	}
 }
@@ -201,13 +198,14 @@ static int rl_gemm_scale(const struct rl_gemm *g, float beta, cudaStream_t st, c
 
 	if (g->c_type == RL_F32)
 		rl_gemm_scale_kernel<float><<<grid, RL_GEMM_SCALE_BLOCK, 0, st>>>(
-		    (float *)g->c, g->m, g->n, g->ldc, beta, g->bias);
+		    (float *)g->c, g->m, g->n, g->ldc, beta, (const float *)g->bias);
 	else if (g->c_type == RL_BF16)
 		rl_gemm_scale_kernel<__nv_bfloat16><<<grid, RL_GEMM_SCALE_BLOCK, 0, st>>>(
-		    (__nv_bfloat16 *)g->c, g->m, g->n, g->ldc, beta, g->bias);
+		    (__nv_bfloat16 *)g->c, g->m, g->n, g->ldc, beta,
+		    (const __nv_bfloat16 *)g->bias);
 	else
 		rl_gemm_scale_kernel<__half><<<grid, RL_GEMM_SCALE_BLOCK, 0, st>>>(
-		    (__half *)g->c, g->m, g->n, g->ldc, beta, g->bias);
+		    (__half *)g->c, g->m, g->n, g->ldc, beta, (const __half *)g->bias);
 
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
@@ -446,9 +444,9 @@ static int rl_gemm_lt(const struct rl_gemm *g, cudaStream_t st, char *err, size_
 	if (s == CUBLAS_STATUS_SUCCESS)
 		s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
 		                                   sizeof(op_b));
-	/* The bias type defaults to D's, fp32 here (the contract allows a bias
-	 * only with an fp32 C). The pointer goes in before the heuristic, which
-	 * reads its alignment. */
+	/* The bias type defaults to D's, which is C's here: the contract's
+	 * (gemm.h). The pointer goes in before the heuristic, which reads its
+	 * alignment. */
 	if (s == CUBLAS_STATUS_SUCCESS && bias)
 		s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
 		                                   sizeof(epilogue));

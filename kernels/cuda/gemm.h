@@ -24,7 +24,8 @@ extern "C" {
  * op(B) is [k, n] from B stored [k, n] (ldb >= n) or, with trans_b, [n, k]
  * (ldb >= k). beta = 1 accumulates into C, as the backward ops need.
  * ab_type is the element type of A and B, c_type that of C; the product is
- * always accumulated in fp32. bias is fp32 and only allowed with an fp32 C.
+ * always accumulated in fp32. bias has C's element type (cuBLASLt's default
+ * bias type is D's) and is added in fp32 before C is rounded.
  * tf32 lets fp32 inputs go through the tensor cores as TF32 (about 10 bits
  * of mantissa): off, the product is the fp32 one the C reference computes. */
 struct rl_gemm {
@@ -37,7 +38,7 @@ struct rl_gemm {
 	void *c;
 	int ldc;
 	float alpha, beta;
-	const float *bias;
+	const void *bias;
 	enum rl_dtype ab_type, c_type;
 	bool tf32;
 };

@@ -1,6 +1,8 @@
 /* Linear layer on rl_cuda_gemm: one GEMM for the forward (the bias in its
  * epilogue), one per input-side and weight-side gradient, accumulating
- * (beta = 1). TF32 stays off, so the products are fp32 ones, like the CPU's.
+ * (beta = 1). TF32 stays off, so fp32 operands give fp32 products, like the
+ * CPU's; bf16 operands go through the tensor cores with fp32 accumulation,
+ * the output rounded once (to a bf16 y or dx; dW stays fp32: main_grad).
  *
  * The bias gradient is a column sum of dy [n, out] in a fixed order: the
  * rows are cut into chunks, a block sums one chunk of 32 columns (8 row
@@ -10,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.cuh"
@@ -40,24 +43,38 @@ static int bad_shape(int n, int in_dim, int out_dim)
 	return n < 0 || in_dim <= 0 || out_dim <= 0;
 }
 
-extern "C" int rl_linear_forward_cuda(float *y, const float *x, const float *w, const float *bias,
-                                      int n, int in_dim, int out_dim, void *stream)
+extern "C" int rl_linear_forward_cuda(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
+                                      struct rl_cbuf bias, int n, int in_dim, int out_dim,
+                                      void *stream)
 {
-	if (!y || !x || !w || bad_shape(n, in_dim, out_dim))
+	if (!y.p || !x.p || !w.p || bad_shape(n, in_dim, out_dim) ||
+	    !rl_linear_forward_types_ok(y, x, w, bias))
 		return -1;
 	if (n == 0)
 		return 0;
 
-	/* y [n, out] = x [n, in] (W [out, in])^T */
-	return rl_gemm_f32(n, out_dim, in_dim, false, x, in_dim, true, w, in_dim, y, out_dim, 1.0f,
-	                   0.0f, bias, stream);
+	/* y [n, out] = x [n, in] (W [out, in])^T; the bias is y's type (a bias
+	 * is only allowed where y is the inputs' type) */
+	return rl_gemm_typed(n, out_dim, in_dim, false, x.p, in_dim, true, w.p, in_dim, y.p,
+	                     out_dim, 1.0f, 0.0f, bias.p, x.t, y.t, stream);
 }
 
 /* partial[chunk][col] (or dbias[col] += it, with one chunk) = the sum of
  * dy[row][col] over the chunk's rows. Block (RL_BIAS_COLS, RL_BIAS_LANES):
  * lane ty takes rows ty, ty + LANES, ...; the lanes are added in order. */
+static __device__ __forceinline__ double rl_bias_load(const float *p)
+{
+	return (double)*p;
+}
+
+static __device__ __forceinline__ double rl_bias_load(const __nv_bfloat16 *p)
+{
+	return (double)__bfloat162float(*p);
+}
+
+template <typename T>
 static __global__ void __launch_bounds__(RL_BIAS_COLS *RL_BIAS_LANES)
-    rl_bias_partial_kernel(double *partial, float *dbias, const float *__restrict__ dy, int n,
+    rl_bias_partial_kernel(double *partial, float *dbias, const T *__restrict__ dy, int n,
                            int out_dim, int rows_per_chunk)
 {
 	__shared__ double lane_sums[RL_BIAS_LANES][RL_BIAS_COLS];
@@ -69,7 +86,7 @@ static __global__ void __launch_bounds__(RL_BIAS_COLS *RL_BIAS_LANES)
 
 	if (col < out_dim)
 		for (int64_t r = r0 + threadIdx.y; r < r1; r += RL_BIAS_LANES)
-			acc += (double)dy[r * out_dim + col];
+			acc += rl_bias_load(dy + r * out_dim + col);
 	lane_sums[threadIdx.y][threadIdx.x] = acc;
 	__syncthreads();
 	if (threadIdx.y != 0 || col >= out_dim)
@@ -124,7 +141,7 @@ static double *rl_bias_partials(cudaStream_t st)
 	return buf;
 }
 
-static int rl_bias_grad(float *dbias, const float *dy, int n, int out_dim, cudaStream_t st)
+static int rl_bias_grad(float *dbias, struct rl_cbuf dy, int n, int out_dim, cudaStream_t st)
 {
 	/* The chunk count depends on the shape only, so the order of the sums
 	 * (and the bits) does too. Chunks of >= RL_BIAS_ROWS rows keep the
@@ -152,8 +169,12 @@ static int rl_bias_grad(float *dbias, const float *dy, int n, int out_dim, cudaS
 	dim3 block(RL_BIAS_COLS, RL_BIAS_LANES);
 	dim3 grid((unsigned)rl_ceil_div(out_dim, RL_BIAS_COLS), (unsigned)chunks);
 
-	rl_bias_partial_kernel<<<grid, block, 0, st>>>(partial, dbias, dy, n, out_dim,
-	                                               rows_per_chunk);
+	if (dy.t == RL_BF16)
+		rl_bias_partial_kernel<<<grid, block, 0, st>>>(
+		    partial, dbias, (const __nv_bfloat16 *)dy.p, n, out_dim, rows_per_chunk);
+	else
+		rl_bias_partial_kernel<<<grid, block, 0, st>>>(partial, dbias, (const float *)dy.p,
+		                                               n, out_dim, rows_per_chunk);
 	if (rl_launched() != 0)
 		return -1;
 	if (!partial)
@@ -163,22 +184,23 @@ static int rl_bias_grad(float *dbias, const float *dy, int n, int out_dim, cudaS
 	return rl_launched();
 }
 
-extern "C" int rl_linear_backward_cuda(float *dx, float *dw, float *dbias, const float *dy,
-                                       const float *x, const float *w, int n, int in_dim,
+extern "C" int rl_linear_backward_cuda(struct rl_buf dx, float *dw, float *dbias, struct rl_cbuf dy,
+                                       struct rl_cbuf x, struct rl_cbuf w, int n, int in_dim,
                                        int out_dim, void *stream)
 {
-	if (!dy || bad_shape(n, in_dim, out_dim) || (dx && !w) || (dw && !x))
+	if (!dy.p || bad_shape(n, in_dim, out_dim) || (dx.p && !w.p) || (dw && !x.p) ||
+	    !rl_linear_backward_types_ok(dx, dy, x, w))
 		return -1;
 	if (n == 0)
 		return 0;
 
-	/* dx [n, in] += dy [n, out] W [out, in] */
-	if (dx && rl_gemm_f32(n, in_dim, out_dim, false, dy, out_dim, false, w, in_dim, dx, in_dim,
-	                      1.0f, 1.0f, NULL, stream))
+	/* dx [n, in] += dy [n, out] W [out, in], rounded to dx's type */
+	if (dx.p && rl_gemm_typed(n, in_dim, out_dim, false, dy.p, out_dim, false, w.p, in_dim,
+	                          dx.p, in_dim, 1.0f, 1.0f, NULL, dy.t, dx.t, stream))
 		return -1;
-	/* dW [out, in] += dy^T [out, n] x [n, in]; dy is stored [n, out] */
-	if (dw && rl_gemm_f32(out_dim, in_dim, n, true, dy, out_dim, false, x, in_dim, dw, in_dim,
-	                      1.0f, 1.0f, NULL, stream))
+	/* dW [out, in] += dy^T [out, n] x [n, in] in fp32; dy is stored [n, out] */
+	if (dw && rl_gemm_typed(out_dim, in_dim, n, true, dy.p, out_dim, false, x.p, in_dim, dw,
+	                        in_dim, 1.0f, 1.0f, NULL, dy.t, RL_F32, stream))
 		return -1;
 	if (dbias)
 		return rl_bias_grad(dbias, dy, n, out_dim, rl_stream(stream));

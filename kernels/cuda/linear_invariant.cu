@@ -12,7 +12,9 @@
  * width), which is why the launcher may pick one by n without breaking the
  * invariance: the arithmetic of an element is the same chain on every path.
  * Rows past n and columns past out_dim are staged as zeros and never
- * written; they share no accumulator with valid ones.
+ * written; they share no accumulator with valid ones. bf16 operands are
+ * widened exactly as they are loaded, so the chain is the fp32 one of the
+ * same values; a bf16 y is the chain's end (+ bias) rounded once.
  *
  * rl_lm_logprobs_forward_invariant_cuda (logprobs_invariant.cu) calls this
  * for its chunk logits and repeats the chain above for the target's logit;
@@ -54,8 +56,8 @@ static __device__ __forceinline__ void li_step(float (&acc)[TM][TN], const float
  * at (r0, k0), into registers: entries lr + l STEP of column kk. A warp
  * reads 32 consecutive k of one row, so the loads coalesce. Outside the
  * matrix: 0, which is only ever multiplied into outputs that are dropped. */
-template <int L, int STEP>
-static __device__ __forceinline__ void li_load(float (&reg)[L], const float *__restrict__ src,
+template <int L, int STEP, typename TI>
+static __device__ __forceinline__ void li_load(float (&reg)[L], const TI *__restrict__ src,
                                                int64_t r0, int64_t rows, int lr, int kk, int k0,
                                                int in_dim)
 {
@@ -65,7 +67,7 @@ static __device__ __forceinline__ void li_load(float (&reg)[L], const float *__r
 	for (int l = 0; l < L; l++) {
 		int64_t r = r0 + lr + (int64_t)l * STEP;
 
-		reg[l] = k_in && r < rows ? src[r * in_dim + k0 + kk] : 0.0f;
+		reg[l] = k_in && r < rows ? rl_widen(src[r * in_dim + k0 + kk]) : 0.0f;
 	}
 }
 
@@ -76,10 +78,10 @@ static __device__ __forceinline__ void li_load(float (&reg)[L], const float *__r
  * BK of k at a time; the next slice is loaded into registers while this
  * one is used. The row stride BM + 1 (BN + 1) is odd, so the transposing
  * stores, a warp's 32 k of one row, hit 32 different banks. */
-template <int BM, int BN, int BK, int TM, int TN>
+template <int BM, int BN, int BK, int TM, int TN, typename TI, typename TO>
 static __global__ void __launch_bounds__(LI_THREADS)
-    li_forward(float *__restrict__ y, const float *__restrict__ x, const float *__restrict__ w,
-               const float *__restrict__ bias, int n, int in_dim, int out_dim)
+    li_forward(TO *__restrict__ y, const TI *__restrict__ x, const TI *__restrict__ w,
+               const TI *__restrict__ bias, int n, int in_dim, int out_dim)
 {
 	constexpr int RT = BM / TM, CT = BN / TN;
 	constexpr int STEP = LI_THREADS / BK; /* rows one load round covers */
@@ -149,14 +151,15 @@ static __global__ void __launch_bounds__(LI_THREADS)
 			int64_t c = c0 + tx + j * CT;
 
 			if (c < out_dim)
-				y[r * out_dim + c] =
-				    bias ? __fadd_rn(acc[i][j], bias[c]) : acc[i][j];
+				rl_narrow_store(y + r * out_dim + c,
+				                bias ? __fadd_rn(acc[i][j], rl_widen(bias[c]))
+				                     : acc[i][j]);
 		}
 	}
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
-static int li_launch(float *y, const float *x, const float *w, const float *bias, int n, int in_dim,
+template <int BM, int BN, int BK, int TM, int TN, typename TI, typename TO>
+static int li_launch(TO *y, const TI *x, const TI *w, const TI *bias, int n, int in_dim,
                      int out_dim, cudaStream_t st)
 {
 	int64_t col_tiles = rl_ceil_div(out_dim, BN);
@@ -168,31 +171,47 @@ static int li_launch(float *y, const float *x, const float *w, const float *bias
 
 	/* row tiles vary fastest, so the blocks that share a W tile run
 	 * together and W comes from DRAM about once */
-	li_forward<BM, BN, BK, TM, TN>
+	li_forward<BM, BN, BK, TM, TN, TI, TO>
 	    <<<grid, LI_THREADS, 0, st>>>(y, x, w, bias, n, in_dim, out_dim);
 	return rl_launched();
 }
 
-extern "C" int rl_linear_forward_invariant_cuda(float *y, const float *x, const float *w,
-                                                const float *bias, int n, int in_dim, int out_dim,
+/* Only the staging changes with n (see the top); the chain does not.
+ * Decode (n <= 64) is bound by streaming W: one row tile covers every
+ * token, so W is read once, in narrow column tiles (more blocks in flight)
+ * and wide k slices (more bytes per load round); up to 16 tokens, 16-row
+ * tiles, so that threads do not multiply empty rows. Larger n is bound by
+ * the FMAs: 64 x 64 tiles, 16 outputs a thread. */
+template <typename TI, typename TO>
+static int li_dispatch(void *y, const void *x, const void *w, const void *bias, int n, int in_dim,
+                       int out_dim, cudaStream_t st)
+{
+	TO *yt = (TO *)y;
+	const TI *xt = (const TI *)x, *wt = (const TI *)w, *bt = (const TI *)bias;
+
+	if (n <= 16)
+		return li_launch<16, 32, 64, 1, 2>(yt, xt, wt, bt, n, in_dim, out_dim, st);
+	if (n <= 64)
+		return li_launch<64, 32, 64, 4, 2>(yt, xt, wt, bt, n, in_dim, out_dim, st);
+	return li_launch<64, 64, 32, 4, 4>(yt, xt, wt, bt, n, in_dim, out_dim, st);
+}
+
+extern "C" int rl_linear_forward_invariant_cuda(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
+                                                struct rl_cbuf bias, int n, int in_dim, int out_dim,
                                                 void *stream)
 {
-	if (!y || !x || !w || n < 0 || in_dim <= 0 || out_dim <= 0)
+	if (!y.p || !x.p || !w.p || n < 0 || in_dim <= 0 || out_dim <= 0 ||
+	    !rl_linear_forward_types_ok(y, x, w, bias))
 		return -1;
 	if (n == 0)
 		return 0;
 
 	cudaStream_t st = rl_stream(stream);
 
-	/* Only the staging changes with n (see the top); the chain does not.
-	 * Decode (n <= 64) is bound by streaming W: one row tile covers every
-	 * token, so W is read once, in narrow column tiles (more blocks in
-	 * flight) and wide k slices (more bytes per load round); up to 16
-	 * tokens, 16-row tiles, so that threads do not multiply empty rows.
-	 * Larger n is bound by the FMAs: 64 x 64 tiles, 16 outputs a thread. */
-	if (n <= 16)
-		return li_launch<16, 32, 64, 1, 2>(y, x, w, bias, n, in_dim, out_dim, st);
-	if (n <= 64)
-		return li_launch<64, 32, 64, 4, 2>(y, x, w, bias, n, in_dim, out_dim, st);
-	return li_launch<64, 64, 32, 4, 4>(y, x, w, bias, n, in_dim, out_dim, st);
+	if (x.t == RL_F32)
+		return li_dispatch<float, float>(y.p, x.p, w.p, bias.p, n, in_dim, out_dim, st);
+	if (y.t == RL_BF16)
+		return li_dispatch<uint16_t, uint16_t>(y.p, x.p, w.p, bias.p, n, in_dim, out_dim,
+		                                       st);
+	return li_dispatch<uint16_t, float>(y.p, x.p, w.p, bias.p, n, in_dim, out_dim, st);
 }

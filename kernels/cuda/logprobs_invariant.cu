@@ -211,8 +211,9 @@ extern "C" int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse,
 
 		/* work [n, c] = h W[c0 : c0 + c]^T, unscaled: the scale is the
 		 * fold's own multiply, as it is for rl_logits_logprobs_cuda */
-		if (rl_linear_forward_invariant_cuda(work, h, w + (size_t)c0 * dim, NULL, n, dim, c,
-		                                     stream))
+		if (rl_linear_forward_invariant_cuda(rl_buf_f32(work), rl_cbuf_f32(h),
+		                                     rl_cbuf_f32(w + (size_t)c0 * dim),
+		                                     rl_cbuf_f32(NULL), n, dim, c, stream))
 			return -1;
 		lpi_fold_chunk<<<n, LPI_THREADS, 0, st>>>(lse, logprob, work, c, c, scale, c0 == 0);
 		if (rl_launched())

@@ -9,7 +9,8 @@
  * each chunk's double partial in scratch, then one pass adds the chunks in
  * order. The chunks depend only on the shape, so the bits do not depend on
  * the GPU. This reads dy and x twice (once per kernel); fusing would save a
- * pass at the price of a rows x dim scratch or atomics. */
+ * pass at the price of a rows x dim scratch or atomics. bf16 buffers
+ * (T = uint16_t) are widened on load; dx is rounded once, after its add. */
 #include <stdint.h>
 
 #include "kernels/cuda/common.cuh"
@@ -24,35 +25,38 @@
 #define RL_RMSB_CHUNK_MIN  32
 #define RL_RMSB_MAX_CHUNKS 256
 
+template <typename T>
 static __global__ void __launch_bounds__(RL_RMSB_THREADS)
-    rl_rmsnorm_backward_dx_kernel(float *__restrict__ dx, const float *__restrict__ dy,
-                                  const float *__restrict__ x, const float *__restrict__ w,
+    rl_rmsnorm_backward_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy,
+                                  const T *__restrict__ x, const T *__restrict__ w,
                                   const float *__restrict__ rstd, int dim)
 {
 	size_t off = (size_t)blockIdx.x * dim;
-	const float *dyr = dy + off, *xr = x + off;
-	float *dxr = dx + off;
+	const T *dyr = dy + off, *xr = x + off;
+	T *dxr = dx + off;
 	float r = rstd[blockIdx.x];
 	double s = 0.0;
 
 	for (int i = threadIdx.x; i < dim; i += RL_RMSB_THREADS)
-		s += (double)dyr[i] * (double)w[i] * (double)xr[i];
+		s += (double)rl_widen(dyr[i]) * (double)rl_widen(w[i]) * (double)rl_widen(xr[i]);
 	s = rl_block_sum<RL_RMSB_THREADS>(s);
 
 	float c = (float)((double)r * (double)r * s / dim);
 
 	for (int i = threadIdx.x; i < dim; i += RL_RMSB_THREADS) {
-		float g = __fsub_rn(__fmul_rn(dyr[i], w[i]), __fmul_rn(xr[i], c));
+		float g = __fsub_rn(__fmul_rn(rl_widen(dyr[i]), rl_widen(w[i])),
+		                    __fmul_rn(rl_widen(xr[i]), c));
 
-		dxr[i] = __fadd_rn(dxr[i], __fmul_rn(r, g));
+		rl_narrow_store(dxr + i, __fadd_rn(rl_widen(dxr[i]), __fmul_rn(r, g)));
 	}
 }
 
 /* partial[chunk][col] = sum over the chunk's rows of dy x r, in row order */
+template <typename T>
 static __global__ void __launch_bounds__(RL_RMSB_COLS)
-    rl_rmsnorm_backward_dw_kernel(double *__restrict__ partial, const float *__restrict__ dy,
-                                  const float *__restrict__ x, const float *__restrict__ rstd,
-                                  int rows, int dim, int chunk_rows)
+    rl_rmsnorm_backward_dw_kernel(double *__restrict__ partial, const T *__restrict__ dy,
+                                  const T *__restrict__ x, const float *__restrict__ rstd, int rows,
+                                  int dim, int chunk_rows)
 {
 	int col = blockIdx.x * RL_RMSB_COLS + threadIdx.x;
 	int r0 = blockIdx.y * chunk_rows;
@@ -64,7 +68,7 @@ static __global__ void __launch_bounds__(RL_RMSB_COLS)
 	for (int r = r0; r < r1; r++) {
 		size_t i = (size_t)r * dim + col;
 
-		acc += (double)dy[i] * (double)x[i] * (double)rstd[r];
+		acc += (double)rl_widen(dy[i]) * (double)rl_widen(x[i]) * (double)rstd[r];
 	}
 	partial[(size_t)blockIdx.y * dim + col] = acc;
 }
@@ -83,19 +87,15 @@ static __global__ void __launch_bounds__(RL_RMSB_COLS)
 	dweight[col] = __fadd_rn(dweight[col], (float)acc);
 }
 
-extern "C" int rl_rmsnorm_backward_cuda(float *dx, float *dweight, const float *dy, const float *x,
-                                        const float *weight, const float *rstd, int rows, int dim,
-                                        void *stream)
+template <typename T>
+static int rl_rmsnorm_backward_typed(T *dx, float *dweight, const T *dy, const T *x,
+                                     const T *weight, const float *rstd, int rows, int dim,
+                                     void *stream)
 {
-	if (!dx || !dy || !x || !weight || !rstd || rows < 0 || dim <= 0)
-		return -1;
-	if (rows == 0)
-		return 0;
-
 	cudaStream_t st = rl_stream(stream);
 
-	rl_rmsnorm_backward_dx_kernel<<<rows, RL_RMSB_THREADS, 0, st>>>(dx, dy, x, weight, rstd,
-	                                                                dim);
+	rl_rmsnorm_backward_dx_kernel<T>
+	    <<<rows, RL_RMSB_THREADS, 0, st>>>(dx, dy, x, weight, rstd, dim);
 	if (rl_launched())
 		return -1;
 	if (!dweight)
@@ -113,8 +113,9 @@ extern "C" int rl_rmsnorm_backward_cuda(float *dx, float *dweight, const float *
 
 	if (!partial)
 		return -1;
-	rl_rmsnorm_backward_dw_kernel<<<dim3(col_blocks, (unsigned)nchunk), RL_RMSB_COLS, 0, st>>>(
-	    partial, dy, x, rstd, rows, dim, chunk_rows);
+	rl_rmsnorm_backward_dw_kernel<T>
+	    <<<dim3(col_blocks, (unsigned)nchunk), RL_RMSB_COLS, 0, st>>>(partial, dy, x, rstd,
+	                                                                  rows, dim, chunk_rows);
 	int rc = rl_launched();
 
 	if (rc == 0) {
@@ -125,4 +126,22 @@ extern "C" int rl_rmsnorm_backward_cuda(float *dx, float *dweight, const float *
 	/* ordered on the stream: not reused before the kernels above are done */
 	rl_cuda_release_async(partial, stream);
 	return rc;
+}
+
+extern "C" int rl_rmsnorm_backward_cuda(struct rl_buf dx, float *dweight, struct rl_cbuf dy,
+                                        struct rl_cbuf x, struct rl_cbuf weight, const float *rstd,
+                                        int rows, int dim, void *stream)
+{
+	if (!dx.p || !dy.p || !x.p || !weight.p || !rstd || rows < 0 || dim <= 0 ||
+	    !rl_rmsnorm_types_ok(dx.t, x.t, weight.t) || dy.t != x.t)
+		return -1;
+	if (rows == 0)
+		return 0;
+	if (x.t == RL_BF16)
+		return rl_rmsnorm_backward_typed((uint16_t *)dx.p, dweight, (const uint16_t *)dy.p,
+		                                 (const uint16_t *)x.p, (const uint16_t *)weight.p,
+		                                 rstd, rows, dim, stream);
+	return rl_rmsnorm_backward_typed((float *)dx.p, dweight, (const float *)dy.p,
+	                                 (const float *)x.p, (const float *)weight.p, rstd, rows,
+	                                 dim, stream);
 }

@@ -4,7 +4,9 @@
  * rl_fast_exp_neg_flush rather than CUDA's expf. Every float step is written
  * unfused (__f*_rn) in the CPU's order, so the two backends agree to the bit
  * wherever the CPU's compiler does not contract either. Elementwise, one
- * grid-stride loop over int64 n. */
+ * grid-stride loop over int64 n. bf16 buffers (T = uint16_t) are widened
+ * on load and rounded once on store, as the CPU op rounds them, so the two
+ * agree to the bit there too. */
 #include <stdint.h>
 
 #include "kernels/cuda/common.cuh"
@@ -47,31 +49,35 @@ static __device__ __forceinline__ float rl_sigmoid(float g)
 	return g >= 0.0f ? r : er;
 }
 
+template <typename T>
 static __global__ void __launch_bounds__(RL_SWIGLU_THREADS)
-    rl_swiglu_forward_kernel(float *__restrict__ h, const float *__restrict__ gate,
-                             const float *__restrict__ up, int64_t n)
+    rl_swiglu_forward_kernel(T *__restrict__ h, const T *__restrict__ gate,
+                             const T *__restrict__ up, int64_t n)
 {
 	for (int64_t i = blockIdx.x * (int64_t)RL_SWIGLU_THREADS + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * RL_SWIGLU_THREADS) {
-		float g = gate[i];
+		float g = rl_widen(gate[i]);
 
-		h[i] = __fmul_rn(__fmul_rn(g, rl_sigmoid(g)), up[i]);
+		rl_narrow_store(h + i, __fmul_rn(__fmul_rn(g, rl_sigmoid(g)), rl_widen(up[i])));
 	}
 }
 
 /* d silu / dg = s (1 + g (1 - s)) */
+template <typename T>
 static __global__ void __launch_bounds__(RL_SWIGLU_THREADS)
-    rl_swiglu_backward_kernel(float *__restrict__ dgate, float *__restrict__ dup,
-                              const float *__restrict__ dh, const float *__restrict__ gate,
-                              const float *__restrict__ up, int64_t n)
+    rl_swiglu_backward_kernel(T *__restrict__ dgate, T *__restrict__ dup, const T *__restrict__ dh,
+                              const T *__restrict__ gate, const T *__restrict__ up, int64_t n)
 {
 	for (int64_t i = blockIdx.x * (int64_t)RL_SWIGLU_THREADS + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * RL_SWIGLU_THREADS) {
-		float g = gate[i], s = rl_sigmoid(g), d = dh[i];
+		float g = rl_widen(gate[i]), s = rl_sigmoid(g), d = rl_widen(dh[i]);
 		float ds = __fadd_rn(1.0f, __fmul_rn(g, __fsub_rn(1.0f, s)));
+		float u = rl_widen(up[i]);
 
-		dup[i] = __fadd_rn(dup[i], __fmul_rn(__fmul_rn(d, g), s));
-		dgate[i] = __fadd_rn(dgate[i], __fmul_rn(__fmul_rn(__fmul_rn(d, up[i]), s), ds));
+		rl_narrow_store(dup + i,
+		                __fadd_rn(rl_widen(dup[i]), __fmul_rn(__fmul_rn(d, g), s)));
+		rl_narrow_store(dgate + i, __fadd_rn(rl_widen(dgate[i]),
+		                                     __fmul_rn(__fmul_rn(__fmul_rn(d, u), s), ds)));
 	}
 }
 
@@ -82,26 +88,46 @@ static unsigned rl_swiglu_blocks(int64_t n)
 	return (unsigned)(b < RL_SWIGLU_MAX_BLOCKS ? b : RL_SWIGLU_MAX_BLOCKS);
 }
 
-extern "C" int rl_swiglu_forward_cuda(float *h, const float *gate, const float *up, int64_t n,
-                                      void *stream)
+extern "C" int rl_swiglu_forward_cuda(struct rl_buf h, struct rl_cbuf gate, struct rl_cbuf up,
+                                      int64_t n, void *stream)
 {
-	if (!h || !gate || !up || n < 0)
+	if (!h.p || !gate.p || !up.p || n < 0 || !rl_swiglu_types_ok(h.t, gate.t, up.t, h.t, h.t))
 		return -1;
 	if (n == 0)
 		return 0;
-	rl_swiglu_forward_kernel<<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, rl_stream(stream)>>>(
-	    h, gate, up, n);
+
+	cudaStream_t st = rl_stream(stream);
+
+	if (h.t == RL_BF16)
+		rl_swiglu_forward_kernel<uint16_t>
+		    <<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, st>>>(
+		        (uint16_t *)h.p, (const uint16_t *)gate.p, (const uint16_t *)up.p, n);
+	else
+		rl_swiglu_forward_kernel<float><<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, st>>>(
+		    (float *)h.p, (const float *)gate.p, (const float *)up.p, n);
 	return rl_launched();
 }
 
-extern "C" int rl_swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
-                                       const float *up, int64_t n, void *stream)
+extern "C" int rl_swiglu_backward_cuda(struct rl_buf dgate, struct rl_buf dup, struct rl_cbuf dh,
+                                       struct rl_cbuf gate, struct rl_cbuf up, int64_t n,
+                                       void *stream)
 {
-	if (!dgate || !dup || !dh || !gate || !up || n < 0)
+	if (!dgate.p || !dup.p || !dh.p || !gate.p || !up.p || n < 0 ||
+	    !rl_swiglu_types_ok(dgate.t, dup.t, dh.t, gate.t, up.t))
 		return -1;
 	if (n == 0)
 		return 0;
-	rl_swiglu_backward_kernel<<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, rl_stream(stream)>>>(
-	    dgate, dup, dh, gate, up, n);
+
+	cudaStream_t st = rl_stream(stream);
+
+	if (dgate.t == RL_BF16)
+		rl_swiglu_backward_kernel<uint16_t>
+		    <<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, st>>>(
+		        (uint16_t *)dgate.p, (uint16_t *)dup.p, (const uint16_t *)dh.p,
+		        (const uint16_t *)gate.p, (const uint16_t *)up.p, n);
+	else
+		rl_swiglu_backward_kernel<float><<<rl_swiglu_blocks(n), RL_SWIGLU_THREADS, 0, st>>>(
+		    (float *)dgate.p, (float *)dup.p, (const float *)dh.p, (const float *)gate.p,
+		    (const float *)up.p, n);
 	return rl_launched();
 }

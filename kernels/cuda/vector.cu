@@ -75,13 +75,29 @@ static __global__ void __launch_bounds__(RL_VEC_THREADS)
 		x[i] *= s;
 }
 
-extern "C" int rl_add_cuda(float *y, const float *x, int64_t n, void *stream)
+/* y[i] = y[i] + x[i] on bf16, rounded once: the CPU op's bits. */
+static __global__ void __launch_bounds__(RL_VEC_THREADS)
+    rl_add_bf16_kernel(uint16_t *__restrict__ y, const uint16_t *__restrict__ x, int64_t n)
 {
-	if (!y || !x || n < 0)
+	for (int64_t i = rl_grid_thread(); i < n; i += rl_grid_stride())
+		rl_narrow_store(y + i, __fadd_rn(rl_widen(y[i]), rl_widen(x[i])));
+}
+
+extern "C" int rl_add_cuda(struct rl_buf yb, struct rl_cbuf xb, int64_t n, void *stream)
+{
+	if (!yb.p || !xb.p || n < 0 || !rl_act_type_ok(yb.t) || xb.t != yb.t)
 		return -1;
 	if (n == 0)
 		return 0;
+	if (yb.t == RL_BF16) {
+		rl_add_bf16_kernel<<<rl_stride_blocks(n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),
+		                     RL_VEC_THREADS, 0, rl_stream(stream)>>>(
+		    (uint16_t *)yb.p, (const uint16_t *)xb.p, n);
+		return rl_launched();
+	}
 
+	float *y = (float *)yb.p;
+	const float *x = (const float *)xb.p;
 	bool vec = rl_aligned16(y) && rl_aligned16(x);
 
 	rl_add_kernel<<<rl_stride_blocks(vec ? n / 4 : n, RL_VEC_THREADS, RL_VEC_MAX_BLOCKS),

@@ -53,22 +53,25 @@ static int mlp_backward(struct rl_model *m, struct rl_acts *a, int l, char *err,
 		goto norm;
 	}
 	RL_TRY(zero(ops, a->dh, ti), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->dh, G(DOWN), G(DOWN_BIAS), dres, L->h, P(DOWN), T, inter, d,
-	                            NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dh), G(DOWN), G(DOWN_BIAS), rl_cbuf_f32(dres),
+	                            rl_cbuf_f32(L->h), rl_cbuf_f32(P(DOWN)), T, inter, d, NULL),
 	       "layer %d: down_proj backward", l);
 	RL_TRY(zero(ops, a->dgate, ti) || zero(ops, a->dup, ti), "layer %d: zeroing", l);
-	RL_TRY(ops->swiglu_backward(a->dgate, a->dup, a->dh, L->gate, L->up, (int64_t)ti, NULL),
+	RL_TRY(ops->swiglu_backward(rl_buf_f32(a->dgate), rl_buf_f32(a->dup), rl_cbuf_f32(a->dh),
+	                            rl_cbuf_f32(L->gate), rl_cbuf_f32(L->up), (int64_t)ti, NULL),
 	       "layer %d: swiglu backward", l);
 	RL_TRY(zero(ops, a->dxn, (size_t)T * (size_t)d), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->dxn, G(GATE), G(GATE_BIAS), a->dgate, L->xn2, P(GATE), T, d,
-	                            inter, NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dxn), G(GATE), G(GATE_BIAS),
+	                            rl_cbuf_f32(a->dgate), rl_cbuf_f32(L->xn2),
+	                            rl_cbuf_f32(P(GATE)), T, d, inter, NULL),
 	       "layer %d: gate_proj backward", l);
-	RL_TRY(ops->linear_backward(a->dxn, G(UP), G(UP_BIAS), a->dup, L->xn2, P(UP), T, d, inter,
-	                            NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dxn), G(UP), G(UP_BIAS), rl_cbuf_f32(a->dup),
+	                            rl_cbuf_f32(L->xn2), rl_cbuf_f32(P(UP)), T, d, inter, NULL),
 	       "layer %d: up_proj backward", l);
 norm:;
 	float *dxn = summed_dxn(m, a, "MLP input gradient sum");
-	RL_TRY(ops->rmsnorm_backward(a->dres, G(MLP_NORM), dxn, L->x_mid, P(MLP_NORM), L->rstd2, n,
+	RL_TRY(ops->rmsnorm_backward(rl_buf_f32(a->dres), G(MLP_NORM), rl_cbuf_f32(dxn),
+	                             rl_cbuf_f32(L->x_mid), rl_cbuf_f32(P(MLP_NORM)), L->rstd2, n,
 	                             d, NULL),
 	       "layer %d: post_attention_layernorm backward", l);
 	return 0;
@@ -110,9 +113,9 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 
 	shape.scale = (float)(1.0 / sqrt((double)D));
 	RL_TRY(zero(ops, a->datt, qn), "layer %d: zeroing", l);
-	RL_TRY(
-	    ops->linear_backward(a->datt, G(O), G(O_BIAS), dres, L->att, P(O), T, H * D, d, NULL),
-	    "layer %d: o_proj backward", l);
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->datt), G(O), G(O_BIAS), rl_cbuf_f32(dres),
+	                            rl_cbuf_f32(L->att), rl_cbuf_f32(P(O)), T, H * D, d, NULL),
+	       "layer %d: o_proj backward", l);
 	RL_TRY(zero(ops, a->dq, qn) || zero(ops, a->dk, kvn) || zero(ops, a->dv, kvn),
 	       "layer %d: zeroing", l);
 	if (m->shard.cp.size > 1) {
@@ -124,32 +127,37 @@ static int attention_backward(struct rl_model *m, struct rl_acts *a, int l, char
 		                               NULL),
 		       "layer %d: attention backward", l);
 	}
-	RL_TRY(ops->rope_backward(a->dq, a->pos, m->inv_freq, T, H, D, NULL),
+	RL_TRY(ops->rope_backward(rl_buf_f32(a->dq), a->pos, m->inv_freq, T, H, D, NULL),
 	       "layer %d: rope backward (q)", l);
-	RL_TRY(ops->rope_backward(a->dk, a->pos, m->inv_freq, T, Hkv, D, NULL),
+	RL_TRY(ops->rope_backward(rl_buf_f32(a->dk), a->pos, m->inv_freq, T, Hkv, D, NULL),
 	       "layer %d: rope backward (k)", l);
 	if (c->qk_norm) {
 		RL_TRY(zero(ops, a->dq_raw, qn) || zero(ops, a->dk_raw, kvn), "layer %d: zeroing",
 		       l);
-		RL_TRY(ops->rmsnorm_backward(a->dq_raw, G(Q_NORM), a->dq, L->q_raw, P(Q_NORM),
+		RL_TRY(ops->rmsnorm_backward(rl_buf_f32(a->dq_raw), G(Q_NORM), rl_cbuf_f32(a->dq),
+		                             rl_cbuf_f32(L->q_raw), rl_cbuf_f32(P(Q_NORM)),
 		                             L->q_rstd, T * H, D, NULL),
 		       "layer %d: q_norm backward", l);
-		RL_TRY(ops->rmsnorm_backward(a->dk_raw, G(K_NORM), a->dk, L->k_raw, P(K_NORM),
+		RL_TRY(ops->rmsnorm_backward(rl_buf_f32(a->dk_raw), G(K_NORM), rl_cbuf_f32(a->dk),
+		                             rl_cbuf_f32(L->k_raw), rl_cbuf_f32(P(K_NORM)),
 		                             L->k_rstd, T * Hkv, D, NULL),
 		       "layer %d: k_norm backward", l);
 		dq = a->dq_raw;
 		dk = a->dk_raw;
 	}
 	RL_TRY(zero(ops, a->dxn, (size_t)T * (size_t)d), "layer %d: zeroing", l);
-	RL_TRY(ops->linear_backward(a->dxn, G(Q), G(Q_BIAS), dq, L->xn1, P(Q), T, d, H * D, NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dxn), G(Q), G(Q_BIAS), rl_cbuf_f32(dq),
+	                            rl_cbuf_f32(L->xn1), rl_cbuf_f32(P(Q)), T, d, H * D, NULL),
 	       "layer %d: q_proj backward", l);
-	RL_TRY(ops->linear_backward(a->dxn, G(K), G(K_BIAS), dk, L->xn1, P(K), T, d, Hkv * D, NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dxn), G(K), G(K_BIAS), rl_cbuf_f32(dk),
+	                            rl_cbuf_f32(L->xn1), rl_cbuf_f32(P(K)), T, d, Hkv * D, NULL),
 	       "layer %d: k_proj backward", l);
-	RL_TRY(
-	    ops->linear_backward(a->dxn, G(V), G(V_BIAS), a->dv, L->xn1, P(V), T, d, Hkv * D, NULL),
-	    "layer %d: v_proj backward", l);
+	RL_TRY(ops->linear_backward(rl_buf_f32(a->dxn), G(V), G(V_BIAS), rl_cbuf_f32(a->dv),
+	                            rl_cbuf_f32(L->xn1), rl_cbuf_f32(P(V)), T, d, Hkv * D, NULL),
+	       "layer %d: v_proj backward", l);
 	float *dxn = summed_dxn(m, a, "attention input gradient sum");
-	RL_TRY(ops->rmsnorm_backward(a->dres, G(ATTN_NORM), dxn, L->x_in, P(ATTN_NORM), L->rstd1, n,
+	RL_TRY(ops->rmsnorm_backward(rl_buf_f32(a->dres), G(ATTN_NORM), rl_cbuf_f32(dxn),
+	                             rl_cbuf_f32(L->x_in), rl_cbuf_f32(P(ATTN_NORM)), L->rstd1, n,
 	                             d, NULL),
 	       "layer %d: input_layernorm backward", l);
 	return 0;
@@ -178,8 +186,8 @@ static int stage_backward(struct rl_model *m, struct rl_acts *a, int first, int 
 		}
 	}
 	if (rl_model_first_stage(m))
-		RL_TRY(m->ops->embedding_backward(m->embed->grad, whole_dres(m, a), a->ids,
-		                                  a->n_tokens, m->cfg.hidden_size, NULL),
+		RL_TRY(m->ops->embedding_backward(m->embed->grad, rl_cbuf_f32(whole_dres(m, a)),
+		                                  a->ids, a->n_tokens, m->cfg.hidden_size, NULL),
 		       "embedding backward");
 	if (m->overlap.grads_ready && m->overlap.last_microbatch)
 		m->overlap.grads_ready(m->overlap.ctx, 0);
@@ -225,8 +233,9 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	       "lm_head backward");
 	float *dhf = a->rows.sp ? a->tp_local : a->dhf;
 	rl_tp_sum_rows(m, &a->rows, a->dhf, dhf, d, "vocab-parallel LM head gradient sum");
-	RL_TRY(ops->rmsnorm_backward(a->dres, m->final_norm->grad, dhf, a->x_final,
-	                             m->final_norm->data, a->rstd_f, n, d, NULL),
+	RL_TRY(ops->rmsnorm_backward(rl_buf_f32(a->dres), m->final_norm->grad, rl_cbuf_f32(dhf),
+	                             rl_cbuf_f32(a->x_final), rl_cbuf_f32(m->final_norm->data),
+	                             a->rstd_f, n, d, NULL),
 	       "final norm backward");
 	return stage_backward(m, a, first, end, err, errlen);
 }

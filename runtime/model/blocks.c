@@ -13,22 +13,27 @@ int rl_block_qkv(struct rl_model *m, int l, const float *xn, const int32_t *pos,
 	int d = c->hidden_size, H = m->shard.n_heads, Hkv = m->shard.n_kv_heads, D = c->head_dim;
 	float eps = (float)c->rms_norm_eps;
 
-	RL_TRY(ops->linear_forward(o->q_proj, xn, P(Q), P(Q_BIAS), T, d, H * D, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(o->q_proj), rl_cbuf_f32(xn), rl_cbuf_f32(P(Q)),
+	                           rl_cbuf_f32(P(Q_BIAS)), T, d, H * D, NULL),
 	       "layer %d: q_proj", l);
-	RL_TRY(ops->linear_forward(o->k_proj, xn, P(K), P(K_BIAS), T, d, Hkv * D, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(o->k_proj), rl_cbuf_f32(xn), rl_cbuf_f32(P(K)),
+	                           rl_cbuf_f32(P(K_BIAS)), T, d, Hkv * D, NULL),
 	       "layer %d: k_proj", l);
-	RL_TRY(ops->linear_forward(o->v, xn, P(V), P(V_BIAS), T, d, Hkv * D, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(o->v), rl_cbuf_f32(xn), rl_cbuf_f32(P(V)),
+	                           rl_cbuf_f32(P(V_BIAS)), T, d, Hkv * D, NULL),
 	       "layer %d: v_proj", l);
 	if (c->qk_norm) {
-		RL_TRY(ops->rmsnorm_forward(o->q, o->q_rstd, o->q_proj, P(Q_NORM), T * H, D, eps,
-		                            NULL),
+		RL_TRY(ops->rmsnorm_forward(rl_buf_f32(o->q), o->q_rstd, rl_cbuf_f32(o->q_proj),
+		                            rl_cbuf_f32(P(Q_NORM)), T * H, D, eps, NULL),
 		       "layer %d: q_norm", l);
-		RL_TRY(ops->rmsnorm_forward(o->k, o->k_rstd, o->k_proj, P(K_NORM), T * Hkv, D, eps,
-		                            NULL),
+		RL_TRY(ops->rmsnorm_forward(rl_buf_f32(o->k), o->k_rstd, rl_cbuf_f32(o->k_proj),
+		                            rl_cbuf_f32(P(K_NORM)), T * Hkv, D, eps, NULL),
 		       "layer %d: k_norm", l);
 	}
-	RL_TRY(ops->rope_forward(o->q, pos, m->inv_freq, T, H, D, NULL), "layer %d: rope (q)", l);
-	RL_TRY(ops->rope_forward(o->k, pos, m->inv_freq, T, Hkv, D, NULL), "layer %d: rope (k)", l);
+	RL_TRY(ops->rope_forward(rl_buf_f32(o->q), pos, m->inv_freq, T, H, D, NULL),
+	       "layer %d: rope (q)", l);
+	RL_TRY(ops->rope_forward(rl_buf_f32(o->k), pos, m->inv_freq, T, Hkv, D, NULL),
+	       "layer %d: rope (k)", l);
 	return 0;
 }
 
@@ -38,13 +43,17 @@ int rl_block_mlp(struct rl_model *m, int l, const float *xn, float *gate, float 
 	const struct rl_ops *ops = m->ops;
 	int d = m->cfg.hidden_size, inter = m->shard.intermediate;
 
-	RL_TRY(ops->linear_forward(gate, xn, P(GATE), P(GATE_BIAS), T, d, inter, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(gate), rl_cbuf_f32(xn), rl_cbuf_f32(P(GATE)),
+	                           rl_cbuf_f32(P(GATE_BIAS)), T, d, inter, NULL),
 	       "layer %d: gate_proj", l);
-	RL_TRY(ops->linear_forward(up, xn, P(UP), P(UP_BIAS), T, d, inter, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(up), rl_cbuf_f32(xn), rl_cbuf_f32(P(UP)),
+	                           rl_cbuf_f32(P(UP_BIAS)), T, d, inter, NULL),
 	       "layer %d: up_proj", l);
-	RL_TRY(ops->swiglu_forward(h, gate, up, (int64_t)T * inter, NULL), "layer %d: swiglu", l);
-	RL_TRY(ops->linear_forward(out, h, P(DOWN), rl_tp_row_bias(m, P(DOWN_BIAS)), T, inter, d,
-	                           NULL),
+	RL_TRY(ops->swiglu_forward(rl_buf_f32(h), rl_cbuf_f32(gate), rl_cbuf_f32(up),
+	                           (int64_t)T * inter, NULL),
+	       "layer %d: swiglu", l);
+	RL_TRY(ops->linear_forward(rl_buf_f32(out), rl_cbuf_f32(h), rl_cbuf_f32(P(DOWN)),
+	                           rl_cbuf_f32(rl_tp_row_bias(m, P(DOWN_BIAS))), T, inter, d, NULL),
 	       "layer %d: down_proj", l);
 	return 0;
 }

@@ -113,7 +113,8 @@ void rl_cp_gather_kv(const struct rl_model *m, struct rl_acts *a, const float *l
 	cp->all_gather(cp->ctx, local, a->cp_gather, (size_t)a->n_tokens * (size_t)width, what);
 	/* full row j is gathered row inv[j]: the embedding op's gather; a
 	 * failed op leaves garbage that the loss shows, as any failed op */
-	m->ops->embedding_forward(full, a->cp_inv_dev, a->cp_gather, rows, width, rows, NULL);
+	m->ops->embedding_forward(rl_buf_f32(full), a->cp_inv_dev, rl_cbuf_f32(a->cp_gather), rows,
+	                          width, rows, NULL);
 }
 
 void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const float *full,
@@ -122,7 +123,8 @@ void rl_cp_scatter_kv_grad(const struct rl_model *m, struct rl_acts *a, const fl
 	const struct rl_tp_group *cp = &m->shard.cp;
 	int rows = cp->size * a->n_tokens;
 
-	m->ops->embedding_forward(a->cp_gather, a->cp_full_row_dev, full, rows, width, rows, NULL);
+	m->ops->embedding_forward(rl_buf_f32(a->cp_gather), a->cp_full_row_dev, rl_cbuf_f32(full),
+	                          rows, width, rows, NULL);
 	cp->reduce_scatter(cp->ctx, a->cp_gather, local, (size_t)a->n_tokens * (size_t)width, what);
 }
 

@@ -173,8 +173,8 @@ int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out,
 	struct rl_attention_shape shape = {H, Hkv, D, (float)(1.0 / sqrt((double)D))};
 	float *q = c->qk_norm ? L->q_raw : L->q, *k = c->qk_norm ? L->k_raw : L->k;
 
-	RL_TRY(ops->rmsnorm_forward(L->xn1 + mine, L->rstd1, L->x_in, P(ATTN_NORM), r->n, d, eps,
-	                            NULL),
+	RL_TRY(ops->rmsnorm_forward(rl_buf_f32(L->xn1 + mine), L->rstd1, rl_cbuf_f32(L->x_in),
+	                            rl_cbuf_f32(P(ATTN_NORM)), r->n, d, eps, NULL),
 	       "layer %d: input_layernorm", l);
 	rl_tp_gather_rows(m, r, L->xn1 + mine, L->xn1, d, "attention input all-gather");
 	struct rl_qkv_out o = {q, k, L->v, L->q, L->k, L->q_rstd, L->k_rstd};
@@ -206,13 +206,14 @@ int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out,
 		       "layer %d: attention", l);
 	}
 	float *sum = rl_tp_sum_target(m, r, L->x_mid, a->tp_full);
-	RL_TRY(
-	    ops->linear_forward(sum, L->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d, NULL),
-	    "layer %d: o_proj", l);
+	RL_TRY(ops->linear_forward(rl_buf_f32(sum), rl_cbuf_f32(L->att), rl_cbuf_f32(P(O)),
+	                           rl_cbuf_f32(rl_tp_row_bias(m, P(O_BIAS))), T, H * D, d, NULL),
+	       "layer %d: o_proj", l);
 	rl_tp_sum_rows(m, r, sum, L->x_mid, d, "o_proj sum");
-	RL_TRY(ops->add(L->x_mid, L->x_in, (int64_t)r->n * d, NULL), "layer %d: residual", l);
-	RL_TRY(ops->rmsnorm_forward(L->xn2 + mine, L->rstd2, L->x_mid, P(MLP_NORM), r->n, d, eps,
-	                            NULL),
+	RL_TRY(ops->add(rl_buf_f32(L->x_mid), rl_cbuf_f32(L->x_in), (int64_t)r->n * d, NULL),
+	       "layer %d: residual", l);
+	RL_TRY(ops->rmsnorm_forward(rl_buf_f32(L->xn2 + mine), L->rstd2, rl_cbuf_f32(L->x_mid),
+	                            rl_cbuf_f32(P(MLP_NORM)), r->n, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
 	rl_tp_gather_rows(m, r, L->xn2 + mine, L->xn2, d, "MLP input all-gather");
 	sum = rl_tp_sum_target(m, r, x_out, a->tp_full);
@@ -220,7 +221,8 @@ int rl_layer_forward(struct rl_model *m, struct rl_acts *a, int l, float *x_out,
 	           : rl_block_mlp(m, l, L->xn2, L->gate, L->up, L->h, sum, T, err, errlen))
 		return -1;
 	rl_tp_sum_rows(m, r, sum, x_out, d, "down_proj sum");
-	RL_TRY(ops->add(x_out, L->x_mid, (int64_t)r->n * d, NULL), "layer %d: residual", l);
+	RL_TRY(ops->add(rl_buf_f32(x_out), rl_cbuf_f32(L->x_mid), (int64_t)r->n * d, NULL),
+	       "layer %d: residual", l);
 	return 0;
 }
 
@@ -256,7 +258,8 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	if (rl_model_first_stage(m)) {
 		float *x0 = a->layers[first].x_in, *sum = rl_tp_sum_target(m, r, x0, a->tp_full);
 
-		RL_TRY(m->ops->embedding_forward(sum, a->ids, m->embed->data, a->n_tokens, d,
+		RL_TRY(m->ops->embedding_forward(rl_buf_f32(sum), a->ids,
+		                                 rl_cbuf_f32(m->embed->data), a->n_tokens, d,
 		                                 m->shard.vocab, NULL),
 		       "embedding");
 		rl_tp_sum_rows(m, r, sum, x0, d, "vocab-parallel embedding sum");
@@ -272,8 +275,9 @@ int rl_model_forward(struct rl_model *m, struct rl_acts *a, const struct rl_batc
 	rl_model_settle(m, hi, -1);
 	if (!rl_model_last_stage(m))
 		return 0;
-	RL_TRY(m->ops->rmsnorm_forward(a->hf + (size_t)r->first * (size_t)d, a->rstd_f, a->x_final,
-	                               m->final_norm->data, r->n, d, (float)c->rms_norm_eps, NULL),
+	RL_TRY(m->ops->rmsnorm_forward(rl_buf_f32(a->hf + (size_t)r->first * (size_t)d), a->rstd_f,
+	                               rl_cbuf_f32(a->x_final), rl_cbuf_f32(m->final_norm->data),
+	                               r->n, d, (float)c->rms_norm_eps, NULL),
 	       "final norm");
 	rl_tp_gather_rows(m, r, a->hf + (size_t)r->first * (size_t)d, a->hf, d,
 	                  "final norm all-gather");
@@ -321,8 +325,9 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 		snprintf(err, errlen, "cannot allocate %zu bytes of logits", bytes);
 		return -1;
 	}
-	if (m->ops->linear_forward(dev, a->hf, m->lm_head->data, NULL, rows, m->cfg.hidden_size, V,
-	                           NULL)) {
+	if (m->ops->linear_forward(rl_buf_f32(dev), rl_cbuf_f32(a->hf),
+	                           rl_cbuf_f32(m->lm_head->data), rl_cbuf_f32(NULL), rows,
+	                           m->cfg.hidden_size, V, NULL)) {
 		snprintf(err, errlen, "lm_head failed");
 		goto out;
 	}

@@ -364,7 +364,8 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int T
 	struct rl_rows rows;
 	float *q = s->q, *k = s->k;
 
-	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(ATTN_NORM), T, d, eps, NULL),
+	RL_TRY(ops->rmsnorm_forward(rl_buf_f32(s->xn), NULL, rl_cbuf_f32(s->x),
+	                            rl_cbuf_f32(P(ATTN_NORM)), T, d, eps, NULL),
 	       "layer %d: input_layernorm", l);
 	if (c->qk_norm) {
 		q = s->qn;
@@ -379,12 +380,14 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int T
 	                            T, kv->block, &shape, NULL),
 	       "layer %d: attention", l);
 	rl_rows_of(m, T, false, &rows);
-	RL_TRY(ops->linear_forward(s->xn, s->att, P(O), rl_tp_row_bias(m, P(O_BIAS)), T, H * D, d,
-	                           NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(s->xn), rl_cbuf_f32(s->att), rl_cbuf_f32(P(O)),
+	                           rl_cbuf_f32(rl_tp_row_bias(m, P(O_BIAS))), T, H * D, d, NULL),
 	       "layer %d: o_proj", l);
 	rl_tp_sum_rows(m, &rows, s->xn, s->xn, d, "decode o_proj sum");
-	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
-	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->x, P(MLP_NORM), T, d, eps, NULL),
+	RL_TRY(ops->add(rl_buf_f32(s->x), rl_cbuf_f32(s->xn), (int64_t)T * d, NULL),
+	       "layer %d: residual", l);
+	RL_TRY(ops->rmsnorm_forward(rl_buf_f32(s->xn), NULL, rl_cbuf_f32(s->x),
+	                            rl_cbuf_f32(P(MLP_NORM)), T, d, eps, NULL),
 	       "layer %d: post_attention_layernorm", l);
 	/* the experts read all of xn before they write it */
 	if (rl_layer_is_moe(&m->cfg, l)
@@ -392,7 +395,8 @@ static int layer_decode(struct rl_model *m, struct rl_kv_cache *kv, int l, int T
 	        : rl_block_mlp(m, l, s->xn, s->gate, s->up, s->h, s->xn, T, err, errlen))
 		return -1;
 	rl_tp_sum_rows(m, &rows, s->xn, s->xn, d, "decode down_proj sum");
-	RL_TRY(ops->add(s->x, s->xn, (int64_t)T * d, NULL), "layer %d: residual", l);
+	RL_TRY(ops->add(rl_buf_f32(s->x), rl_cbuf_f32(s->xn), (int64_t)T * d, NULL),
+	       "layer %d: residual", l);
 	return 0;
 }
 
@@ -413,10 +417,12 @@ static int head_logits(struct rl_model *m, struct rl_kv_cache *kv, int n_groups,
 		                 NULL),
 		       "decode: gathering the last tokens");
 	}
-	RL_TRY(ops->rmsnorm_forward(s->xn, NULL, s->last, m->final_norm->data, n_groups, d,
+	RL_TRY(ops->rmsnorm_forward(rl_buf_f32(s->xn), NULL, rl_cbuf_f32(s->last),
+	                            rl_cbuf_f32(m->final_norm->data), n_groups, d,
 	                            (float)c->rms_norm_eps, NULL),
 	       "final norm");
-	RL_TRY(ops->linear_forward(s->logits, s->xn, m->lm_head->data, NULL, n_groups, d,
+	RL_TRY(ops->linear_forward(rl_buf_f32(s->logits), rl_cbuf_f32(s->xn),
+	                           rl_cbuf_f32(m->lm_head->data), rl_cbuf_f32(NULL), n_groups, d,
 	                           m->shard.vocab, NULL),
 	       "lm_head");
 	return 0;
@@ -519,8 +525,8 @@ int rl_model_decode(struct rl_model *m, struct rl_kv_cache *kv, int n_groups, co
 		return -1;
 	rl_rows_of(m, T, false, &rows);
 	if (rl_model_first_stage(m)) {
-		RL_TRY(ops->embedding_forward(s->x, s->ids, m->embed->data, T, d, m->shard.vocab,
-		                              NULL),
+		RL_TRY(ops->embedding_forward(rl_buf_f32(s->x), s->ids, rl_cbuf_f32(m->embed->data),
+		                              T, d, m->shard.vocab, NULL),
 		       "embedding");
 		rl_tp_sum_rows(m, &rows, s->x, s->x, d, "decode vocab-parallel embedding sum");
 	} else {

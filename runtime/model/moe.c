@@ -119,8 +119,9 @@ static int route(struct rl_model *m, int l, struct rl_moe_acts *s, const float *
 	s->real = host(s, (size_t)n, &failed);
 	if (failed)
 		goto oom;
-	RL_TRY(ops->linear_forward(logits, xn + (size_t)s->first * (size_t)d, P(ROUTER), NULL, n, d,
-	                           E, NULL),
+	RL_TRY(ops->linear_forward(rl_buf_f32(logits),
+	                           rl_cbuf_f32(xn + (size_t)s->first * (size_t)d),
+	                           rl_cbuf_f32(P(ROUTER)), rl_cbuf_f32(NULL), n, d, E, NULL),
 	       "layer %d: router", l);
 	RL_TRY(ops->to_host(logits_h, logits, nE * sizeof(float), NULL),
 	       "layer %d: copying the router logits", l);
@@ -211,16 +212,23 @@ static int shared_forward(struct rl_model *m, int l, struct rl_moe_acts *s, cons
 		return -1;
 	}
 	float *y = s->ys + (size_t)s->plan.n_send * (size_t)d;
-	RL_TRY(ops->linear_forward(logit, x, P(SHARED_EXPERT_GATE), NULL, n, d, 1, NULL) ||
+	RL_TRY(ops->linear_forward(rl_buf_f32(logit), rl_cbuf_f32(x),
+	                           rl_cbuf_f32(P(SHARED_EXPERT_GATE)), rl_cbuf_f32(NULL), n, d, 1,
+	                           NULL) ||
 	           ops->to_host(s->sig, logit, (size_t)n * sizeof(float), NULL),
 	       "layer %d: shared_expert_gate", l);
 	for (int t = 0; t < n; t++)
 		s->sig[t] = (float)(1.0 / (1.0 + exp(-(double)s->sig[t])));
-	RL_TRY(ops->linear_forward(s->sh_gate, x, P(SHARED_GATE), NULL, n, d, S, NULL) ||
-	           ops->linear_forward(s->sh_up, x, P(SHARED_UP), NULL, n, d, S, NULL) ||
-	           ops->swiglu_forward(s->sh_h, s->sh_gate, s->sh_up, (int64_t)nS, NULL) ||
-	           ops->linear_forward(y, s->sh_h, P(SHARED_DOWN), NULL, n, S, d, NULL),
-	       "layer %d: shared expert", l);
+	RL_TRY(
+	    ops->linear_forward(rl_buf_f32(s->sh_gate), rl_cbuf_f32(x), rl_cbuf_f32(P(SHARED_GATE)),
+	                        rl_cbuf_f32(NULL), n, d, S, NULL) ||
+	        ops->linear_forward(rl_buf_f32(s->sh_up), rl_cbuf_f32(x), rl_cbuf_f32(P(SHARED_UP)),
+	                            rl_cbuf_f32(NULL), n, d, S, NULL) ||
+	        ops->swiglu_forward(rl_buf_f32(s->sh_h), rl_cbuf_f32(s->sh_gate),
+	                            rl_cbuf_f32(s->sh_up), (int64_t)nS, NULL) ||
+	        ops->linear_forward(rl_buf_f32(y), rl_cbuf_f32(s->sh_h),
+	                            rl_cbuf_f32(P(SHARED_DOWN)), rl_cbuf_f32(NULL), n, S, d, NULL),
+	    "layer %d: shared expert", l);
 	return 0;
 }
 
@@ -254,29 +262,32 @@ static int experts_forward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 		return -1;
 	}
 	if (ns)
-		RL_TRY(ops->embedding_forward(xs, s->src, xn, (int)ns, d, s->T, NULL),
+		RL_TRY(ops->embedding_forward(rl_buf_f32(xs), s->src, rl_cbuf_f32(xn), (int)ns, d,
+		                              s->T, NULL),
 		       "layer %d: gathering the routed tokens", l);
 	if (ep) {
 		exchange(&sh->ep, counts, xs, p->send_count, xr, p->recv_count, L, d,
 		         "expert dispatch");
 		if (nr)
-			RL_TRY(
-			    ops->embedding_forward(s->xp, s->perm, xr, (int)nr, d, (int)nr, NULL),
-			    "layer %d: ordering the received tokens by expert", l);
+			RL_TRY(ops->embedding_forward(rl_buf_f32(s->xp), s->perm, rl_cbuf_f32(xr),
+			                              (int)nr, d, (int)nr, NULL),
+			       "layer %d: ordering the received tokens by expert", l);
 	}
 	RL_TRY(
 	    ops->grouped_linear_forward(s->gate, s->xp, P(EXPERT_GATE), p->offsets, L, d, I, NULL),
 	    "layer %d: experts' gate_proj", l);
 	RL_TRY(ops->grouped_linear_forward(s->up, s->xp, P(EXPERT_UP), p->offsets, L, d, I, NULL),
 	       "layer %d: experts' up_proj", l);
-	RL_TRY(ops->swiglu_forward(s->h, s->gate, s->up, (int64_t)nrI, NULL),
+	RL_TRY(ops->swiglu_forward(rl_buf_f32(s->h), rl_cbuf_f32(s->gate), rl_cbuf_f32(s->up),
+	                           (int64_t)nrI, NULL),
 	       "layer %d: experts' swiglu", l);
 	RL_TRY(ops->grouped_linear_forward(yp, s->h, P(EXPERT_DOWN), p->offsets, L, I, d, NULL),
 	       "layer %d: experts' down_proj", l);
 	if (!ep)
 		return 0;
 	if (nr)
-		RL_TRY(ops->embedding_forward(xr, s->inv, yp, (int)nr, d, (int)nr, NULL),
+		RL_TRY(ops->embedding_forward(rl_buf_f32(xr), s->inv, rl_cbuf_f32(yp), (int)nr, d,
+		                              (int)nr, NULL),
 		       "layer %d: ordering the expert outputs by sender", l);
 	exchange(&sh->ep, counts, xr, p->recv_count, s->ys, p->send_count, L, d, "expert combine");
 	return 0;
@@ -343,16 +354,21 @@ static int shared_backward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 	           ops->zero(dup, nS * sizeof(float), NULL) ||
 	           ops->from_host(dlogit, dlogit_h, (size_t)n * sizeof(float), NULL),
 	       "layer %d: shared expert staging", l);
-	RL_TRY(
-	    ops->linear_backward(dh, G(SHARED_DOWN), NULL, dy, s->sh_h, P(SHARED_DOWN), n, S, d,
-	                         NULL) ||
-	        ops->swiglu_backward(dgate, dup, dh, s->sh_gate, s->sh_up, (int64_t)nS, NULL) ||
-	        ops->linear_backward(dx, G(SHARED_GATE), NULL, dgate, x, P(SHARED_GATE), n, d, S,
-	                             NULL) ||
-	        ops->linear_backward(dx, G(SHARED_UP), NULL, dup, x, P(SHARED_UP), n, d, S, NULL) ||
-	        ops->linear_backward(dx, G(SHARED_EXPERT_GATE), NULL, dlogit, x,
-	                             P(SHARED_EXPERT_GATE), n, d, 1, NULL),
-	    "layer %d: shared expert backward", l);
+	RL_TRY(ops->linear_backward(rl_buf_f32(dh), G(SHARED_DOWN), NULL, rl_cbuf_f32(dy),
+	                            rl_cbuf_f32(s->sh_h), rl_cbuf_f32(P(SHARED_DOWN)), n, S, d,
+	                            NULL) ||
+	           ops->swiglu_backward(rl_buf_f32(dgate), rl_buf_f32(dup), rl_cbuf_f32(dh),
+	                                rl_cbuf_f32(s->sh_gate), rl_cbuf_f32(s->sh_up), (int64_t)nS,
+	                                NULL) ||
+	           ops->linear_backward(rl_buf_f32(dx), G(SHARED_GATE), NULL, rl_cbuf_f32(dgate),
+	                                rl_cbuf_f32(x), rl_cbuf_f32(P(SHARED_GATE)), n, d, S,
+	                                NULL) ||
+	           ops->linear_backward(rl_buf_f32(dx), G(SHARED_UP), NULL, rl_cbuf_f32(dup),
+	                                rl_cbuf_f32(x), rl_cbuf_f32(P(SHARED_UP)), n, d, S, NULL) ||
+	           ops->linear_backward(rl_buf_f32(dx), G(SHARED_EXPERT_GATE), NULL,
+	                                rl_cbuf_f32(dlogit), rl_cbuf_f32(x),
+	                                rl_cbuf_f32(P(SHARED_EXPERT_GATE)), n, d, 1, NULL),
+	       "layer %d: shared expert backward", l);
 	return 0;
 }
 
@@ -382,7 +398,8 @@ static int experts_backward(struct rl_model *m, int l, struct rl_moe_acts *s, co
 		exchange(&sh->ep, counts, dys, p->send_count, dr, p->recv_count, L, d,
 		         "expert output gradient dispatch");
 		if (nr)
-			RL_TRY(ops->embedding_forward(dyp, s->perm, dr, (int)nr, d, (int)nr, NULL),
+			RL_TRY(ops->embedding_forward(rl_buf_f32(dyp), s->perm, rl_cbuf_f32(dr),
+			                              (int)nr, d, (int)nr, NULL),
 			       "layer %d: ordering the gradients by expert", l);
 	}
 	RL_TRY(ops->zero(dh, nrI * sizeof(float), NULL) ||
@@ -393,7 +410,8 @@ static int experts_backward(struct rl_model *m, int l, struct rl_moe_acts *s, co
 	RL_TRY(ops->grouped_linear_backward(dh, G(EXPERT_DOWN), dyp, s->h, P(EXPERT_DOWN),
 	                                    p->offsets, L, I, d, NULL),
 	       "layer %d: experts' down_proj backward", l);
-	RL_TRY(ops->swiglu_backward(dgate, dup, dh, s->gate, s->up, (int64_t)nrI, NULL),
+	RL_TRY(ops->swiglu_backward(rl_buf_f32(dgate), rl_buf_f32(dup), rl_cbuf_f32(dh),
+	                            rl_cbuf_f32(s->gate), rl_cbuf_f32(s->up), (int64_t)nrI, NULL),
 	       "layer %d: experts' swiglu backward", l);
 	RL_TRY(ops->grouped_linear_backward(dxp, G(EXPERT_GATE), dgate, s->xp, P(EXPERT_GATE),
 	                                    p->offsets, L, d, I, NULL),
@@ -404,7 +422,8 @@ static int experts_backward(struct rl_model *m, int l, struct rl_moe_acts *s, co
 	if (!ep)
 		return 0;
 	if (nr)
-		RL_TRY(ops->embedding_forward(dr, s->inv, dxp, (int)nr, d, (int)nr, NULL),
+		RL_TRY(ops->embedding_forward(rl_buf_f32(dr), s->inv, rl_cbuf_f32(dxp), (int)nr, d,
+		                              (int)nr, NULL),
 		       "layer %d: ordering the input gradients by sender", l);
 	exchange(&sh->ep, counts, dr, p->recv_count, dxs, p->send_count, L, d,
 	         "expert input gradient combine");
@@ -443,8 +462,9 @@ static int router_backward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 	}
 	RL_TRY(ops->from_host(dlogits, dlogits_h, nE * sizeof(float), NULL),
 	       "layer %d: staging the router's gradient", l);
-	RL_TRY(ops->linear_backward(dx, m->freeze_router ? NULL : G(ROUTER), NULL, dlogits, x,
-	                            P(ROUTER), n, d, E, NULL),
+	RL_TRY(ops->linear_backward(rl_buf_f32(dx), m->freeze_router ? NULL : G(ROUTER), NULL,
+	                            rl_cbuf_f32(dlogits), rl_cbuf_f32(x), rl_cbuf_f32(P(ROUTER)), n,
+	                            d, E, NULL),
 	       "layer %d: router backward", l);
 	return 0;
 }
@@ -480,7 +500,7 @@ int rl_moe_backward(struct rl_model *m, int l, struct rl_moe_acts *s, const floa
 	if (experts_backward(m, l, s, dys, dxs, err, errlen))
 		return -1;
 	if (ns)
-		RL_TRY(ops->embedding_backward(dxn, dxs, s->src, ns, d, NULL),
+		RL_TRY(ops->embedding_backward(dxn, rl_cbuf_f32(dxs), s->src, ns, d, NULL),
 		       "layer %d: scattering the routed tokens' gradients", l);
 	if (kk > k) {
 		for (int t = 0; t < n; t++)

@@ -57,7 +57,8 @@ static void bench_cpu(void)
 		for (int i = 0; i < dim; i++)
 			w[i] = 1.0f + 0.001f * (float)i;
 		double t_op, t_copy;
-		TIME_IT(t_op, rl_rmsnorm_forward_cpu(y, rstd, x, w, rows, dim, 1e-6f, NULL));
+		TIME_IT(t_op, rl_rmsnorm_forward_cpu(rl_buf_f32(y), rstd, rl_cbuf_f32(x),
+		                                     rl_cbuf_f32(w), rows, dim, 1e-6f, NULL));
 		TIME_IT(t_copy, memcpy(y, x, n * sizeof(float)));
 		print_row("cpu", rows, dim, t_op, t_copy);
 		free(x);
@@ -88,7 +89,8 @@ static void bench_cuda(void)
 		cudaMemset(x, 0, n * 4);
 		cudaMemset(w, 0, (size_t)dim * 4);
 		double t_op, t_copy;
-		TIME_IT(t_op, (rl_rmsnorm_forward_cuda(y, rstd, x, w, rows, dim, 1e-6f, NULL),
+		TIME_IT(t_op, (rl_rmsnorm_forward_cuda(rl_buf_f32(y), rstd, rl_cbuf_f32(x),
+		                                       rl_cbuf_f32(w), rows, dim, 1e-6f, NULL),
 		               cudaDeviceSynchronize()));
 		TIME_IT(t_copy, (cudaMemcpy(y, x, n * 4, cudaMemcpyDeviceToDevice),
 		                 cudaDeviceSynchronize()));

@@ -4,7 +4,8 @@
  * CUDA_TEST_BEGIN is defined, and it skips, so CI lists the tests with the
  * reason. With a CUDA build but no GPU they skip too, naming what CUDA said.
  * defines: CUDA_TEST_BEGIN, cuda_ok, dev_alloc, dev_upload, dev_upload_i32,
- * dev_download, dev_download_i32, dev_free, dev_sync */
+ * dev_upload_bytes, dev_download, dev_download_i32, dev_download_bytes, dev_free,
+ * dev_sync */
 #ifndef RL_TESTS_CUDA_TEST_UTIL_H
 #define RL_TESTS_CUDA_TEST_UTIL_H
 
@@ -82,6 +83,28 @@ static inline void dev_download_i32(int32_t *host, const int32_t *dev, size_t n)
 	if (n)
 		cuda_ok(cudaMemcpy(host, dev, n * sizeof(int32_t), cudaMemcpyDeviceToHost),
 		        "download");
+}
+
+/* bytes of any type (bf16 bit patterns) to the device, and back into a
+ * fresh malloc'd copy */
+static inline void *dev_upload_bytes(const void *host, size_t bytes)
+{
+	void *d = dev_alloc(bytes);
+
+	if (bytes)
+		cuda_ok(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "upload");
+	return d;
+}
+
+static inline void *dev_download_bytes(const void *dev, size_t bytes)
+{
+	void *h = malloc(bytes ? bytes : 1);
+
+	cr_assert_not_null(h);
+	cuda_ok(cudaDeviceSynchronize(), "kernel");
+	if (bytes)
+		cuda_ok(cudaMemcpy(h, dev, bytes, cudaMemcpyDeviceToHost), "download");
+	return h;
 }
 
 static inline void dev_sync(void)

@@ -16,21 +16,46 @@
 static inline void expect_linear_arg_checks(rl_linear_forward_fn fwd, rl_linear_backward_fn bwd)
 {
 	float v[4] = {1, 2, 3, 4}, g[4];
+	uint16_t h[4] = {0x3f80, 0x4000, 0x4040, 0x4080}, hg[4];
+	struct rl_buf G = rl_buf_f32(g), N = rl_buf_f32(NULL), HG = rl_buf_bf16(hg);
+	struct rl_cbuf V = rl_cbuf_f32(v), NC = rl_cbuf_f32(NULL), H = rl_cbuf_bf16(h);
 
-	cr_expect_eq(fwd(NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(fwd(g, NULL, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(fwd(g, v, NULL, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(fwd(g, v, v, NULL, -1, 2, 2, NULL), -1);
-	cr_expect_eq(fwd(g, v, v, NULL, 1, 0, 2, NULL), -1);
-	cr_expect_eq(fwd(g, v, v, NULL, 1, 2, -2, NULL), -1);
-	cr_expect_eq(fwd(g, v, v, v, 0, 2, 2, NULL), 0);
-	cr_expect_eq(bwd(g, g, g, NULL, v, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(bwd(g, NULL, NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(bwd(NULL, g, NULL, v, NULL, v, 1, 2, 2, NULL), -1);
-	cr_expect_eq(bwd(g, g, g, v, v, v, -1, 2, 2, NULL), -1);
-	cr_expect_eq(bwd(g, g, g, v, v, v, 1, 2, 0, NULL), -1);
-	cr_expect_eq(bwd(g, g, g, v, v, v, 1, 0, 2, NULL), -1);
-	cr_expect_eq(bwd(g, g, g, v, v, v, 0, 2, 2, NULL), 0);
+	cr_expect_eq(fwd(N, V, V, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(G, NC, V, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(G, V, NC, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(G, V, V, NC, -1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(G, V, V, NC, 1, 0, 2, NULL), -1);
+	cr_expect_eq(fwd(G, V, V, NC, 1, 2, -2, NULL), -1);
+	cr_expect_eq(fwd(G, V, V, V, 0, 2, 2, NULL), 0);
+	cr_expect_eq(bwd(G, g, g, NC, V, V, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(G, NULL, NULL, V, V, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(N, g, NULL, V, NC, V, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(G, g, g, V, V, V, -1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(G, g, g, V, V, V, 1, 2, 0, NULL), -1);
+	cr_expect_eq(bwd(G, g, g, V, V, V, 1, 0, 2, NULL), -1);
+	cr_expect_eq(bwd(G, g, g, V, V, V, 0, 2, 2, NULL), 0);
+
+	/* the type rules (linear.h), refused before any data is read: inputs
+	 * of two types, a bias of another type, an fp32 input with a bf16
+	 * output, a bias with bf16 inputs and an fp32 output, fp16, and a
+	 * backward whose dx, x or W is not dy's type */
+	struct rl_cbuf F16 = {h, RL_F16};
+	struct rl_buf F16G = {hg, RL_F16};
+
+	cr_expect_eq(fwd(HG, H, V, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(HG, V, H, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(HG, H, H, V, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(HG, V, V, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(G, H, H, H, 1, 2, 2, NULL), -1);
+	cr_expect_eq(fwd(F16G, F16, F16, NC, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(G, NULL, NULL, H, NC, H, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(HG, g, NULL, H, V, H, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(HG, NULL, NULL, H, NC, V, 1, 2, 2, NULL), -1);
+	cr_expect_eq(bwd(N, g, NULL, F16, F16, NC, 1, 2, 2, NULL), -1);
+	/* and the combinations it allows, on an empty batch */
+	cr_expect_eq(fwd(HG, H, H, H, 0, 2, 2, NULL), 0);
+	cr_expect_eq(fwd(G, H, H, NC, 0, 2, 2, NULL), 0);
+	cr_expect_eq(bwd(HG, g, g, H, H, H, 0, 2, 2, NULL), 0);
 }
 
 static inline void expect_logprobs_arg_checks(rl_lm_logprobs_forward_fn fwd,

@@ -51,13 +51,30 @@ Test(cuda_invariant, bad_arguments)
 	struct rl_lm_logprobs_shape s = {
 	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
 
-	cr_expect_eq(rl_linear_forward_invariant_cuda(NULL, v, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, NULL, v, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, v, NULL, NULL, 1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, v, v, NULL, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, v, v, NULL, 1, 0, 2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, v, v, NULL, 1, 2, -2, NULL), -1);
-	cr_expect_eq(rl_linear_forward_invariant_cuda(g, v, v, v, 0, 2, 2, NULL), 0);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(NULL), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(v), rl_cbuf_f32(NULL), 1, 2, 2,
+	                                              NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(NULL),
+	                                              rl_cbuf_f32(v), rl_cbuf_f32(NULL), 1, 2, 2,
+	                                              NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(NULL), rl_cbuf_f32(NULL), 1, 2, 2,
+	                                              NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(NULL), -1, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(NULL), 1, 0, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(NULL), 1, 2, -2, NULL),
+	             -1);
+	cr_expect_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                              rl_cbuf_f32(v), 0, 2, 2, NULL),
+	             0);
 
 	/* the fused forward takes the checks of the ordinary one (whose
 	 * backward is also the invariant forward's) */
@@ -112,8 +129,9 @@ static void inv_linear(float *y, const float *x, const float *w, const float *bi
 
 	cuda_ok(cudaMemcpy(d_wbuf + w_off, w, nw * sizeof(float), cudaMemcpyHostToDevice),
 	        "upload w");
-	cr_assert_eq(rl_linear_forward_invariant_cuda(d_y, d_x, d_wbuf + w_off, d_b, n, in_dim,
-	                                              out_dim, NULL),
+	cr_assert_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(d_y), rl_cbuf_f32(d_x),
+	                                              rl_cbuf_f32(d_wbuf + w_off), rl_cbuf_f32(d_b),
+	                                              n, in_dim, out_dim, NULL),
 	             0, "n %d in %d out %d", n, in_dim, out_dim);
 	dev_download(y, d_y, (size_t)n * out_dim);
 	dev_free(d_x);
@@ -143,7 +161,9 @@ static void linear_parity(uint32_t *seed, int n, int in_dim, int out_dim, int wi
 	int bad = 0, off_bits = 0;
 
 	inv_linear(y, x, w, b, n, in_dim, out_dim, w_off);
-	cr_assert_eq(rl_linear_forward_cpu(y_cpu, x, w, b, n, in_dim, out_dim, NULL), 0);
+	cr_assert_eq(rl_linear_forward_cpu(rl_buf_f32(y_cpu), rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                   rl_cbuf_f32(b), n, in_dim, out_dim, NULL),
+	             0);
 	for (int t = 0; t < n; t++)
 		for (int o = 0; o < out_dim; o++) {
 			const float *xt = x + (size_t)t * in_dim, *wo = w + (size_t)o * in_dim;
@@ -326,8 +346,9 @@ static void inv_lp_fused(struct inv_lp *d, float *lp, float *lse)
  * rl_logits_logprobs on them */
 static void inv_lp_from_logits(struct inv_lp *d, float *lp, float *lse)
 {
-	cr_assert_eq(rl_linear_forward_invariant_cuda(d->d_logits, d->d_h, d->d_w, NULL, d->s.n,
-	                                              d->s.dim, d->ld, NULL),
+	cr_assert_eq(rl_linear_forward_invariant_cuda(rl_buf_f32(d->d_logits), rl_cbuf_f32(d->d_h),
+	                                              rl_cbuf_f32(d->d_w), rl_cbuf_f32(NULL),
+	                                              d->s.n, d->s.dim, d->ld, NULL),
 	             0);
 	cr_assert_eq(rl_logits_logprobs_cuda(d->d_lp, d->d_lse, d->d_logits, d->ld, d->d_tgt, &d->s,
 	                                     d->d_work, NULL),
@@ -561,8 +582,9 @@ Test(cuda_invariant, large_logits_and_wild_targets)
 			                                                   d_t, &s, d_work, NULL),
 			             0);
 		} else {
-			cr_assert_eq(rl_linear_forward_invariant_cuda(d_logits, d_h, d_w, NULL, 2,
-			                                              1, 3, NULL),
+			cr_assert_eq(rl_linear_forward_invariant_cuda(
+			                 rl_buf_f32(d_logits), rl_cbuf_f32(d_h), rl_cbuf_f32(d_w),
+			                 rl_cbuf_f32(NULL), 2, 1, 3, NULL),
 			             0);
 			cr_assert_eq(rl_logits_logprobs_cuda(d_lp, d_lse, d_logits, 3, d_t, &s,
 			                                     d_work, NULL),

@@ -137,11 +137,6 @@ Test(cuda_gemm, bad_arguments)
 	g = valid_gemm(buf);
 	g.ab_type = (enum rl_dtype)7;
 	expect_gemm_error(&g, "ab_type");
-	g = valid_gemm(buf);
-	g.ab_type = RL_BF16;
-	g.c_type = RL_BF16;
-	g.bias = buf;
-	expect_gemm_error(&g, "bias");
 
 	/* Empty products return before any CUDA call, with any pointers. */
 	g = valid_gemm(buf);
@@ -255,6 +250,10 @@ static void run_gemm_case(uint32_t *seed, const struct gemm_case *gc)
 	float *b = matrix(seed, gc->ab, b_rows, b_cols, ldb);
 	float *c0 = falloc(nc), *c = falloc(nc);
 	float *bias = gc->bias ? frand(seed, (size_t)n, -1, 1) : NULL;
+
+	/* the bias has C's type (gemm.h): its values are C-type values */
+	for (int j = 0; bias && j < n; j++)
+		bias[j] = round_to(gc->c, bias[j]);
 	double sqrt_k = sqrt(k > 0 ? (double)k : 1.0);
 	double rtol_mag = gc->tf32 ? 5e-3 : 4e-6 * sqrt_k;
 	void *a_base, *b_base, *c_base, *bias_base = NULL;
@@ -285,7 +284,7 @@ static void run_gemm_case(uint32_t *seed, const struct gemm_case *gc)
 	g.ldc = ldc;
 	g.alpha = gc->alpha;
 	g.beta = gc->beta;
-	g.bias = bias ? to_device(RL_F32, bias, (size_t)n, gc->off, &bias_base) : NULL;
+	g.bias = bias ? to_device(gc->c, bias, (size_t)n, gc->off, &bias_base) : NULL;
 	g.ab_type = gc->ab;
 	g.c_type = gc->c;
 	g.tf32 = gc->tf32;
@@ -378,7 +377,7 @@ static void sweep(enum rl_dtype ab, enum rl_dtype c, bool tf32, bool offsets)
 				    .off = offsets && idx % 4 == 3 ? 1 : 0,
 				    .alpha = idx % 5 == 2 ? -0.5f : 1.0f,
 				    .beta = (float)beta,
-				    .bias = c == RL_F32 && idx % 3 != 2,
+				    .bias = idx % 3 != 2,
 				    .tf32 = tf32,
 				    .ab = ab,
 				    .c = c,
@@ -538,7 +537,7 @@ Test(cuda_gemm, k_zero_scales_c)
 				                       .pad = (int)bi,
 				                       .alpha = 1,
 				                       .beta = betas[bi],
-				                       .bias = ct == 0 && bi != 1,
+				                       .bias = bi != 1,
 				                       .ab = RL_BF16,
 				                       .c = ct == 0 ? RL_F32 : RL_BF16};
 				run_gemm_case(&seed, &gc);
@@ -613,9 +612,13 @@ static void lin_case(uint32_t *seed, int n, int in, int out)
 	for (int with_bias = 0; with_bias <= 1; with_bias++) {
 		const float *hb = with_bias ? b : NULL, *devb = with_bias ? d_b : NULL;
 
-		cr_assert_eq(rl_linear_forward_cpu(y, x, w, hb, n, in, out, NULL), 0);
-		cr_assert_eq(rl_linear_forward_cuda(d_y, d_x, d_w, devb, n, in, out, NULL), 0,
-		             "forward n %d in %d out %d", n, in, out);
+		cr_assert_eq(rl_linear_forward_cpu(rl_buf_f32(y), rl_cbuf_f32(x), rl_cbuf_f32(w),
+		                                   rl_cbuf_f32(hb), n, in, out, NULL),
+		             0);
+		cr_assert_eq(rl_linear_forward_cuda(rl_buf_f32(d_y), rl_cbuf_f32(d_x),
+		                                    rl_cbuf_f32(d_w), rl_cbuf_f32(devb), n, in, out,
+		                                    NULL),
+		             0, "forward n %d in %d out %d", n, in, out);
 		float *gy = down(d_y, ny);
 		expect_near(with_bias ? "y (bias)" : "y", gy, y, ymag, ny, in);
 		free(gy);
@@ -623,9 +626,12 @@ static void lin_case(uint32_t *seed, int n, int in, int out)
 
 	/* backward, all three gradients; the CPU's from the same start */
 	float *cdx = fdup(dx, nx), *cdw = fdup(dw, nw), *cdb = fdup(db, (size_t)out);
-	cr_assert_eq(rl_linear_backward_cpu(cdx, cdw, cdb, dy, x, w, n, in, out, NULL), 0);
-	cr_assert_eq(rl_linear_backward_cuda(d_dx, d_dw, d_db, d_dy, d_x, d_w, n, in, out, NULL), 0,
-	             "backward n %d in %d out %d", n, in, out);
+	cr_assert_eq(rl_linear_backward_cpu(rl_buf_f32(cdx), cdw, cdb, rl_cbuf_f32(dy),
+	                                    rl_cbuf_f32(x), rl_cbuf_f32(w), n, in, out, NULL),
+	             0);
+	cr_assert_eq(rl_linear_backward_cuda(rl_buf_f32(d_dx), d_dw, d_db, rl_cbuf_f32(d_dy),
+	                                     rl_cbuf_f32(d_x), rl_cbuf_f32(d_w), n, in, out, NULL),
+	             0, "backward n %d in %d out %d", n, in, out);
 	float *gdx = down(d_dx, nx), *gdw = down(d_dw, nw), *gdb = down(d_db, out);
 	expect_near("dx", gdx, cdx, dxmag, nx, out);
 	expect_near("dw", gdw, cdw, dwmag, nw, n);
@@ -635,7 +641,8 @@ static void lin_case(uint32_t *seed, int n, int in, int out)
 	 * the same bits (a fixed order of sums), and x, w may be NULL */
 	cudaStream_t st;
 	cuda_ok(cudaStreamCreate(&st), "cudaStreamCreate");
-	cr_assert_eq(rl_linear_backward_cuda(NULL, NULL, d_db2, d_dy, NULL, NULL, n, in, out, st),
+	cr_assert_eq(rl_linear_backward_cuda(rl_buf_f32(NULL), NULL, d_db2, rl_cbuf_f32(d_dy),
+	                                     rl_cbuf_f32(NULL), rl_cbuf_f32(NULL), n, in, out, st),
 	             0);
 	cuda_ok(cudaStreamSynchronize(st), "dbias on a stream");
 	cuda_ok(cudaStreamDestroy(st), "cudaStreamDestroy");
@@ -646,9 +653,11 @@ static void lin_case(uint32_t *seed, int n, int in, int out)
 	/* dx and dw one at a time: each alone gives what all three gave */
 	cuda_ok(cudaMemcpy(d_dx, dx, nx * sizeof(float), cudaMemcpyHostToDevice), "reset dx");
 	cuda_ok(cudaMemcpy(d_dw, dw, nw * sizeof(float), cudaMemcpyHostToDevice), "reset dw");
-	cr_assert_eq(rl_linear_backward_cuda(d_dx, NULL, NULL, d_dy, NULL, d_w, n, in, out, NULL),
+	cr_assert_eq(rl_linear_backward_cuda(rl_buf_f32(d_dx), NULL, NULL, rl_cbuf_f32(d_dy),
+	                                     rl_cbuf_f32(NULL), rl_cbuf_f32(d_w), n, in, out, NULL),
 	             0);
-	cr_assert_eq(rl_linear_backward_cuda(NULL, d_dw, NULL, d_dy, d_x, NULL, n, in, out, NULL),
+	cr_assert_eq(rl_linear_backward_cuda(rl_buf_f32(NULL), d_dw, NULL, rl_cbuf_f32(d_dy),
+	                                     rl_cbuf_f32(d_x), rl_cbuf_f32(NULL), n, in, out, NULL),
 	             0);
 	float *gdx2 = down(d_dx, nx), *gdw2 = down(d_dw, nw);
 	/* cuBLASLt repeats itself on one GPU with one algorithm, so bits too */

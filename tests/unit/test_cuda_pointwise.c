@@ -33,21 +33,28 @@ static void bad_embedding(rl_embedding_forward_fn fwd, rl_embedding_backward_fn 
 	float out[8] = {0}, table[8] = {0};
 	int32_t ids[2] = {0, 1};
 
-	cr_expect_eq(fwd(NULL, ids, table, 2, 4, 2, NULL), -1, "%s: out == NULL", name);
-	cr_expect_eq(fwd(out, NULL, table, 2, 4, 2, NULL), -1, "%s: ids == NULL", name);
-	cr_expect_eq(fwd(out, ids, NULL, 2, 4, 2, NULL), -1, "%s: table == NULL", name);
-	cr_expect_eq(fwd(out, ids, table, -1, 4, 2, NULL), -1, "%s: n < 0", name);
-	cr_expect_eq(fwd(out, ids, table, 2, -1, 2, NULL), -1, "%s: dim < 0", name);
-	cr_expect_eq(fwd(out, ids, table, 2, 4, -1, NULL), -1, "%s: vocab < 0", name);
-	cr_expect_eq(fwd(out, ids, table, 0, 4, 2, NULL), 0, "%s: n == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(NULL), ids, rl_cbuf_f32(table), 2, 4, 2, NULL), -1,
+	             "%s: out == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(out), NULL, rl_cbuf_f32(table), 2, 4, 2, NULL), -1,
+	             "%s: ids == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(out), ids, rl_cbuf_f32(NULL), 2, 4, 2, NULL), -1,
+	             "%s: table == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(out), ids, rl_cbuf_f32(table), -1, 4, 2, NULL), -1, "%s: n < 0",
+	             name);
+	cr_expect_eq(fwd(rl_buf_f32(out), ids, rl_cbuf_f32(table), 2, -1, 2, NULL), -1,
+	             "%s: dim < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(out), ids, rl_cbuf_f32(table), 2, 4, -1, NULL), -1,
+	             "%s: vocab < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(out), ids, rl_cbuf_f32(table), 0, 4, 2, NULL), 0, "%s: n == 0",
+	             name);
 
-	cr_expect_eq(bwd(NULL, out, ids, 2, 4, NULL), -1, "%s: dtable == NULL", name);
-	cr_expect_eq(bwd(table, NULL, ids, 2, 4, NULL), -1, "%s: dout == NULL", name);
-	cr_expect_eq(bwd(table, out, NULL, 2, 4, NULL), -1, "%s: ids == NULL", name);
-	cr_expect_eq(bwd(table, out, ids, -1, 4, NULL), -1, "%s: n < 0", name);
-	cr_expect_eq(bwd(table, out, ids, 2, -1, NULL), -1, "%s: dim < 0", name);
-	cr_expect_eq(bwd(table, out, ids, 0, 4, NULL), 0, "%s: n == 0", name);
-	cr_expect_eq(bwd(table, out, ids, 2, 0, NULL), 0, "%s: dim == 0", name);
+	cr_expect_eq(bwd(NULL, rl_cbuf_f32(out), ids, 2, 4, NULL), -1, "%s: dtable == NULL", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(NULL), ids, 2, 4, NULL), -1, "%s: dout == NULL", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(out), NULL, 2, 4, NULL), -1, "%s: ids == NULL", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(out), ids, -1, 4, NULL), -1, "%s: n < 0", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(out), ids, 2, -1, NULL), -1, "%s: dim < 0", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(out), ids, 0, 4, NULL), 0, "%s: n == 0", name);
+	cr_expect_eq(bwd(table, rl_cbuf_f32(out), ids, 2, 0, NULL), 0, "%s: dim == 0", name);
 	for (int i = 0; i < 8; i++)
 		cr_expect(out[i] == 0 && table[i] == 0, "%s: wrote to a buffer", name);
 }
@@ -56,16 +63,36 @@ static void bad_rmsnorm_backward(rl_rmsnorm_backward_fn f, const char *name)
 {
 	float dx[4] = {0}, dw[4] = {0}, dy[4] = {0}, x[4] = {0}, w[4] = {0}, r[1] = {1};
 
-	cr_expect_eq(f(NULL, dw, dy, x, w, r, 1, 4, NULL), -1, "%s: dx == NULL", name);
-	cr_expect_eq(f(dx, dw, NULL, x, w, r, 1, 4, NULL), -1, "%s: dy == NULL", name);
-	cr_expect_eq(f(dx, dw, dy, NULL, w, r, 1, 4, NULL), -1, "%s: x == NULL", name);
-	cr_expect_eq(f(dx, dw, dy, x, NULL, r, 1, 4, NULL), -1, "%s: weight == NULL", name);
-	cr_expect_eq(f(dx, dw, dy, x, w, NULL, 1, 4, NULL), -1, "%s: rstd == NULL", name);
-	cr_expect_eq(f(dx, dw, dy, x, w, r, -1, 4, NULL), -1, "%s: rows < 0", name);
-	cr_expect_eq(f(dx, dw, dy, x, w, r, 1, 0, NULL), -1, "%s: dim == 0", name);
-	cr_expect_eq(f(dx, dw, dy, x, w, r, 1, -4, NULL), -1, "%s: dim < 0", name);
-	cr_expect_eq(f(dx, dw, dy, x, w, r, 0, 4, NULL), 0, "%s: rows == 0", name);
-	cr_expect_eq(f(dx, NULL, dy, x, w, r, 0, 4, NULL), 0, "%s: rows == 0, no dweight", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(NULL), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 1, 4, NULL),
+	    -1, "%s: dx == NULL", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), dw, rl_cbuf_f32(NULL), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 1, 4, NULL),
+	    -1, "%s: dy == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(NULL), rl_cbuf_f32(w), r, 1,
+	               4, NULL),
+	             -1, "%s: x == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(NULL), r, 1,
+	               4, NULL),
+	             -1, "%s: weight == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), NULL, 1,
+	               4, NULL),
+	             -1, "%s: rstd == NULL", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, -1, 4, NULL),
+	    -1, "%s: rows < 0", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 1, 0, NULL),
+	    -1, "%s: dim == 0", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 1, -4, NULL),
+	    -1, "%s: dim < 0", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), dw, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 0, 4, NULL),
+	    0, "%s: rows == 0", name);
+	cr_expect_eq(
+	    f(rl_buf_f32(dx), NULL, rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), r, 0, 4, NULL),
+	    0, "%s: rows == 0, no dweight", name);
 }
 
 static void bad_rope(rl_rope_forward_fn f, const char *name)
@@ -73,33 +100,52 @@ static void bad_rope(rl_rope_forward_fn f, const char *name)
 	float x[8] = {0}, inv_freq[2] = {1, 1};
 	int32_t pos[1] = {0};
 
-	cr_expect_eq(f(x, pos, inv_freq, -1, 1, 4, NULL), -1, "%s: n < 0", name);
-	cr_expect_eq(f(x, pos, inv_freq, 1, 0, 4, NULL), -1, "%s: n_heads == 0", name);
-	cr_expect_eq(f(x, pos, inv_freq, 1, 1, 0, NULL), -1, "%s: head_dim == 0", name);
-	cr_expect_eq(f(x, pos, inv_freq, 1, 1, 3, NULL), -1, "%s: odd head_dim", name);
-	cr_expect_eq(f(NULL, pos, inv_freq, 1, 1, 4, NULL), -1, "%s: x == NULL", name);
-	cr_expect_eq(f(x, NULL, inv_freq, 1, 1, 4, NULL), -1, "%s: pos == NULL", name);
-	cr_expect_eq(f(x, pos, NULL, 1, 1, 4, NULL), -1, "%s: inv_freq == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(x), pos, inv_freq, -1, 1, 4, NULL), -1, "%s: n < 0", name);
+	cr_expect_eq(f(rl_buf_f32(x), pos, inv_freq, 1, 0, 4, NULL), -1, "%s: n_heads == 0", name);
+	cr_expect_eq(f(rl_buf_f32(x), pos, inv_freq, 1, 1, 0, NULL), -1, "%s: head_dim == 0", name);
+	cr_expect_eq(f(rl_buf_f32(x), pos, inv_freq, 1, 1, 3, NULL), -1, "%s: odd head_dim", name);
+	cr_expect_eq(f(rl_buf_f32(NULL), pos, inv_freq, 1, 1, 4, NULL), -1, "%s: x == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(x), NULL, inv_freq, 1, 1, 4, NULL), -1, "%s: pos == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(x), pos, NULL, 1, 1, 4, NULL), -1, "%s: inv_freq == NULL", name);
 	/* no tokens: nothing is read, so NULL is fine */
-	cr_expect_eq(f(NULL, NULL, NULL, 0, 1, 4, NULL), 0, "%s: n == 0", name);
+	cr_expect_eq(f(rl_buf_f32(NULL), NULL, NULL, 0, 1, 4, NULL), 0, "%s: n == 0", name);
 }
 
 static void bad_swiglu(rl_swiglu_forward_fn fwd, rl_swiglu_backward_fn bwd, const char *name)
 {
 	float a[2] = {0}, b[2] = {0}, c[2] = {0}, d[2] = {0}, e[2] = {0};
 
-	cr_expect_eq(fwd(NULL, b, c, 2, NULL), -1, "%s: h == NULL", name);
-	cr_expect_eq(fwd(a, NULL, c, 2, NULL), -1, "%s: gate == NULL", name);
-	cr_expect_eq(fwd(a, b, NULL, 2, NULL), -1, "%s: up == NULL", name);
-	cr_expect_eq(fwd(a, b, c, -1, NULL), -1, "%s: n < 0", name);
-	cr_expect_eq(fwd(a, b, c, 0, NULL), 0, "%s: n == 0", name);
-	cr_expect_eq(bwd(NULL, b, c, d, e, 2, NULL), -1, "%s: dgate == NULL", name);
-	cr_expect_eq(bwd(a, NULL, c, d, e, 2, NULL), -1, "%s: dup == NULL", name);
-	cr_expect_eq(bwd(a, b, NULL, d, e, 2, NULL), -1, "%s: dh == NULL", name);
-	cr_expect_eq(bwd(a, b, c, NULL, e, 2, NULL), -1, "%s: gate == NULL", name);
-	cr_expect_eq(bwd(a, b, c, d, NULL, 2, NULL), -1, "%s: up == NULL", name);
-	cr_expect_eq(bwd(a, b, c, d, e, -1, NULL), -1, "%s: n < 0", name);
-	cr_expect_eq(bwd(a, b, c, d, e, 0, NULL), 0, "%s: n == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(NULL), rl_cbuf_f32(b), rl_cbuf_f32(c), 2, NULL), -1,
+	             "%s: h == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(a), rl_cbuf_f32(NULL), rl_cbuf_f32(c), 2, NULL), -1,
+	             "%s: gate == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(a), rl_cbuf_f32(b), rl_cbuf_f32(NULL), 2, NULL), -1,
+	             "%s: up == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(a), rl_cbuf_f32(b), rl_cbuf_f32(c), -1, NULL), -1, "%s: n < 0",
+	             name);
+	cr_expect_eq(fwd(rl_buf_f32(a), rl_cbuf_f32(b), rl_cbuf_f32(c), 0, NULL), 0, "%s: n == 0",
+	             name);
+	cr_expect_eq(bwd(rl_buf_f32(NULL), rl_buf_f32(b), rl_cbuf_f32(c), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(e), 2, NULL),
+	             -1, "%s: dgate == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(NULL), rl_cbuf_f32(c), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(e), 2, NULL),
+	             -1, "%s: dup == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(b), rl_cbuf_f32(NULL), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(e), 2, NULL),
+	             -1, "%s: dh == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(b), rl_cbuf_f32(c), rl_cbuf_f32(NULL),
+	                 rl_cbuf_f32(e), 2, NULL),
+	             -1, "%s: gate == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(b), rl_cbuf_f32(c), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(NULL), 2, NULL),
+	             -1, "%s: up == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(b), rl_cbuf_f32(c), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(e), -1, NULL),
+	             -1, "%s: n < 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(a), rl_buf_f32(b), rl_cbuf_f32(c), rl_cbuf_f32(d),
+	                 rl_cbuf_f32(e), 0, NULL),
+	             0, "%s: n == 0", name);
 }
 
 Test(cuda_pointwise, bad_arguments)
@@ -207,13 +253,16 @@ Test(cuda_pointwise, embedding_forward_matches_cpu)
 			 * rows of -1 ids would otherwise pass */
 			for (size_t i = 0; i < nout; i++)
 				got[i] = 1234.5f;
-			cr_assert_eq(
-			    rl_embedding_forward_cpu(want, ids, table, n, dim, vocab, NULL), 0);
+			cr_assert_eq(rl_embedding_forward_cpu(rl_buf_f32(want), ids,
+			                                      rl_cbuf_f32(table), n, dim, vocab,
+			                                      NULL),
+			             0);
 			dtable = dev_at(&table_base, table, (size_t)vocab * dim, table_off);
 			dout = dev_at(&out_base, got, nout, out_off);
-			cr_assert_eq(
-			    rl_embedding_forward_cuda(dout, dids, dtable, n, dim, vocab, NULL), 0,
-			    "n %d dim %d", n, dim);
+			cr_assert_eq(rl_embedding_forward_cuda(rl_buf_f32(dout), dids,
+			                                       rl_cbuf_f32(dtable), n, dim, vocab,
+			                                       NULL),
+			             0, "n %d dim %d", n, dim);
 			dev_download(got, dout, nout);
 			/* a gather is a copy: the same bits */
 			snprintf(what, sizeof(what), "n %d dim %d out", n, dim);
@@ -249,9 +298,13 @@ Test(cuda_pointwise, embedding_forward_flags_bad_ids)
 	cuda_ok(cudaMemset(dout, 0xff, sizeof(got)), "cudaMemset");
 	cr_assert_eq(rl_embedding_check_cuda(NULL), 0);
 	/* the CPU op sees the ids and says so at once */
-	cr_expect_eq(rl_embedding_forward_cpu(cpu, ids, table, N, DIM, VOCAB, NULL), -1);
+	cr_expect_eq(
+	    rl_embedding_forward_cpu(rl_buf_f32(cpu), ids, rl_cbuf_f32(table), N, DIM, VOCAB, NULL),
+	    -1);
 	/* the CUDA op cannot without waiting: it flags, and the check reports */
-	cr_expect_eq(rl_embedding_forward_cuda(dout, dids, dtable, N, DIM, VOCAB, NULL), 0);
+	cr_expect_eq(rl_embedding_forward_cuda(rl_buf_f32(dout), dids, rl_cbuf_f32(dtable), N, DIM,
+	                                       VOCAB, NULL),
+	             0);
 	dev_download(got, dout, N * DIM);
 	cr_expect_eq(rl_embedding_check_cuda(NULL), -1, "bad ids not reported");
 	cr_expect_eq(rl_embedding_check_cuda(NULL), 0, "the check did not clear the flag");
@@ -264,7 +317,9 @@ Test(cuda_pointwise, embedding_forward_flags_bad_ids)
 			          (double)got[t * DIM + j]);
 	}
 	/* dim == 0 copies nothing but still checks the ids */
-	cr_expect_eq(rl_embedding_forward_cuda(dout, dids, dtable, N, 0, VOCAB, NULL), 0);
+	cr_expect_eq(rl_embedding_forward_cuda(rl_buf_f32(dout), dids, rl_cbuf_f32(dtable), N, 0,
+	                                       VOCAB, NULL),
+	             0);
 	cr_expect_eq(rl_embedding_check_cuda(NULL), -1, "dim 0: bad ids not reported");
 	dev_free(dout);
 	dev_free(dtable);
@@ -287,12 +342,13 @@ static void embedding_backward_case(uint32_t *seed, int n, int dim, int vocab, i
 	float *d_dout = dev_upload(dout, nout);
 	int32_t *d_ids = dev_upload_i32(ids, (size_t)n);
 
-	cr_assert_eq(rl_embedding_backward_cpu(want, dout, ids, n, dim, NULL), 0);
+	cr_assert_eq(rl_embedding_backward_cpu(want, rl_cbuf_f32(dout), ids, n, dim, NULL), 0);
 	for (int run = 0; run < 2; run++) {
 		float *d_tab = dev_upload(dtable0, ntab);
 
-		cr_assert_eq(rl_embedding_backward_cuda(d_tab, d_dout, d_ids, n, dim, NULL), 0,
-		             "n %d dim %d vocab %d", n, dim, vocab);
+		cr_assert_eq(
+		    rl_embedding_backward_cuda(d_tab, rl_cbuf_f32(d_dout), d_ids, n, dim, NULL), 0,
+		    "n %d dim %d vocab %d", n, dim, vocab);
 		dev_download(run ? got2 : got1, d_tab, ntab);
 		dev_free(d_tab);
 	}
@@ -347,17 +403,21 @@ static void rmsnorm_backward_case(uint32_t *seed, int rows, int dim, int with_dw
 	float *dx_cpu = fdup(dx0, n), *dw_cpu = fdup(dw0, (size_t)dim);
 	float *dx_gpu = falloc(n), *dw_gpu = falloc((size_t)dim);
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(y, rstd, x, w, rows, dim, 1e-5f, NULL), 0);
-	cr_assert_eq(rl_rmsnorm_backward_cpu(dx_cpu, with_dw ? dw_cpu : NULL, dy, x, w, rstd, rows,
-	                                     dim, NULL),
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                    rows, dim, 1e-5f, NULL),
+	             0);
+	cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(dx_cpu), with_dw ? dw_cpu : NULL,
+	                                     rl_cbuf_f32(dy), rl_cbuf_f32(x), rl_cbuf_f32(w), rstd,
+	                                     rows, dim, NULL),
 	             0);
 
 	float *d_x = dev_upload(x, n), *d_w = dev_upload(w, (size_t)dim);
 	float *d_dy = dev_upload(dy, n), *d_rstd = dev_upload(rstd, (size_t)rows);
 	float *d_dx = dev_upload(dx0, n), *d_dw = dev_upload(dw0, (size_t)dim);
 
-	cr_assert_eq(rl_rmsnorm_backward_cuda(d_dx, with_dw ? d_dw : NULL, d_dy, d_x, d_w, d_rstd,
-	                                      rows, dim, NULL),
+	cr_assert_eq(rl_rmsnorm_backward_cuda(rl_buf_f32(d_dx), with_dw ? d_dw : NULL,
+	                                      rl_cbuf_f32(d_dy), rl_cbuf_f32(d_x), rl_cbuf_f32(d_w),
+	                                      d_rstd, rows, dim, NULL),
 	             0, "rows %d dim %d", rows, dim);
 	dev_download(dx_gpu, d_dx, n);
 	dev_download(dw_gpu, d_dw, (size_t)dim);
@@ -477,12 +537,12 @@ static void rope_case(uint32_t *seed, int n, int n_heads, int head_dim, int back
 	rl_rope_forward_fn gpu = backward ? rl_rope_backward_cuda : rl_rope_forward_cuda;
 
 	rl_rope_inv_freq(inv_freq, head_dim, theta, scaling);
-	cr_assert_eq(cpu(want, pos, inv_freq, n, n_heads, head_dim, NULL), 0);
+	cr_assert_eq(cpu(rl_buf_f32(want), pos, inv_freq, n, n_heads, head_dim, NULL), 0);
 
 	float *d_x = dev_upload(x, len), *d_f = dev_upload(inv_freq, (size_t)half);
 	int32_t *d_pos = dev_upload_i32(pos, (size_t)n);
 
-	cr_assert_eq(gpu(d_x, d_pos, d_f, n, n_heads, head_dim, NULL), 0,
+	cr_assert_eq(gpu(rl_buf_f32(d_x), d_pos, d_f, n, n_heads, head_dim, NULL), 0,
 	             "n %d heads %d head_dim %d", n, n_heads, head_dim);
 	dev_download(got, d_x, len);
 	double *tol = dalloc(len);
@@ -563,16 +623,22 @@ static void swiglu_case(uint32_t *seed, int64_t n)
 	float *dg_cpu = fdup(dg0, len), *du_cpu = fdup(du0, len);
 	float *dg_gpu = falloc(len), *du_gpu = falloc(len);
 
-	cr_assert_eq(rl_swiglu_forward_cpu(h_cpu, g, u, n, NULL), 0);
-	cr_assert_eq(rl_swiglu_backward_cpu(dg_cpu, du_cpu, dh, g, u, n, NULL), 0);
+	cr_assert_eq(
+	    rl_swiglu_forward_cpu(rl_buf_f32(h_cpu), rl_cbuf_f32(g), rl_cbuf_f32(u), n, NULL), 0);
+	cr_assert_eq(rl_swiglu_backward_cpu(rl_buf_f32(dg_cpu), rl_buf_f32(du_cpu), rl_cbuf_f32(dh),
+	                                    rl_cbuf_f32(g), rl_cbuf_f32(u), n, NULL),
+	             0);
 
 	float *d_g = dev_upload(g, len), *d_u = dev_upload(u, len), *d_dh = dev_upload(dh, len);
 	float *d_h = dev_alloc(len * sizeof(float));
 	float *d_dg = dev_upload(dg0, len), *d_du = dev_upload(du0, len);
 
-	cr_assert_eq(rl_swiglu_forward_cuda(d_h, d_g, d_u, n, NULL), 0, "n %lld", (long long)n);
-	cr_assert_eq(rl_swiglu_backward_cuda(d_dg, d_du, d_dh, d_g, d_u, n, NULL), 0, "n %lld",
-	             (long long)n);
+	cr_assert_eq(
+	    rl_swiglu_forward_cuda(rl_buf_f32(d_h), rl_cbuf_f32(d_g), rl_cbuf_f32(d_u), n, NULL), 0,
+	    "n %lld", (long long)n);
+	cr_assert_eq(rl_swiglu_backward_cuda(rl_buf_f32(d_dg), rl_buf_f32(d_du), rl_cbuf_f32(d_dh),
+	                                     rl_cbuf_f32(d_g), rl_cbuf_f32(d_u), n, NULL),
+	             0, "n %lld", (long long)n);
 	dev_download(h_gpu, d_h, len);
 	dev_download(dg_gpu, d_dg, len);
 	dev_download(du_gpu, d_du, len);

@@ -31,10 +31,10 @@ Test(cuda_vector, bad_arguments)
 	double out = 0;
 	struct rl_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
 
-	cr_expect_eq(rl_add_cuda(NULL, x, 4, NULL), -1);
-	cr_expect_eq(rl_add_cuda(y, NULL, 4, NULL), -1);
-	cr_expect_eq(rl_add_cuda(y, x, -1, NULL), -1);
-	cr_expect_eq(rl_add_cuda(y, x, 0, NULL), 0);
+	cr_expect_eq(rl_add_cuda(rl_buf_f32(NULL), rl_cbuf_f32(x), 4, NULL), -1);
+	cr_expect_eq(rl_add_cuda(rl_buf_f32(y), rl_cbuf_f32(NULL), 4, NULL), -1);
+	cr_expect_eq(rl_add_cuda(rl_buf_f32(y), rl_cbuf_f32(x), -1, NULL), -1);
+	cr_expect_eq(rl_add_cuda(rl_buf_f32(y), rl_cbuf_f32(x), 0, NULL), 0);
 	cr_expect_eq(rl_scale_cuda(NULL, 4, 2.0f, NULL), -1);
 	cr_expect_eq(rl_scale_cuda(x, -1, 2.0f, NULL), -1);
 	cr_expect_eq(rl_scale_cuda(x, 0, 2.0f, NULL), 0);
@@ -119,8 +119,10 @@ Test(cuda_vector, add_scale_match_cpu)
 			float s = o % 2 ? -1.375f : 0.3f;
 
 			/* y += x, then y *= s, on both sides */
-			cr_assert_eq(rl_add_cpu(y, x, (int64_t)n, NULL), 0);
-			cr_assert_eq(rl_add_cuda(dy, dx, (int64_t)n, st), 0, "add n %zu", n);
+			cr_assert_eq(rl_add_cpu(rl_buf_f32(y), rl_cbuf_f32(x), (int64_t)n, NULL),
+			             0);
+			cr_assert_eq(rl_add_cuda(rl_buf_f32(dy), rl_cbuf_f32(dx), (int64_t)n, st),
+			             0, "add n %zu", n);
 			dev_download(got, dy, n);
 			cr_expect_arr_eq(got, y, n * sizeof(float), "add: n %zu, offsets %d %d", n,
 			                 offs[o][0], offs[o][1]);
@@ -540,9 +542,9 @@ Test(cuda_vector, past_int32_elements, .timeout = 120)
 	big_put(x, hx);
 
 	/* y += x on the float4 path, then y[1:] *= s on the scalar one */
-	cr_assert_eq(rl_add_cuda(y, x, BIG_N, NULL), 0);
+	cr_assert_eq(rl_add_cuda(rl_buf_f32(y), rl_cbuf_f32(x), BIG_N, NULL), 0);
 	cr_assert_eq(rl_scale_cuda(y + 1, BIG_N - 1, -1.5f, NULL), 0);
-	cr_assert_eq(rl_add_cpu(hy, hx, BIG_PROBES, NULL), 0);
+	cr_assert_eq(rl_add_cpu(rl_buf_f32(hy), rl_cbuf_f32(hx), BIG_PROBES, NULL), 0);
 	cr_assert_eq(rl_scale_cpu(hy + 1, BIG_PROBES - 1, -1.5f, NULL), 0);
 	big_get(got, y);
 	cr_expect_arr_eq(got, hy, sizeof(hy), "add, scale past 2^31");

@@ -54,7 +54,8 @@ Test(fenced, host_memory_refused_by_ops)
 	float *dev = F->alloc(sizeof host);
 
 	cr_assert_not_null(dev);
-	cr_expect_eq(F->add(host, host, 4, NULL), -1, "add took host memory");
+	cr_expect_eq(F->add(rl_buf_f32(host), rl_cbuf_f32(host), 4, NULL), -1,
+	             "add took host memory");
 	cr_expect_eq(F->from_host(dev, dev, sizeof host, NULL), -1, "from_host took a device src");
 	cr_expect_eq(F->to_host(dev, dev, sizeof host, NULL), -1, "to_host took a device dst");
 	cr_expect_eq(F->copy(dev, host, sizeof host, NULL), -1, "copy took a host src");
@@ -62,8 +63,9 @@ Test(fenced, host_memory_refused_by_ops)
 	cr_expect_eq(F->sum_squares(&total_host, dev, 4, NULL), -1,
 	             "sum_squares took a host total");
 	/* NULL only where the contract allows it */
-	cr_expect_eq(F->rmsnorm_forward(dev, NULL, dev, NULL, 1, 4, 0.0f, NULL), -1,
-	             "rmsnorm took a NULL weight");
+	cr_expect_eq(F->rmsnorm_forward(rl_buf_f32(dev), NULL, rl_cbuf_f32(dev), rl_cbuf_f32(NULL),
+	                                1, 4, 0.0f, NULL),
+	             -1, "rmsnorm took a NULL weight");
 	cr_expect_eq(F->from_host(dev, host, sizeof host, NULL), 0);
 	cr_expect_eq(F->to_host(back, dev, sizeof back, NULL), 0);
 	cr_expect_arr_eq(back, host, sizeof host);
@@ -79,12 +81,12 @@ Test(fenced, computes_what_the_cpu_does)
 
 	cr_assert(dx && dy && dss);
 	memcpy(want, y, sizeof y);
-	cr_assert_eq(rl_ops_cpu.add(want, x, 5, NULL), 0);
+	cr_assert_eq(rl_ops_cpu.add(rl_buf_f32(want), rl_cbuf_f32(x), 5, NULL), 0);
 	cr_assert_eq(rl_ops_cpu.sum_squares(&ss_want, want, 5, NULL), 0);
 	cr_assert_eq(F->from_host(dx, x, sizeof x, NULL), 0);
 	cr_assert_eq(F->from_host(dy, y, sizeof y, NULL), 0);
 	cr_assert_eq(F->zero(dss, sizeof(double), NULL), 0);
-	cr_assert_eq(F->add(dy, dx, 5, NULL), 0);
+	cr_assert_eq(F->add(rl_buf_f32(dy), rl_cbuf_f32(dx), 5, NULL), 0);
 	cr_assert_eq(F->sum_squares(dss, dy, 5, NULL), 0);
 	cr_assert_eq(F->to_host(got, dy, sizeof got, NULL), 0);
 	cr_assert_eq(F->to_host(&ss_got, dss, sizeof ss_got, NULL), 0);

@@ -28,7 +28,9 @@ static double lin_loss(void *p)
 {
 	struct lin_ctx *c = p;
 
-	cr_assert_eq(rl_linear_forward_cpu(c->y, c->x, c->w, c->b, c->n, c->in, c->out, NULL), 0);
+	cr_assert_eq(rl_linear_forward_cpu(rl_buf_f32(c->y), rl_cbuf_f32(c->x), rl_cbuf_f32(c->w),
+	                                   rl_cbuf_f32(c->b), c->n, c->in, c->out, NULL),
+	             0);
 	return gc_dot(c->y, c->r, (size_t)c->n * c->out);
 }
 
@@ -57,7 +59,9 @@ static void lin_forward_check(struct lin_ctx *c, const float *bias)
 	double *want = dalloc(ny), *mag = dalloc(ny);
 	int bad = 0;
 
-	cr_assert_eq(rl_linear_forward_cpu(c->y, c->x, c->w, bias, c->n, c->in, c->out, NULL), 0);
+	cr_assert_eq(rl_linear_forward_cpu(rl_buf_f32(c->y), rl_cbuf_f32(c->x), rl_cbuf_f32(c->w),
+	                                   rl_cbuf_f32(bias), c->n, c->in, c->out, NULL),
+	             0);
 	lin_ref(want, mag, c, bias);
 	for (size_t i = 0; i < ny; i++)
 		if (fabs(c->y[i] - want[i]) > 1e-6 * mag[i] + 1e-30 && bad++ < 5)
@@ -85,7 +89,9 @@ static void lin_case(uint32_t *seed, int n, int in, int out, int fd)
 	float *db = frand(seed, (size_t)out, -1, 1);
 	float *dx0 = fdup(dx, nx), *dw0 = fdup(dw, nw), *db0 = fdup(db, (size_t)out);
 
-	cr_assert_eq(rl_linear_backward_cpu(dx, dw, db, c.r, c.x, c.w, n, in, out, NULL), 0);
+	cr_assert_eq(rl_linear_backward_cpu(rl_buf_f32(dx), dw, db, rl_cbuf_f32(c.r),
+	                                    rl_cbuf_f32(c.x), rl_cbuf_f32(c.w), n, in, out, NULL),
+	             0);
 	gc_sub(dx, dx0, nx);
 	gc_sub(dw, dw0, nw);
 	gc_sub(db, db0, (size_t)out);
@@ -116,9 +122,15 @@ static void lin_case(uint32_t *seed, int n, int in, int out, int fd)
 	memset(dx0, 0, nx * sizeof(float));
 	memset(dw0, 0, nw * sizeof(float));
 	memset(db0, 0, (size_t)out * sizeof(float));
-	cr_assert_eq(rl_linear_backward_cpu(dx0, NULL, NULL, c.r, c.x, c.w, n, in, out, NULL), 0);
-	cr_assert_eq(rl_linear_backward_cpu(NULL, dw0, NULL, c.r, c.x, c.w, n, in, out, NULL), 0);
-	cr_assert_eq(rl_linear_backward_cpu(NULL, NULL, db0, c.r, NULL, NULL, n, in, out, NULL), 0);
+	cr_assert_eq(rl_linear_backward_cpu(rl_buf_f32(dx0), NULL, NULL, rl_cbuf_f32(c.r),
+	                                    rl_cbuf_f32(c.x), rl_cbuf_f32(c.w), n, in, out, NULL),
+	             0);
+	cr_assert_eq(rl_linear_backward_cpu(rl_buf_f32(NULL), dw0, NULL, rl_cbuf_f32(c.r),
+	                                    rl_cbuf_f32(c.x), rl_cbuf_f32(c.w), n, in, out, NULL),
+	             0);
+	cr_assert_eq(rl_linear_backward_cpu(rl_buf_f32(NULL), NULL, db0, rl_cbuf_f32(c.r),
+	                                    rl_cbuf_f32(NULL), rl_cbuf_f32(NULL), n, in, out, NULL),
+	             0);
 	close_all("linear dx alone", dx0, dx_ref, nx, 1e-5, 1e-6 * out);
 	close_all("linear dw alone", dw0, dw_ref, nw, 1e-5, 1e-6 * n);
 	close_all("linear dbias alone", db0, db_ref, (size_t)out, 1e-5, 1e-6 * n);

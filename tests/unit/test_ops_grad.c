@@ -39,8 +39,9 @@ static double emb_loss(void *p)
 {
 	struct emb_ctx *c = p;
 
-	cr_assert_eq(
-	    rl_embedding_forward_cpu(c->out, c->ids, c->table, c->n, c->dim, c->vocab, NULL), 0);
+	cr_assert_eq(rl_embedding_forward_cpu(rl_buf_f32(c->out), c->ids, rl_cbuf_f32(c->table),
+	                                      c->n, c->dim, c->vocab, NULL),
+	             0);
 	return gc_dot(c->out, c->r, (size_t)c->n * c->dim);
 }
 
@@ -66,7 +67,7 @@ static void emb_case(uint32_t *seed, int n, int dim, int vocab)
 	float *dt = frand(seed, nt, -1, 1), *before = fdup(dt, nt);
 	double *want = dalloc(nt);
 
-	cr_assert_eq(rl_embedding_backward_cpu(dt, c.r, c.ids, n, dim, NULL), 0);
+	cr_assert_eq(rl_embedding_backward_cpu(dt, rl_cbuf_f32(c.r), c.ids, n, dim, NULL), 0);
 	gc_sub(dt, before, nt);
 	for (int t = 0; t < n; t++)
 		for (int j = 0; j < dim; j++)
@@ -101,7 +102,8 @@ Test(embedding, bad_ids_leave_their_rows)
 
 	for (int i = 0; i < 8; i++)
 		out[i] = -7;
-	cr_expect_eq(rl_embedding_forward_cpu(out, ids, table, 4, 2, 3, NULL), -1);
+	cr_expect_eq(
+	    rl_embedding_forward_cpu(rl_buf_f32(out), ids, rl_cbuf_f32(table), 4, 2, 3, NULL), -1);
 	const float want[8] = {5, 6, -7, -7, -7, -7, 1, 2};
 	cr_expect_arr_eq(out, want, sizeof(want));
 }
@@ -117,10 +119,11 @@ Test(embedding, id_minus_one_is_a_zero_row)
 
 	for (int i = 0; i < 6; i++)
 		out[i] = -7;
-	cr_expect_eq(rl_embedding_forward_cpu(out, ids, table, 3, 2, 3, NULL), 0);
+	cr_expect_eq(
+	    rl_embedding_forward_cpu(rl_buf_f32(out), ids, rl_cbuf_f32(table), 3, 2, 3, NULL), 0);
 	const float want[6] = {5, 6, 0, 0, 1, 2};
 	cr_expect_arr_eq(out, want, sizeof(want));
-	cr_expect_eq(rl_embedding_backward_cpu(dtable, dout, ids, 3, 2, NULL), 0);
+	cr_expect_eq(rl_embedding_backward_cpu(dtable, rl_cbuf_f32(dout), ids, 3, 2, NULL), 0);
 	const float dwant[6] = {50, 60, 0, 0, 10, 20};
 	cr_expect_arr_eq(dtable, dwant, sizeof(dwant));
 }
@@ -130,18 +133,25 @@ Test(embedding, bad_arguments)
 	float t[2] = {0}, o[2];
 	int32_t id = 0;
 
-	cr_expect_eq(rl_embedding_forward_cpu(NULL, &id, t, 1, 2, 1, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, NULL, t, 1, 2, 1, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, &id, NULL, 1, 2, 1, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, -1, 2, 1, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 1, -2, 1, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 1, 2, 0, NULL), -1);
-	cr_expect_eq(rl_embedding_forward_cpu(o, &id, t, 0, 2, 1, NULL), 0);
-	cr_expect_eq(rl_embedding_backward_cpu(NULL, o, &id, 1, 2, NULL), -1);
-	cr_expect_eq(rl_embedding_backward_cpu(t, NULL, &id, 1, 2, NULL), -1);
-	cr_expect_eq(rl_embedding_backward_cpu(t, o, NULL, 1, 2, NULL), -1);
-	cr_expect_eq(rl_embedding_backward_cpu(t, o, &id, -1, 2, NULL), -1);
-	cr_expect_eq(rl_embedding_backward_cpu(t, o, &id, 1, -1, NULL), -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(NULL), &id, rl_cbuf_f32(t), 1, 2, 1, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), NULL, rl_cbuf_f32(t), 1, 2, 1, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), &id, rl_cbuf_f32(NULL), 1, 2, 1, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), &id, rl_cbuf_f32(t), -1, 2, 1, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), &id, rl_cbuf_f32(t), 1, -2, 1, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), &id, rl_cbuf_f32(t), 1, 2, 0, NULL),
+	             -1);
+	cr_expect_eq(rl_embedding_forward_cpu(rl_buf_f32(o), &id, rl_cbuf_f32(t), 0, 2, 1, NULL),
+	             0);
+	cr_expect_eq(rl_embedding_backward_cpu(NULL, rl_cbuf_f32(o), &id, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, rl_cbuf_f32(NULL), &id, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, rl_cbuf_f32(o), NULL, 1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, rl_cbuf_f32(o), &id, -1, 2, NULL), -1);
+	cr_expect_eq(rl_embedding_backward_cpu(t, rl_cbuf_f32(o), &id, 1, -1, NULL), -1);
 }
 
 /* ---- RMSNorm backward ---- */
@@ -156,7 +166,8 @@ static double rms_loss(void *p)
 {
 	struct rms_ctx *c = p;
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(c->y, NULL, c->x, c->w, c->rows, c->dim, c->eps, NULL),
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(c->y), NULL, rl_cbuf_f32(c->x),
+	                                    rl_cbuf_f32(c->w), c->rows, c->dim, c->eps, NULL),
 	             0);
 	return gc_dot(c->y, c->r, (size_t)c->rows * c->dim);
 }
@@ -171,12 +182,16 @@ static void rms_case(uint32_t *seed, int rows, int dim, float eps)
 	c.w = frand(seed, (size_t)dim, -1.5f, 1.5f);
 	c.r = frand(seed, n, -1, 1);
 	c.y = falloc(n);
-	cr_assert_eq(rl_rmsnorm_forward_cpu(c.y, rstd, c.x, c.w, rows, dim, eps, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(c.y), rstd, rl_cbuf_f32(c.x),
+	                                    rl_cbuf_f32(c.w), rows, dim, eps, NULL),
+	             0);
 
 	float *dx = frand(seed, n, -1, 1), *dw = frand(seed, (size_t)dim, -1, 1);
 	float *dx0 = fdup(dx, n), *dw0 = fdup(dw, (size_t)dim);
 
-	cr_assert_eq(rl_rmsnorm_backward_cpu(dx, dw, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(dx), dw, rl_cbuf_f32(c.r), rl_cbuf_f32(c.x),
+	                                     rl_cbuf_f32(c.w), rstd, rows, dim, NULL),
+	             0);
 	gc_sub(dx, dx0, n);
 	gc_sub(dw, dw0, (size_t)dim);
 
@@ -208,8 +223,13 @@ static void rms_case(uint32_t *seed, int rows, int dim, float eps)
 	/* dweight == NULL: the same dx, bit for bit */
 	memset(dx, 0, n * sizeof(*dx));
 	memset(dx0, 0, n * sizeof(*dx));
-	cr_assert_eq(rl_rmsnorm_backward_cpu(dx, dw, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
-	cr_assert_eq(rl_rmsnorm_backward_cpu(dx0, NULL, c.r, c.x, c.w, rstd, rows, dim, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(dx), dw, rl_cbuf_f32(c.r), rl_cbuf_f32(c.x),
+	                                     rl_cbuf_f32(c.w), rstd, rows, dim, NULL),
+	             0);
+	cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(dx0), NULL, rl_cbuf_f32(c.r),
+	                                     rl_cbuf_f32(c.x), rl_cbuf_f32(c.w), rstd, rows, dim,
+	                                     NULL),
+	             0);
 	cr_expect_arr_eq(dx, dx0, n * sizeof(*dx), "dx differs with dweight == NULL");
 
 	free(rstd);
@@ -241,14 +261,30 @@ Test(rmsnorm_backward, bad_arguments)
 {
 	float v[4] = {1, 2, 3, 4}, g[4];
 
-	cr_expect_eq(rl_rmsnorm_backward_cpu(NULL, g, v, v, v, v, 1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, NULL, v, v, v, 1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, NULL, v, v, 1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, NULL, v, 1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, NULL, 1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, -1, 4, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, 1, 0, NULL), -1);
-	cr_expect_eq(rl_rmsnorm_backward_cpu(g, g, v, v, v, v, 0, 4, NULL), 0);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(NULL), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), v, 1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(NULL), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), v, 1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(NULL),
+	                                     rl_cbuf_f32(v), v, 1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(NULL), v, 1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), NULL, 1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), v, -1, 4, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), v, 1, 0, NULL),
+	             -1);
+	cr_expect_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                     rl_cbuf_f32(v), v, 0, 4, NULL),
+	             0);
 }
 
 /* ---- SwiGLU ---- */
@@ -262,7 +298,9 @@ static double swiglu_loss(void *p)
 {
 	struct swiglu_ctx *c = p;
 
-	cr_assert_eq(rl_swiglu_forward_cpu(c->h, c->g, c->u, c->n, NULL), 0);
+	cr_assert_eq(rl_swiglu_forward_cpu(rl_buf_f32(c->h), rl_cbuf_f32(c->g), rl_cbuf_f32(c->u),
+	                                   c->n, NULL),
+	             0);
 	return gc_dot(c->h, c->r, (size_t)c->n);
 }
 
@@ -296,7 +334,9 @@ static void swiglu_case(uint32_t *seed, int64_t n, int fd)
 	float *dg = frand(seed, sn, -1, 1), *du = frand(seed, sn, -1, 1);
 	float *dg0 = fdup(dg, sn), *du0 = fdup(du, sn);
 
-	cr_assert_eq(rl_swiglu_backward_cpu(dg, du, c.r, c.g, c.u, n, NULL), 0);
+	cr_assert_eq(rl_swiglu_backward_cpu(rl_buf_f32(dg), rl_buf_f32(du), rl_cbuf_f32(c.r),
+	                                    rl_cbuf_f32(c.g), rl_cbuf_f32(c.u), n, NULL),
+	             0);
 	gc_sub(dg, dg0, sn);
 	gc_sub(du, du0, sn);
 	close_all("swiglu dgate", dg, dg_ref, sn, 1e-5, 1e-6);
@@ -342,8 +382,11 @@ Test(swiglu, extreme_gates)
 		want[i] = g[i] * s * 1.5;
 		dg_want[i] = 1.5 * (s + g[i] * s * (1.0 - s));
 	}
-	cr_assert_eq(rl_swiglu_forward_cpu(h, g, u, N, NULL), 0);
-	cr_assert_eq(rl_swiglu_backward_cpu(dg, du, dh, g, u, N, NULL), 0);
+	cr_assert_eq(rl_swiglu_forward_cpu(rl_buf_f32(h), rl_cbuf_f32(g), rl_cbuf_f32(u), N, NULL),
+	             0);
+	cr_assert_eq(rl_swiglu_backward_cpu(rl_buf_f32(dg), rl_buf_f32(du), rl_cbuf_f32(dh),
+	                                    rl_cbuf_f32(g), rl_cbuf_f32(u), N, NULL),
+	             0);
 	for (int i = 0; i < N; i++)
 		cr_expect(isfinite(h[i]) && isfinite(dg[i]) && isfinite(du[i]), "g = %g", g[i]);
 	/* relative accuracy down to g = -87 (silu ~ 1e-36); below, zero */
@@ -352,8 +395,11 @@ Test(swiglu, extreme_gates)
 
 	/* NaN stays NaN */
 	float gn = NAN, un = 1.0f, hn = 0, dgn = 0, dun = 0, dhn = 1.0f;
-	cr_assert_eq(rl_swiglu_forward_cpu(&hn, &gn, &un, 1, NULL), 0);
-	cr_assert_eq(rl_swiglu_backward_cpu(&dgn, &dun, &dhn, &gn, &un, 1, NULL), 0);
+	cr_assert_eq(
+	    rl_swiglu_forward_cpu(rl_buf_f32(&hn), rl_cbuf_f32(&gn), rl_cbuf_f32(&un), 1, NULL), 0);
+	cr_assert_eq(rl_swiglu_backward_cpu(rl_buf_f32(&dgn), rl_buf_f32(&dun), rl_cbuf_f32(&dhn),
+	                                    rl_cbuf_f32(&gn), rl_cbuf_f32(&un), 1, NULL),
+	             0);
 	cr_expect(isnan(hn) && isnan(dgn) && isnan(dun), "NaN gate: h %g dgate %g dup %g",
 	          (double)hn, (double)dgn, (double)dun);
 }
@@ -362,16 +408,32 @@ Test(swiglu, bad_arguments)
 {
 	float v[2] = {1, 2}, o[2];
 
-	cr_expect_eq(rl_swiglu_forward_cpu(NULL, v, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_forward_cpu(o, NULL, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_forward_cpu(o, v, NULL, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_forward_cpu(o, v, v, -1, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(NULL, o, v, v, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(o, NULL, v, v, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(o, o, NULL, v, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, NULL, v, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, v, NULL, 2, NULL), -1);
-	cr_expect_eq(rl_swiglu_backward_cpu(o, o, v, v, v, -2, NULL), -1);
+	cr_expect_eq(
+	    rl_swiglu_forward_cpu(rl_buf_f32(NULL), rl_cbuf_f32(v), rl_cbuf_f32(v), 2, NULL), -1);
+	cr_expect_eq(
+	    rl_swiglu_forward_cpu(rl_buf_f32(o), rl_cbuf_f32(NULL), rl_cbuf_f32(v), 2, NULL), -1);
+	cr_expect_eq(
+	    rl_swiglu_forward_cpu(rl_buf_f32(o), rl_cbuf_f32(v), rl_cbuf_f32(NULL), 2, NULL), -1);
+	cr_expect_eq(rl_swiglu_forward_cpu(rl_buf_f32(o), rl_cbuf_f32(v), rl_cbuf_f32(v), -1, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(NULL), rl_buf_f32(o), rl_cbuf_f32(v),
+	                                    rl_cbuf_f32(v), rl_cbuf_f32(v), 2, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(o), rl_buf_f32(NULL), rl_cbuf_f32(v),
+	                                    rl_cbuf_f32(v), rl_cbuf_f32(v), 2, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(o), rl_buf_f32(o), rl_cbuf_f32(NULL),
+	                                    rl_cbuf_f32(v), rl_cbuf_f32(v), 2, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(o), rl_buf_f32(o), rl_cbuf_f32(v),
+	                                    rl_cbuf_f32(NULL), rl_cbuf_f32(v), 2, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(o), rl_buf_f32(o), rl_cbuf_f32(v),
+	                                    rl_cbuf_f32(v), rl_cbuf_f32(NULL), 2, NULL),
+	             -1);
+	cr_expect_eq(rl_swiglu_backward_cpu(rl_buf_f32(o), rl_buf_f32(o), rl_cbuf_f32(v),
+	                                    rl_cbuf_f32(v), rl_cbuf_f32(v), -2, NULL),
+	             -1);
 }
 
 /* ---- vector ops ---- */
@@ -385,7 +447,7 @@ static void vec_case(uint32_t *seed, int64_t n)
 
 	for (size_t i = 0; i < sn; i++)
 		want[i] = (double)y[i] + x[i];
-	cr_assert_eq(rl_add_cpu(y, x, n, NULL), 0);
+	cr_assert_eq(rl_add_cpu(rl_buf_f32(y), rl_cbuf_f32(x), n, NULL), 0);
 	close_all("add", y, want, sn, 6e-8, 0); /* one rounding: half an ulp */
 	for (size_t i = 0; i < sn; i++)
 		want[i] = (double)x[i] * -0.75;
@@ -419,9 +481,9 @@ Test(vector, bad_arguments)
 	float v[2] = {1, 2};
 	double out = 0;
 
-	cr_expect_eq(rl_add_cpu(NULL, v, 2, NULL), -1);
-	cr_expect_eq(rl_add_cpu(v, NULL, 2, NULL), -1);
-	cr_expect_eq(rl_add_cpu(v, v, -1, NULL), -1);
+	cr_expect_eq(rl_add_cpu(rl_buf_f32(NULL), rl_cbuf_f32(v), 2, NULL), -1);
+	cr_expect_eq(rl_add_cpu(rl_buf_f32(v), rl_cbuf_f32(NULL), 2, NULL), -1);
+	cr_expect_eq(rl_add_cpu(rl_buf_f32(v), rl_cbuf_f32(v), -1, NULL), -1);
 	cr_expect_eq(rl_scale_cpu(NULL, 2, 1, NULL), -1);
 	cr_expect_eq(rl_scale_cpu(v, -1, 1, NULL), -1);
 	cr_expect_eq(rl_sum_squares_cpu(NULL, v, 2, NULL), -1);
@@ -445,12 +507,16 @@ Test(determinism, thread_count_does_not_change_reductions)
 	double ss[2] = {0, 0};
 	int saved = omp_get_max_threads();
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(y, rstd, x, w, rows, dim, 1e-5f, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                    rows, dim, 1e-5f, NULL),
+	             0);
 	for (int k = 0; k < 2; k++) {
 		omp_set_num_threads(k ? 3 : 1);
 		memset(dx[k], 0, n * sizeof(float));
 		memset(dw[k], 0, (size_t)dim * sizeof(float));
-		cr_assert_eq(rl_rmsnorm_backward_cpu(dx[k], dw[k], dy, x, w, rstd, rows, dim, NULL),
+		cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_f32(dx[k]), dw[k], rl_cbuf_f32(dy),
+		                                     rl_cbuf_f32(x), rl_cbuf_f32(w), rstd, rows,
+		                                     dim, NULL),
 		             0);
 		cr_assert_eq(rl_sum_squares_cpu(&ss[k], dy, (int64_t)n, NULL), 0);
 	}

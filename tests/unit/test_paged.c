@@ -223,8 +223,12 @@ Test(paged, invariant_linear_matches_and_ignores_the_batch)
 	float *y = malloc(sizeof(float) * M * O), *ref = malloc(sizeof(float) * M * O),
 	      *one = malloc(sizeof(float) * O);
 
-	cr_assert_eq(rl_linear_forward_invariant_cpu(y, x, w, b, M, K, O, NULL), 0);
-	cr_assert_eq(rl_linear_forward_cpu(ref, x, w, b, M, K, O, NULL), 0);
+	cr_assert_eq(rl_linear_forward_invariant_cpu(rl_buf_f32(y), rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                             rl_cbuf_f32(b), M, K, O, NULL),
+	             0);
+	cr_assert_eq(rl_linear_forward_cpu(rl_buf_f32(ref), rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                   rl_cbuf_f32(b), M, K, O, NULL),
+	             0);
 	/* two fp32 sums of K products of |.| <= 0.25: each within K ulps of
 	 * sum |x w| <= K / 4 */
 	for (int i = 0; i < M * O; i++)
@@ -233,14 +237,16 @@ Test(paged, invariant_linear_matches_and_ignores_the_batch)
 	for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
 		const int t = rows[r];
 		cr_assert_eq(
-		    rl_linear_forward_invariant_cpu(one, x + (size_t)t * K, w, b, 1, K, O, NULL),
+		    rl_linear_forward_invariant_cpu(rl_buf_f32(one), rl_cbuf_f32(x + (size_t)t * K),
+		                                    rl_cbuf_f32(w), rl_cbuf_f32(b), 1, K, O, NULL),
 		    0);
 		cr_assert_eq(memcmp(one, y + (size_t)t * O, sizeof(float) * O), 0, "row %d", t);
 		/* three rows with t among them, at another place */
 		const int t0 = t >= 2 ? t - 2 : 0;
-		cr_assert_eq(
-		    rl_linear_forward_invariant_cpu(ref, x + (size_t)t0 * K, w, b, 3, K, O, NULL),
-		    0);
+		cr_assert_eq(rl_linear_forward_invariant_cpu(
+		                 rl_buf_f32(ref), rl_cbuf_f32(x + (size_t)t0 * K), rl_cbuf_f32(w),
+		                 rl_cbuf_f32(b), 3, K, O, NULL),
+		             0);
 		cr_assert_eq(
 		    memcmp(ref + (size_t)(t - t0) * O, y + (size_t)t * O, sizeof(float) * O), 0,
 		    "row %d of three", t);
@@ -258,7 +264,10 @@ Test(paged, logits_logprobs_is_the_invariant_fused_op)
 
 	for (int t = 0; t < NT; t++)
 		tg[t] = t == 3 ? -1 : (t * 131) % V;
-	cr_assert_eq(rl_linear_forward_invariant_cpu(logits, h, w, NULL, NT, DIM, V, NULL), 0);
+	cr_assert_eq(rl_linear_forward_invariant_cpu(rl_buf_f32(logits), rl_cbuf_f32(h),
+	                                             rl_cbuf_f32(w), rl_cbuf_f32(NULL), NT, DIM, V,
+	                                             NULL),
+	             0);
 	const int chunks[] = {100, V, 4096};
 	for (size_t c = 0; c < 3; c++) {
 		struct rl_lm_logprobs_shape s = {NT, DIM, V, chunks[c], 1.0f / 0.7f};

@@ -28,7 +28,9 @@ Test(rmsnorm, table_unit_weights)
 	                          1.4605934866804429};
 	float y[4], rstd;
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(y, &rstd, x, w, 1, 4, 0.0f, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y), &rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), 1,
+	                                    4, 0.0f, NULL),
+	             0);
 	expect_close("rstd", 0, rstd, rstd_want, 1e-6, 0);
 	for (size_t i = 0; i < 4; i++)
 		expect_close("y", i, y[i], y_want[i], 1e-6, 0);
@@ -53,7 +55,9 @@ Test(rmsnorm, table_weights_and_eps)
 	                          0.0};
 	float y[9], rstd[3];
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(y, rstd, x, w, 3, 3, 0.25f, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), 3,
+	                                    3, 0.25f, NULL),
+	             0);
 	for (size_t r = 0; r < 3; r++)
 		expect_close("rstd", r, rstd[r], rstd_want[r], 1e-6, 0);
 	for (size_t i = 0; i < 9; i++)
@@ -75,7 +79,9 @@ Test(rmsnorm, random_shapes_match_double_formula)
 		float *y = malloc(n * sizeof(*y)), *rstd = malloc((size_t)rows * sizeof(*rstd));
 
 		cr_assert(y && rstd);
-		cr_assert_eq(rl_ops_cpu.rmsnorm_forward(y, rstd, x, w, rows, dim, eps, NULL), 0);
+		cr_assert_eq(rl_ops_cpu.rmsnorm_forward(rl_buf_f32(y), rstd, rl_cbuf_f32(x),
+		                                        rl_cbuf_f32(w), rows, dim, eps, NULL),
+		             0);
 		for (int r = 0; r < rows; r++) {
 			const float *xr = x + (size_t)r * dim;
 			double ss = 0.0;
@@ -92,7 +98,9 @@ Test(rmsnorm, random_shapes_match_double_formula)
 		/* rstd is optional and must not change y. */
 		float *y2 = malloc(n * sizeof(*y2));
 		cr_assert_not_null(y2);
-		cr_assert_eq(rl_rmsnorm_forward_cpu(y2, NULL, x, w, rows, dim, eps, NULL), 0);
+		cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y2), NULL, rl_cbuf_f32(x),
+		                                    rl_cbuf_f32(w), rows, dim, eps, NULL),
+		             0);
 		cr_expect_arr_eq(y, y2, n * sizeof(*y), "dim %d: y differs with rstd == NULL", dim);
 		free(x);
 		free(w);
@@ -106,7 +114,9 @@ Test(rmsnorm, zero_rows_is_a_noop)
 {
 	float x = 1, w = 1, y = 42, rstd = 42;
 
-	cr_assert_eq(rl_rmsnorm_forward_cpu(&y, &rstd, &x, &w, 0, 1, 1e-5f, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(&y), &rstd, rl_cbuf_f32(&x), rl_cbuf_f32(&w),
+	                                    0, 1, 1e-5f, NULL),
+	             0);
 	cr_expect(y == 42 && rstd == 42);
 }
 
@@ -114,12 +124,18 @@ static void expect_bad_args(rl_rmsnorm_forward_fn f, const char *name)
 {
 	float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[4], rstd[1];
 
-	cr_expect_eq(f(y, rstd, x, w, -1, 4, 0, NULL), -1, "%s: rows < 0", name);
-	cr_expect_eq(f(y, rstd, x, w, 1, 0, 0, NULL), -1, "%s: dim == 0", name);
-	cr_expect_eq(f(y, rstd, x, w, 1, -4, 0, NULL), -1, "%s: dim < 0", name);
-	cr_expect_eq(f(NULL, rstd, x, w, 1, 4, 0, NULL), -1, "%s: y == NULL", name);
-	cr_expect_eq(f(y, rstd, NULL, w, 1, 4, 0, NULL), -1, "%s: x == NULL", name);
-	cr_expect_eq(f(y, rstd, x, NULL, 1, 4, 0, NULL), -1, "%s: weight == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), -1, 4, 0, NULL), -1,
+	             "%s: rows < 0", name);
+	cr_expect_eq(f(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), 1, 0, 0, NULL), -1,
+	             "%s: dim == 0", name);
+	cr_expect_eq(f(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), 1, -4, 0, NULL), -1,
+	             "%s: dim < 0", name);
+	cr_expect_eq(f(rl_buf_f32(NULL), rstd, rl_cbuf_f32(x), rl_cbuf_f32(w), 1, 4, 0, NULL), -1,
+	             "%s: y == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(y), rstd, rl_cbuf_f32(NULL), rl_cbuf_f32(w), 1, 4, 0, NULL), -1,
+	             "%s: x == NULL", name);
+	cr_expect_eq(f(rl_buf_f32(y), rstd, rl_cbuf_f32(x), rl_cbuf_f32(NULL), 1, 4, 0, NULL), -1,
+	             "%s: weight == NULL", name);
 }
 
 Test(rmsnorm, bad_arguments)
@@ -156,7 +172,9 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 	float *dx, *dy, *dw, *drstd;
 
 	cr_assert(y_cpu && y_gpu && rstd_cpu && rstd_gpu);
-	cr_assert_eq(rl_rmsnorm_forward_cpu(y_cpu, rstd_cpu, x, w, rows, dim, eps, NULL), 0);
+	cr_assert_eq(rl_rmsnorm_forward_cpu(rl_buf_f32(y_cpu), rstd_cpu, rl_cbuf_f32(x),
+	                                    rl_cbuf_f32(w), rows, dim, eps, NULL),
+	             0);
 
 	cuda_ok(cudaMalloc((void **)&dx, (n + 1) * sizeof(float)), "cudaMalloc x");
 	cuda_ok(cudaMalloc((void **)&dy, (n + 1) * sizeof(float)), "cudaMalloc y");
@@ -166,8 +184,9 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 	cuda_ok(cudaMemcpy(dw + w_off, w, (size_t)dim * sizeof(float), cudaMemcpyHostToDevice),
 	        "copy w");
 
-	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(dy + y_off, drstd, dx + x_off, dw + w_off, rows,
-	                                         dim, eps, stream),
+	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(rl_buf_f32(dy + y_off), drstd,
+	                                         rl_cbuf_f32(dx + x_off), rl_cbuf_f32(dw + w_off),
+	                                         rows, dim, eps, stream),
 	             0, "rows %d dim %d: launch failed", rows, dim);
 	cuda_ok(cudaStreamSynchronize(stream), "kernel");
 	cuda_ok(cudaMemcpy(y_gpu, dy + y_off, n * sizeof(float), cudaMemcpyDeviceToHost), "copy y");
@@ -185,8 +204,9 @@ static void cuda_case(uint32_t *seed, int rows, int dim, int x_off, int y_off, i
 
 	cr_assert_not_null(y2);
 	cuda_ok(cudaMemset(dy, 0xff, (n + 1) * sizeof(float)), "cudaMemset y");
-	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(dy + y_off, NULL, dx + x_off, dw + w_off, rows,
-	                                         dim, eps, stream),
+	cr_assert_eq(rl_ops_cuda.rmsnorm_forward(rl_buf_f32(dy + y_off), NULL,
+	                                         rl_cbuf_f32(dx + x_off), rl_cbuf_f32(dw + w_off),
+	                                         rows, dim, eps, stream),
 	             0, "rows %d dim %d: launch without rstd failed", rows, dim);
 	cuda_ok(cudaStreamSynchronize(stream), "kernel without rstd");
 	cuda_ok(cudaMemcpy(y2, dy + y_off, n * sizeof(float), cudaMemcpyDeviceToHost), "copy y2");

@@ -188,9 +188,9 @@ Test(rope, rotation_matches_transformers)
 		/* with our own frequencies: what the model will run */
 		rl_rope_inv_freq(inv, fx.head_dim, fx.theta, &fx.scaling);
 		memcpy(y, fx.x, n * sizeof(*y));
-		cr_assert_eq(
-		    rl_rope_forward_cpu(y, fx.pos, inv, fx.n_tokens, fx.n_heads, fx.head_dim, NULL),
-		    0);
+		cr_assert_eq(rl_rope_forward_cpu(rl_buf_f32(y), fx.pos, inv, fx.n_tokens,
+		                                 fx.n_heads, fx.head_dim, NULL),
+		             0);
 		for (size_t i = 0; i < n; i++)
 			expect_close(fixture_names[k], i, y[i], fx.out[i], 1e-5, 1e-5);
 		free(inv);
@@ -220,7 +220,7 @@ Test(rope, table_quarter_turns)
 	rl_rope_inv_freq(inv, 4, 10000.0, &none);
 	expect_close("inv_freq", 0, inv[0], 1.0, 0, 0);
 	expect_close("inv_freq", 1, inv[1], 0.01, 1e-7, 0);
-	cr_assert_eq(rl_rope_forward_cpu(x, pos, inv, 2, 1, 4, NULL), 0);
+	cr_assert_eq(rl_rope_forward_cpu(rl_buf_f32(x), pos, inv, 2, 1, 4, NULL), 0);
 	for (size_t i = 0; i < 8; i++)
 		expect_close("y", i, x[i], want[i], 1e-6, 1e-7);
 }
@@ -265,7 +265,7 @@ Test(rope, random_shapes_match_double_formula)
 			pos[t] = (int32_t)(gc_rng(&seed) % 5000);
 		rl_rope_inv_freq(inv, d, 10000.0, &none);
 		rope_ref(want, xd, pos, inv, n, heads, d);
-		cr_assert_eq(rl_rope_forward_cpu(x, pos, inv, n, heads, d, NULL), 0);
+		cr_assert_eq(rl_rope_forward_cpu(rl_buf_f32(x), pos, inv, n, heads, d, NULL), 0);
 		for (size_t i = 0; i < len; i++)
 			expect_close("y", i, x[i], want[i], 1e-5, 1e-5);
 		free(x);
@@ -295,7 +295,7 @@ Test(rope, backward_matches_finite_differences)
 	cr_assert_not_null(y);
 	rl_rope_inv_freq(inv, D, 10000.0, &none);
 	memcpy(dx, r, len * sizeof(*dx));
-	cr_assert_eq(rl_rope_backward_cpu(dx, pos, inv, N, H, D, NULL), 0);
+	cr_assert_eq(rl_rope_backward_cpu(rl_buf_f32(dx), pos, inv, N, H, D, NULL), 0);
 	for (size_t i = 0; i < len; i++) {
 		double lp = 0, lm = 0, keep = xd[i];
 
@@ -329,8 +329,8 @@ Test(rope, backward_undoes_forward)
 
 	rl_rope_inv_freq(inv, D, 500000.0, &l3);
 	memcpy(y, x, len * sizeof(*y));
-	cr_assert_eq(rl_rope_forward_cpu(y, pos, inv, N, H, D, NULL), 0);
-	cr_assert_eq(rl_rope_backward_cpu(y, pos, inv, N, H, D, NULL), 0);
+	cr_assert_eq(rl_rope_forward_cpu(rl_buf_f32(y), pos, inv, N, H, D, NULL), 0);
+	cr_assert_eq(rl_rope_backward_cpu(rl_buf_f32(y), pos, inv, N, H, D, NULL), 0);
 	for (size_t i = 0; i < len; i++)
 		expect_close("x", i, y[i], x[i], 0, 3e-6);
 	free(x);
@@ -342,9 +342,13 @@ Test(rope, rejects_bad_arguments)
 	float x[4] = {0}, inv[2] = {1, 1};
 	const int32_t pos[1] = {0};
 
-	cr_expect_eq(rl_rope_forward_cpu(x, pos, inv, 1, 1, 3, NULL), -1, "odd head_dim");
-	cr_expect_eq(rl_rope_forward_cpu(x, pos, inv, -1, 1, 4, NULL), -1, "negative n");
-	cr_expect_eq(rl_rope_forward_cpu(x, pos, inv, 1, 0, 4, NULL), -1, "no heads");
-	cr_expect_eq(rl_rope_backward_cpu(NULL, pos, inv, 1, 1, 4, NULL), -1, "NULL dx");
-	cr_expect_eq(rl_rope_forward_cpu(NULL, NULL, NULL, 0, 1, 4, NULL), 0, "nothing to do");
+	cr_expect_eq(rl_rope_forward_cpu(rl_buf_f32(x), pos, inv, 1, 1, 3, NULL), -1,
+	             "odd head_dim");
+	cr_expect_eq(rl_rope_forward_cpu(rl_buf_f32(x), pos, inv, -1, 1, 4, NULL), -1,
+	             "negative n");
+	cr_expect_eq(rl_rope_forward_cpu(rl_buf_f32(x), pos, inv, 1, 0, 4, NULL), -1, "no heads");
+	cr_expect_eq(rl_rope_backward_cpu(rl_buf_f32(NULL), pos, inv, 1, 1, 4, NULL), -1,
+	             "NULL dx");
+	cr_expect_eq(rl_rope_forward_cpu(rl_buf_f32(NULL), NULL, NULL, 0, 1, 4, NULL), 0,
+	             "nothing to do");
 }
