@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/generate/engine.h"
+#include "kernels/memory_use.h"
 #include "runtime/model/backend.h"
 
 /* A step takes at most this many new tokens (a prompt longer than that
@@ -405,11 +406,11 @@ void rl_gen_engine_free(struct rl_gen_engine *e)
 	free(e->tokens);
 	free(e->logprobs);
 	free(e->counters);
-	ops->release(e->d_tokens);
-	ops->release(e->d_counters);
-	ops->release(e->d_logprobs);
-	ops->release(e->d_lse);
-	ops->release(e->d_work);
+	rl_ops_release(ops, e->d_tokens);
+	rl_ops_release(ops, e->d_counters);
+	rl_ops_release(ops, e->d_logprobs);
+	rl_ops_release(ops, e->d_lse);
+	rl_ops_release(ops, e->d_work);
 }
 
 /* The most new tokens one step takes: STEP_TOKENS, but never more than
@@ -527,11 +528,12 @@ int rl_gen_engine_init(struct rl_gen_engine *e, int max_len, int longest_feed, c
 	e->tokens = malloc((size_t)S * sizeof *e->tokens);
 	e->logprobs = malloc((size_t)S * sizeof *e->logprobs);
 	e->counters = malloc((size_t)S * 2 * sizeof *e->counters);
-	e->d_tokens = ops->alloc((size_t)S * sizeof(int32_t));
-	e->d_counters = ops->alloc((size_t)S * 2 * sizeof(int64_t));
-	e->d_logprobs = ops->alloc((size_t)S * sizeof(float));
-	e->d_lse = ops->alloc((size_t)S * sizeof(float));
-	e->d_work = ops->alloc((size_t)S * (size_t)e->lp.chunk * sizeof(float));
+	e->d_tokens = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)S * sizeof(int32_t));
+	e->d_counters = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)S * 2 * sizeof(int64_t));
+	e->d_logprobs = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)S * sizeof(float));
+	e->d_lse = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)S * sizeof(float));
+	e->d_work =
+	    rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)S * (size_t)e->lp.chunk * sizeof(float));
 	if (!e->kv || !e->prompts || !e->lens || !e->stop_seq || !e->cap || !e->budget ||
 	    !e->resp || !e->next || !e->pend || !e->pend_cap || !e->pend_n || !e->ready ||
 	    !e->state || !e->order || !e->slots || !e->g_slot || !e->g_count || !e->g_ids ||

@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/acts.h"
 
 static void *take(const struct rl_model *m, struct rl_acts *a, size_t bytes, int *failed)
@@ -19,7 +20,7 @@ static void *take(const struct rl_model *m, struct rl_acts *a, size_t bytes, int
 		a->owned = o;
 		a->cap_owned = cap;
 	}
-	void *p = m->ops->alloc(bytes ? bytes : 4);
+	void *p = rl_ops_alloc(m->ops, RL_MEM_ACTIVATIONS, bytes ? bytes : 4);
 	if (!p) {
 		*failed = 1;
 		return NULL;
@@ -212,8 +213,8 @@ void rl_acts_free(const struct rl_model *m, struct rl_acts *a)
 	if (!a)
 		return;
 	for (int i = 0; i < a->n_owned; i++)
-		m->ops->release(a->owned[i]);
-	m->ops->release(a->lm_work);
+		rl_ops_release(m->ops, a->owned[i]);
+	rl_ops_release(m->ops, a->lm_work);
 	free(a->owned);
 	for (int l = 0; a->layers && l < m->cfg.n_layers; l++) {
 		rl_moe_acts_free(m->ops, a->layers[l].moe);

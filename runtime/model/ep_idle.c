@@ -8,6 +8,7 @@
  * tokens' terms), or, done decoding, until no rank of ep decodes. */
 #include <stdio.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/acts.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
@@ -83,7 +84,8 @@ int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
 	/* a rank with no prompts of its own comes here first */
 	if (rl_model_round_weights(m, err, errlen))
 		return -1;
-	float *none = m->ops->alloc((size_t)m->cfg.hidden_size * sizeof(float));
+	float *none =
+	    rl_ops_alloc(m->ops, RL_MEM_ACTIVATIONS, (size_t)m->cfg.hidden_size * sizeof(float));
 	if (!none) {
 		/* the others wait in the next exchange until the watchdog stops
 		 * the run */
@@ -93,6 +95,6 @@ int rl_model_decode_drain(struct rl_model *m, char *err, size_t errlen)
 	while (rc == 0 && ep->max_int(ep->ctx, 0, "decode: a rank of ep decodes"))
 		rc = experts_forward(m, NULL, &moe, none, false, err, errlen);
 	rl_moe_acts_free(m->ops, &moe);
-	m->ops->release(none);
+	rl_ops_release(m->ops, none);
 	return rc;
 }

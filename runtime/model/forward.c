@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/acts.h"
 #include "runtime/model/forward_util.h"
 
@@ -318,7 +319,7 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 	}
 	size_t bytes = (size_t)a->n_tokens * (size_t)V * sizeof(float);
 	bool direct = m->base_ops == &rl_ops_cpu && m->shard.tp.size == 1;
-	float *dev = direct ? logits_host : m->ops->alloc(bytes);
+	float *dev = direct ? logits_host : rl_ops_alloc(m->ops, RL_MEM_ACTIVATIONS, bytes);
 	int rc = -1;
 
 	if (!dev) {
@@ -336,7 +337,7 @@ int rl_model_logits(struct rl_model *m, struct rl_acts *a, float *logits_host, c
 	rc = 0;
 out:
 	if (!direct)
-		m->ops->release(dev);
+		rl_ops_release(m->ops, dev);
 	return rc;
 }
 
@@ -396,8 +397,8 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	float *dev = direct ? logprob_host : a->lm_vec;
 
 	if (need > a->lm_work_floats) {
-		ops->release(a->lm_work);
-		a->lm_work = ops->alloc((size_t)need * sizeof(float));
+		rl_ops_release(ops, a->lm_work);
+		a->lm_work = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)need * sizeof(float));
 		a->lm_work_floats = a->lm_work ? need : 0;
 		if (!a->lm_work) {
 			snprintf(err, errlen, "cannot allocate %zu bytes for log-probabilities",

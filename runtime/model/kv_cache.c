@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/forward_util.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/moe.h"
@@ -32,7 +33,7 @@ static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
 		               s->q,    s->k,   s->v,    s->qn,   s->kn,     s->att,
 		               s->gate, s->up,  s->h,    s->last, s->logits, s->logits_full};
 		for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
-			ops->release(dev[i]);
+			rl_ops_release(ops, dev[i]);
 		free(s->logits_host);
 		free(s->host);
 		free(s->first);
@@ -40,10 +41,10 @@ static void release_all(const struct rl_model *m, struct rl_kv_cache *kv)
 		free(s);
 	}
 	for (int l = 0; kv->k && l < m->cfg.n_layers; l++) {
-		ops->release(kv->k[l]);
-		ops->release(kv->v[l]);
+		rl_ops_release(ops, kv->k[l]);
+		rl_ops_release(ops, kv->v[l]);
 	}
-	ops->release(kv->table);
+	rl_ops_release(ops, kv->table);
 	free(kv->k);
 	free(kv->v);
 	free(kv->len);
@@ -126,25 +127,25 @@ static int alloc_scratch(const struct rl_model *m, struct rl_kv_cache *kv)
 	size_t sz[SB_N], T = (size_t)kv->max_tokens, S = (size_t)kv->n_slots;
 
 	scratch_sizes(m, kv->n_slots, kv->max_tokens, sz);
-	s->ids = ops->alloc(sz[SB_IDS]);
-	s->pos = ops->alloc(sz[SB_POS]);
-	s->rows = ops->alloc(sz[SB_ROWS]);
-	s->off = ops->alloc(sz[SB_OFF]);
-	s->x = ops->alloc(sz[SB_X]);
-	s->xn = ops->alloc(sz[SB_XN]);
-	s->q = ops->alloc(sz[SB_Q]);
-	s->qn = ops->alloc(sz[SB_QN]);
-	s->k = ops->alloc(sz[SB_K]);
-	s->kn = ops->alloc(sz[SB_KN]);
-	s->v = ops->alloc(sz[SB_V]);
-	s->att = ops->alloc(sz[SB_ATT]);
-	s->gate = ops->alloc(sz[SB_GATE]);
-	s->up = ops->alloc(sz[SB_UP]);
-	s->h = ops->alloc(sz[SB_H]);
-	s->last = ops->alloc(sz[SB_LAST]);
-	s->logits = ops->alloc(sz[SB_LOGITS]);
+	s->ids = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_IDS]);
+	s->pos = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_POS]);
+	s->rows = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_ROWS]);
+	s->off = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_OFF]);
+	s->x = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_X]);
+	s->xn = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_XN]);
+	s->q = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_Q]);
+	s->qn = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_QN]);
+	s->k = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_K]);
+	s->kn = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_KN]);
+	s->v = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_V]);
+	s->att = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_ATT]);
+	s->gate = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_GATE]);
+	s->up = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_UP]);
+	s->h = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_H]);
+	s->last = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_LAST]);
+	s->logits = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_LOGITS]);
 	if (sz[SB_LOGITS_FULL]) {
-		s->logits_full = ops->alloc(sz[SB_LOGITS_FULL]);
+		s->logits_full = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sz[SB_LOGITS_FULL]);
 		s->logits_host = malloc(sz[SB_LOGITS_FULL]);
 	}
 	s->host = malloc(4 * T * sizeof(int32_t));
@@ -183,7 +184,7 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 	kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
 	kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
 	kv->scratch = calloc(1, sizeof *kv->scratch);
-	kv->table = ops->alloc((size_t)worst * sizeof(int32_t));
+	kv->table = rl_ops_alloc(ops, RL_MEM_KV_CACHE, (size_t)worst * sizeof(int32_t));
 	if (!kv->len || !kv->held || !kv->table_host || !kv->refs || !kv->free_ids || !kv->k ||
 	    !kv->v || !kv->scratch || !kv->table) {
 		release_all(m, kv);
@@ -197,8 +198,8 @@ struct rl_kv_cache *rl_kv_cache_new(const struct rl_model *m, int n_slots, int m
 	kv->table_dirty = true;
 	size_t per_layer = (size_t)kv->n_blocks * (size_t)block * kvd * sizeof(float);
 	for (int l = sh->first_layer; l < sh->first_layer + sh->n_layers; l++) {
-		kv->k[l] = ops->alloc(per_layer);
-		kv->v[l] = ops->alloc(per_layer);
+		kv->k[l] = rl_ops_alloc(ops, RL_MEM_KV_CACHE, per_layer);
+		kv->v[l] = rl_ops_alloc(ops, RL_MEM_KV_CACHE, per_layer);
 		ok &= kv->k[l] && kv->v[l];
 	}
 	if (!ok || !alloc_scratch(m, kv)) {
@@ -565,10 +566,11 @@ int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int 
 		float *lse = malloc(g * sizeof *lse);
 		float *scratch = malloc(g * (size_t)(m->shard.tp.size + 1) * sizeof *scratch);
 		/* the op's side: targets, logprobs and lse, its work */
-		int32_t *tg_dev = ops->alloc(g * sizeof *tg_dev);
-		float *lp_dev = ops->alloc(g * sizeof *lp_dev),
-		      *lse_dev = ops->alloc(g * sizeof *lse_dev);
-		float *work = ops->alloc(g * (size_t)shape.chunk * sizeof *work);
+		int32_t *tg_dev = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, g * sizeof *tg_dev);
+		float *lp_dev = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, g * sizeof *lp_dev),
+		      *lse_dev = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, g * sizeof *lse_dev);
+		float *work =
+		    rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, g * (size_t)shape.chunk * sizeof *work);
 
 		if (!tg || !lse || !scratch || !tg_dev || !lp_dev || !lse_dev || !work) {
 			snprintf(err, errlen, "out of memory for the logprobs of %d tokens", G);
@@ -593,10 +595,10 @@ int rl_model_decode_logprobs_tp(struct rl_model *m, struct rl_kv_cache *kv, int 
 		free(tg);
 		free(lse);
 		free(scratch);
-		ops->release(tg_dev);
-		ops->release(lp_dev);
-		ops->release(lse_dev);
-		ops->release(work);
+		rl_ops_release(ops, tg_dev);
+		rl_ops_release(ops, lp_dev);
+		rl_ops_release(ops, lse_dev);
+		rl_ops_release(ops, work);
 	}
 	if (pp->size > 1)
 		pp->broadcast_host(pp->ctx, lp_host, (size_t)G, pp->size - 1,

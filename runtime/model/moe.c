@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/forward_util.h"
 #include "runtime/model/moe.h"
 
@@ -30,10 +31,10 @@ static int own(void ***list, int *n, int *cap, void *p)
 /* Backend memory for this pass; NULL sets *failed. */
 static void *dev(const struct rl_ops *ops, struct rl_moe_acts *s, size_t bytes, int *failed)
 {
-	void *p = *failed ? NULL : ops->alloc(bytes ? bytes : 4);
+	void *p = *failed ? NULL : rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, bytes ? bytes : 4);
 
 	if (p && own(&s->owned, &s->n_owned, &s->cap_owned, p)) {
-		ops->release(p);
+		rl_ops_release(ops, p);
 		p = NULL;
 	}
 	*failed |= !p;
@@ -55,7 +56,7 @@ static void *host(struct rl_moe_acts *s, size_t bytes, int *failed)
 static void reset(const struct rl_ops *ops, struct rl_moe_acts *s)
 {
 	for (int i = 0; i < s->n_owned; i++)
-		ops->release(s->owned[i]);
+		rl_ops_release(ops, s->owned[i]);
 	for (int i = 0; i < s->n_host; i++)
 		free(s->host_owned[i]);
 	s->n_owned = s->n_host = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/model/optimizer.h"
+#include "kernels/memory_use.h"
 
 int rl_optimizer_init(struct rl_optimizer *o, const struct rl_model *m,
                       const struct rl_adamw_hparams *hp, char *err, size_t errlen)
@@ -15,8 +16,8 @@ int rl_optimizer_init(struct rl_optimizer *o, const struct rl_model *m,
 	o->ops = m->ops;
 	o->hp = *hp;
 	o->n = m->n_elems;
-	o->m = m->ops->alloc(bytes);
-	o->v = m->ops->alloc(bytes);
+	o->m = rl_ops_alloc(m->ops, RL_MEM_OPTIMIZER, bytes);
+	o->v = rl_ops_alloc(m->ops, RL_MEM_OPTIMIZER, bytes);
 	if (!o->m || !o->v || m->ops->zero(o->m, bytes, NULL) || m->ops->zero(o->v, bytes, NULL)) {
 		snprintf(err, errlen, "cannot allocate %zu bytes of optimizer state", 2 * bytes);
 		rl_optimizer_free(o);
@@ -28,8 +29,8 @@ int rl_optimizer_init(struct rl_optimizer *o, const struct rl_model *m,
 void rl_optimizer_free(struct rl_optimizer *o)
 {
 	if (o->ops) {
-		o->ops->release(o->m);
-		o->ops->release(o->v);
+		rl_ops_release(o->ops, o->m);
+		rl_ops_release(o->ops, o->v);
 	}
 	o->m = o->v = NULL;
 }
@@ -38,7 +39,7 @@ void rl_optimizer_free(struct rl_optimizer *o)
  * sums are); one double comes back. */
 static int sum_squares(const struct rl_ops *ops, const float *x, int64_t n, double *out)
 {
-	double *total = ops->alloc(sizeof *total);
+	double *total = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sizeof *total);
 	int rc = !total || ops->zero(total, sizeof *total, NULL) ||
 	                 ops->sum_squares(total, x, n, NULL) ||
 	                 ops->to_host(out, total, sizeof *out, NULL)
@@ -46,7 +47,7 @@ static int sum_squares(const struct rl_ops *ops, const float *x, int64_t n, doub
 	             : 0;
 
 	if (total)
-		ops->release(total);
+		rl_ops_release(ops, total);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/model/model.h"
+#include "kernels/memory_use.h"
 #include "runtime/base/rng.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/split.h"
@@ -422,9 +423,10 @@ int rl_model_new_shard(struct rl_model **out, const struct rl_model_config *cfg,
 		goto fail;
 	}
 	size_t bytes = (size_t)m->n_elems * sizeof(float);
-	m->flat = ops->alloc(bytes);
-	m->flat_grad = ops->alloc(bytes);
-	m->inv_freq = ops->alloc((size_t)m->cfg.head_dim / 2 * sizeof(float));
+	m->flat = rl_ops_alloc(ops, RL_MEM_WEIGHTS, bytes);
+	m->flat_grad = rl_ops_alloc(ops, RL_MEM_GRADS, bytes);
+	m->inv_freq =
+	    rl_ops_alloc(ops, RL_MEM_WEIGHTS, (size_t)m->cfg.head_dim / 2 * sizeof(float));
 	if (!m->flat || !m->flat_grad || !m->inv_freq) {
 		set_errf(err, errlen, "%s: cannot allocate %zu bytes of parameters", dir,
 		         2 * bytes);
@@ -602,7 +604,7 @@ int rl_model_set_precision(struct rl_model *m, enum rl_dtype precision, char *er
 	if (precision == RL_BF16 && !m->view) {
 		size_t bytes = (size_t)m->n_elems * sizeof(float);
 
-		if (!(m->view = m->ops->alloc(bytes ? bytes : 1))) {
+		if (!(m->view = rl_ops_alloc(m->ops, RL_MEM_WEIGHTS, bytes ? bytes : 1))) {
 			set_errf(err, errlen, "%s: cannot allocate %zu bytes for the bf16 weights",
 			         m->dir, bytes);
 			return -1;
@@ -620,7 +622,7 @@ int rl_model_set_precision(struct rl_model *m, enum rl_dtype precision, char *er
 		p->data = precision == RL_BF16 ? m->view + p->offset : p->master;
 	}
 	if (precision == RL_F32 && m->view) {
-		m->ops->release(m->view);
+		rl_ops_release(m->ops, m->view);
 		m->view = NULL;
 	}
 	return rl_model_round_weights(m, err, errlen);
@@ -645,10 +647,10 @@ void rl_model_free(struct rl_model *m)
 	if (!m)
 		return;
 	if (m->ops) {
-		m->ops->release(m->flat);
-		m->ops->release(m->view);
-		m->ops->release(m->flat_grad);
-		m->ops->release(m->inv_freq);
+		rl_ops_release(m->ops, m->flat);
+		rl_ops_release(m->ops, m->view);
+		rl_ops_release(m->ops, m->flat_grad);
+		rl_ops_release(m->ops, m->inv_freq);
 	}
 	free(m->params);
 	free(m->layer);

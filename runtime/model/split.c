@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/model/builtin_files.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/split.h"
@@ -351,7 +352,7 @@ int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
 		return 0;
 	/* one collective for all of them: they are small and many */
 	const struct rl_ops *ops = m->ops;
-	float *pack = ops->alloc((size_t)n * sizeof *pack);
+	float *pack = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, (size_t)n * sizeof *pack);
 	int rc = pack ? 0 : -1;
 	int64_t at = 0;
 	for (int i = 0; rc == 0 && i < m->n_params; i++) {
@@ -375,7 +376,7 @@ int rl_model_reduce_grads(struct rl_model *m, char *err, size_t errlen)
 			at += p->numel;
 		}
 	}
-	ops->release(pack);
+	rl_ops_release(ops, pack);
 	if (rc)
 		snprintf(err, errlen,
 		         "summing %lld tensor-parallel gradients failed on the %s backend",

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/parallel/zero.h"
+#include "kernels/memory_use.h"
 
 static int64_t bucket_start(const struct rl_zero *z, int b)
 {
@@ -70,13 +71,14 @@ int rl_zero_init(struct rl_zero *z, struct rl_comm *group, struct rl_comm *mp,
 	for (int b = 0; b < z->n_buckets; b++)
 		z->shard += bucket_len(z, b) / p;
 	size_t bytes = (size_t)z->shard * sizeof(float);
-	z->master = ops->alloc(bytes);
-	z->grad = ops->alloc(bytes);
-	z->m = ops->alloc(bytes);
-	z->v = ops->alloc(bytes);
+	z->master = rl_ops_alloc(ops, RL_MEM_OPTIMIZER, bytes);
+	z->grad = rl_ops_alloc(ops, RL_MEM_GRADS, bytes);
+	z->m = rl_ops_alloc(ops, RL_MEM_OPTIMIZER, bytes);
+	z->v = rl_ops_alloc(ops, RL_MEM_OPTIMIZER, bytes);
 	/* only the last bucket can run past n: the scratch is its size, not
 	 * a whole bucket's (160 MB by default) */
-	z->scratch = ops->alloc((size_t)bucket_len(z, z->n_buckets - 1) * sizeof(float));
+	z->scratch = rl_ops_alloc(ops, RL_MEM_GRADS,
+	                          (size_t)bucket_len(z, z->n_buckets - 1) * sizeof(float));
 	if (!z->master || !z->grad || !z->m || !z->v || !z->scratch ||
 	    ops->zero(z->m, bytes, NULL) || ops->zero(z->v, bytes, NULL)) {
 		snprintf(err, errlen, "cannot allocate %zu bytes of distributed optimizer state",
@@ -121,11 +123,11 @@ void rl_zero_free(struct rl_zero *z)
 	if (z->pending)
 		rl_zero_settle(z, 0, -1);
 	if (z->ops) {
-		z->ops->release(z->master);
-		z->ops->release(z->grad);
-		z->ops->release(z->m);
-		z->ops->release(z->v);
-		z->ops->release(z->scratch);
+		rl_ops_release(z->ops, z->master);
+		rl_ops_release(z->ops, z->grad);
+		rl_ops_release(z->ops, z->m);
+		rl_ops_release(z->ops, z->v);
+		rl_ops_release(z->ops, z->scratch);
 	}
 	free(z->pieces);
 	free(z->pending);
@@ -322,7 +324,7 @@ int rl_zero_gather_grads(struct rl_zero *z, float *full, char *err, size_t errle
 static int sum_squares(struct rl_zero *z, double *ss)
 {
 	const struct rl_ops *ops = z->ops;
-	double *total = ops->alloc(sizeof *total);
+	double *total = rl_ops_alloc(ops, RL_MEM_ACTIVATIONS, sizeof *total);
 	int rc = !total || ops->zero(total, sizeof *total, NULL);
 
 	for (int i = 0; rc == 0 && i < z->n_pieces; i++)
@@ -330,7 +332,7 @@ static int sum_squares(struct rl_zero *z, double *ss)
 	*ss = 0;
 	if (rc == 0)
 		rc = ops->to_host(ss, total, sizeof *ss, NULL);
-	ops->release(total);
+	rl_ops_release(ops, total);
 	/* every rank reaches the sums, failed or not */
 	rl_comm_all_reduce(z->group, ss, 1, RL_COMM_F64, RL_COMM_SUM, "gradient norm");
 	if (z->mp)

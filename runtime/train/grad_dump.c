@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/train/grad_dump.h"
+#include "kernels/memory_use.h"
 #include "runtime/model/safetensors.h"
 
 struct tensor_head {
@@ -205,7 +206,7 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 	}
 	const float *grad = m->flat_grad;
 	if (t->dist) {
-		dev = m->ops->alloc(bytes);
+		dev = rl_ops_alloc(m->ops, RL_MEM_ACTIVATIONS, bytes);
 		/* the experts, under expert parallelism, are a region of
 		 * their own */
 		if (!dev || rl_zero_gather_grads(&t->zero, dev, err, errlen) ||
@@ -241,7 +242,7 @@ int rl_grad_dump_write(struct rl_trainer *t, double loss, char *err, size_t errl
 	rc = rl_st_write(t->grad_dump, src, d.n + 1, err, errlen);
 out:
 	if (dev)
-		m->ops->release(dev);
+		rl_ops_release(m->ops, dev);
 	dump_free(&d);
 	free(full);
 	free(src);

@@ -129,6 +129,21 @@ static void put_num(json_t *o, const char *key, double v)
 	json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
 }
 
+/* num_params and mem_KIND_bytes, at the end of the line that has them
+ * (after the timers, which the tests that compare two runs leave out) */
+static void memory_json(json_t *o, const struct rl_step_metrics *m)
+{
+	if (!m->has_memory)
+		return;
+	json_object_set_new(o, "num_params", json_integer(m->num_params));
+	for (int k = 0; k < RL_MEM_KINDS; k++) {
+		char key[64];
+
+		snprintf(key, sizeof key, "mem_%s_bytes", rl_mem_kind_name((enum rl_mem_kind)k));
+		json_object_set_new(o, key, json_integer(m->mem_bytes[k]));
+	}
+}
+
 /* SFT's line: NeMo-RL's train/ and validation/ metrics of sft.py, and its
  * timers */
 static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
@@ -154,6 +169,7 @@ static json_t *supervised_json(json_t *o, const struct rl_step_metrics *m)
 	put_num(o, "policy_training", m->t.policy_training);
 	put_num(o, "checkpointing", m->t.checkpointing);
 	put_num(o, "validation", m->t.validation);
+	memory_json(o, m);
 	return o;
 }
 
@@ -194,6 +210,7 @@ static json_t *preference_json(json_t *o, const struct rl_step_metrics *m)
 	put_num(o, "policy_training", m->t.policy_training);
 	put_num(o, "checkpointing", m->t.checkpointing);
 	put_num(o, "validation", m->t.validation);
+	memory_json(o, m);
 	return o;
 }
 
@@ -278,6 +295,7 @@ json_t *rl_metrics_json(const struct rl_step_metrics *m)
 		snprintf(key, sizeof key, "node.%d.gpu.%u.util", g->node, g->index);
 		put_num(o, key, g->util);
 	}
+	memory_json(o, m);
 	return o;
 }
 

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "kernels/memory_use.h"
 #include "runtime/logger/tensorboard.h"
 
 /* The most metrics an algorithm adds to a step's line. */
@@ -102,6 +103,14 @@ struct rl_step_metrics {
 	} extra[RL_MAX_EXTRA_METRICS];
 	int n_extra;
 	struct rl_step_timers t;
+	/* the first step a process runs: this rank's parameters (its shard)
+	 * and the most bytes of backend memory each kind has held at once
+	 * so far (kernels/memory_use.h: weights, grads, optimizer,
+	 * reference, activations, kv_cache), as num_params and
+	 * mem_KIND_bytes */
+	bool has_memory;
+	int64_t num_params;
+	int64_t mem_bytes[RL_MEM_KINDS];
 	/* logger.monitor_gpus: every training rank's GPU (one entry per GPU,
 	 * ranks that share one included once); owned by the caller */
 	const struct rl_gpu_stat *gpus;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/fenced.h"
+#include "kernels/memory_use.h"
 #include "runtime/comm/transport.h"
 #include "runtime/generate/sampler.h"
 #include "runtime/job/stop_signal.h"
@@ -142,7 +143,7 @@ static int buffers(struct rl_trainer *t, char *err, size_t errlen)
 	if (!reference)
 		return 0;
 	size_t bytes = rl_model_weights_bytes(t->model);
-	if (!(t->ref_weights = t->model->ops->alloc(bytes ? bytes : 1))) {
+	if (!(t->ref_weights = rl_ops_alloc(t->model->ops, RL_MEM_REFERENCE, bytes ? bytes : 1))) {
 		snprintf(err, errlen, "out of memory for the reference policy's %zu bytes", bytes);
 		return -1;
 	}
@@ -405,7 +406,7 @@ void rl_trainer_free(struct rl_trainer *t)
 			rl_acts_free(t->model, t->acts[i]);
 		free(t->acts);
 		if (t->ref_weights)
-			t->model->ops->release(t->ref_weights);
+			rl_ops_release(t->model->ops, t->ref_weights);
 	}
 	rl_model_free(t->model);
 	rl_tokenizer_free(t->tok);

@@ -36,14 +36,43 @@ static void describe_sft(const struct rl_trainer *t, FILE *out)
 	        t->log.path);
 }
 
+/* The parameters of this rank's shard of the policy. */
+static int64_t shard_params(const struct rl_model *m)
+{
+	int64_t params = 0;
+
+	for (int i = 0; i < m->n_params; i++)
+		params += m->params[i].numel;
+	return params;
+}
+
+/* What this rank's backend memory holds once the run is set up, by kind
+ * (kernels/memory_use.h), per parameter of its shard; the activations and
+ * the KV cache come with the steps, in the first step's metrics. */
+static void describe_memory(const struct rl_trainer *t, FILE *out)
+{
+	struct rl_mem_use u;
+	double p = (double)shard_params(t->model);
+	const double mib = 1024.0 * 1024.0;
+
+	rl_mem_use_read(&u);
+	fprintf(out, "rlrun train: memory of rank 0 after setup (%.2fM parameters):", p / 1e6);
+	for (int k = 0; k < RL_MEM_KINDS; k++) {
+		if (k == RL_MEM_ACTIVATIONS || k == RL_MEM_KV_CACHE)
+			continue;
+		fprintf(out, "%s %s %.1f MiB (%.2f B/param)", k ? "," : "",
+		        rl_mem_kind_name((enum rl_mem_kind)k), (double)u.live[k] / mib,
+		        p > 0 ? (double)u.live[k] / p : 0.0);
+	}
+	fprintf(out, "; activations and KV cache in step %lld's mem_*_bytes\n",
+	        (long long)t->resumed_step + 1);
+}
+
 static void describe(const struct rl_trainer *t, FILE *out)
 {
 	const struct rl_config *c = t->cfg;
 	const struct rl_model_config *mc = &t->model->cfg;
-	int64_t params = 0;
-
-	for (int i = 0; i < t->model->n_params; i++)
-		params += t->model->params[i].numel;
+	int64_t params = shard_params(t->model);
 	if (c->algorithm == RL_ALGO_SFT) {
 		/* SFT: examples from the data, no generation */
 		fprintf(out,
@@ -83,6 +112,7 @@ static void describe(const struct rl_trainer *t, FILE *out)
 		    rl_plural(c->grpo.num_generations_per_prompt), (long long)t->updates_per_step,
 		    rl_plural(t->updates_per_step), t->log.path);
 	}
+	describe_memory(t, out);
 	fprintf(out, "rlrun train: precision %s%s%s\n", c->policy.precision,
 	        t->model->precision == RL_BF16
 	            ? " (the passes read the weights rounded to bf16; fp32 master weights, "
@@ -109,6 +139,19 @@ static void describe(const struct rl_trainer *t, FILE *out)
 		        rl_plural(t->dist->all_size - t->dist->size),
 		        (long long)c->policy.generation.tensor_parallel_size);
 	fflush(out);
+}
+
+/* The first step's line carries this rank's memory by kind: the most
+ * each kind has held so far. */
+static void note_memory(const struct rl_trainer *t, struct rl_step_metrics *m)
+{
+	struct rl_mem_use u;
+
+	rl_mem_use_read(&u);
+	m->has_memory = true;
+	m->num_params = shard_params(t->model);
+	for (int k = 0; k < RL_MEM_KINDS; k++)
+		m->mem_bytes[k] = (int64_t)u.peak[k];
 }
 
 /* After setup, which holds no collective, every rank has either failed or
@@ -238,6 +281,8 @@ static int train_steps(struct rl_trainer *t, const struct rl_config *cfg, struct
 			m.t.checkpointing = rl_now() - t0;
 		}
 		rl_trainer_gpu_stats(t, &m);
+		if (step == t->resumed_step + 1)
+			note_memory(t, &m);
 		if (rl_trainer_is_main(t) && rl_metrics_write(&t->log, &m, err, errlen))
 			goto out;
 		last = m;

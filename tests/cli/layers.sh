@@ -8,7 +8,8 @@
 #   circles   no two files of the algorithm, rollout and trainer rooms
 #             (grpo, rollout, train) call each other, directly or round
 #             about;
-#   trainer   nothing below the trainer room includes its header.
+#   trainer   nothing below the trainer room includes its header;
+#   memory    nothing above kernels/ allocates backend memory uncounted.
 # A room is runtime/NAME (its library librlNAME.a), or kernels, topology
 # or spank.
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +55,13 @@ done
 grep -rl '"runtime/train/' runtime/grpo runtime/rollout >"$WORK/up" 2>/dev/null
 [ ! -s "$WORK/up" ] && ok "nothing in grpo/ or rollout/ includes a header of the trainer" ||
 	not_ok "the trainer's headers are included below it: $(tr '\n' ' ' <"$WORK/up")"
+# every allocation of backend memory is counted by kind (kernels/memory_use.h:
+# the mem_*_bytes metrics): nothing above kernels/ calls the table's own
+# alloc or release
+grep -rnE '(ops|ops_cpu|ops_cuda|ops_fenced)(->|\.)(alloc|release)\(' runtime spank \
+	--include='*.c' >"$WORK/raw_alloc" 2>/dev/null
+[ ! -s "$WORK/raw_alloc" ] && ok "runtime/ allocates backend memory only through rl_ops_alloc" ||
+	not_ok "backend memory allocated uncounted (use rl_ops_alloc): $(head -3 "$WORK/raw_alloc")"
 
 # ---- calls: which object defines each symbol, which objects use it ----
 cd "$top_builddir" || exit 1

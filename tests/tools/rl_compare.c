@@ -5,8 +5,10 @@
  *     same-named one: ||run - ref|| / ||ref|| <= TOL, norm-wise per tensor
  *     (element-wise ratios explode where a gradient is near 0)
  *   rl_compare metrics RUN.jsonl REFERENCE.jsonl TOL
- *     every number of every step line but the timers, the rates and
- *     gen_logprob_max_diff (the size of float rounding itself):
+ *     every number of every step line but the timers, the rates,
+ *     gen_logprob_max_diff (the size of float rounding itself) and the
+ *     first step's memory of its rank (num_params, mem_*_bytes: a
+ *     layout's, not a result):
  *     |run - ref| <= TOL * max(|run|, |ref|, 0.01): relative, and absolute
  *     (TOL / 100) below 0.01, where a loss that is a sum of cancelling
  *     terms has no relative precision to speak of
@@ -110,7 +112,8 @@ static bool is_timer(const char *key)
 	for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
 		if (strcmp(key, skip[i]) == 0)
 			return true;
-	return false;
+	return strcmp(key, "num_params") == 0 ||
+	       (strncmp(key, "mem_", 4) == 0 && strstr(key, "_bytes") != NULL);
 }
 
 static json_t *read_lines(const char *path)
