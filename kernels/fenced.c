@@ -480,27 +480,47 @@ static int fenced_linear_backward(struct rl_buf dx, float *dw, float *dbias, str
 	                                  out_dim, stream);
 }
 
-static int fenced_lm_logprobs_forward(float *logprob, float *lse, const float *h, const float *w,
-                                      const int32_t *targets,
+/* A fused logprob op's buffers inside their allocations: h, W and the work
+ * its type needs (logprobs.h); the outputs and targets, n each. */
+static int logprobs_spans(const char *op, struct rl_cbuf h, struct rl_cbuf w,
+                          const int32_t *targets, const float *work,
+                          const struct rl_lm_logprobs_shape *s)
+{
+	if (s->n < 0 || s->dim <= 0 || s->vocab <= 0 || s->chunk < 1)
+		return 0; /* the op refuses the shape itself */
+
+	struct rl_lm_logprobs_shape clamped = *s;
+
+	clamped.chunk = s->chunk < s->vocab ? s->chunk : s->vocab;
+	return span(op, "h", h.p, h.t, (size_t)s->n * s->dim) ||
+	       span(op, "w", w.p, w.t, (size_t)s->vocab * s->dim) ||
+	       span_i32(op, "targets", targets, (size_t)s->n) ||
+	       span(op, "work", work, RL_F32, (size_t)rl_lm_logprobs_work_floats(&clamped, h.t));
+}
+
+static int fenced_lm_logprobs_forward(float *logprob, float *lse, struct rl_cbuf h,
+                                      struct rl_cbuf w, const int32_t *targets,
                                       const struct rl_lm_logprobs_shape *shape, float *work,
                                       void *stream)
 {
-	if (DEV(logprob) || DEV(lse) || DEV(h) || DEV(w) || DEV(targets) || DEV(work) ||
-	    host(__func__, "shape", shape))
+	if (DEV(logprob) || DEV(lse) || DEV(h.p) || DEV(w.p) || DEV(targets) || DEV(work) ||
+	    host(__func__, "shape", shape) || logprobs_spans(__func__, h, w, targets, work, shape))
 		return -1;
-	return rl_ops_cpu.lm_logprobs_forward(U(logprob), U(lse), U(h), U(w), U(targets), shape,
+	return rl_ops_cpu.lm_logprobs_forward(U(logprob), U(lse), UC(h), UC(w), U(targets), shape,
 	                                      U(work), stream);
 }
 
-static int fenced_lm_logprobs_backward(float *dh, float *dw, const float *dlogprob, const float *h,
-                                       const float *w, const int32_t *targets, const float *lse,
-                                       const struct rl_lm_logprobs_shape *shape, float *work,
-                                       void *stream)
+static int fenced_lm_logprobs_backward(struct rl_buf dh, float *dw, const float *dlogprob,
+                                       struct rl_cbuf h, struct rl_cbuf w, const int32_t *targets,
+                                       const float *lse, const struct rl_lm_logprobs_shape *shape,
+                                       float *work, void *stream)
 {
-	if (DEV_OR_NULL(dh) || DEV_OR_NULL(dw) || DEV(dlogprob) || DEV(h) || DEV(w) ||
-	    DEV(targets) || DEV(lse) || DEV(work) || host(__func__, "shape", shape))
+	if (DEV_OR_NULL(dh.p) || DEV_OR_NULL(dw) || DEV(dlogprob) || DEV(h.p) || DEV(w.p) ||
+	    DEV(targets) || DEV(lse) || DEV(work) || host(__func__, "shape", shape) ||
+	    logprobs_spans(__func__, h, w, targets, work, shape) ||
+	    (shape->n > 0 && shape->dim > 0 && SPAN(dh, (size_t)shape->n * shape->dim)))
 		return -1;
-	return rl_ops_cpu.lm_logprobs_backward(U(dh), U(dw), U(dlogprob), U(h), U(w), U(targets),
+	return rl_ops_cpu.lm_logprobs_backward(UB(dh), U(dw), U(dlogprob), UC(h), UC(w), U(targets),
 	                                       U(lse), shape, U(work), stream);
 }
 
@@ -652,16 +672,16 @@ static int fenced_linear_forward_invariant(struct rl_buf y, struct rl_cbuf x, st
 	                                           out_dim, stream);
 }
 
-static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, const float *h,
-                                                const float *w, const int32_t *targets,
+static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, struct rl_cbuf h,
+                                                struct rl_cbuf w, const int32_t *targets,
                                                 const struct rl_lm_logprobs_shape *shape,
                                                 float *work, void *stream)
 {
-	if (DEV(logprob) || DEV(lse) || DEV(h) || DEV(w) || DEV(targets) || DEV(work) ||
-	    host(__func__, "shape", shape))
+	if (DEV(logprob) || DEV(lse) || DEV(h.p) || DEV(w.p) || DEV(targets) || DEV(work) ||
+	    host(__func__, "shape", shape) || logprobs_spans(__func__, h, w, targets, work, shape))
 		return -1;
-	return rl_ops_cpu.lm_logprobs_forward_invariant(U(logprob), U(lse), U(h), U(w), U(targets),
-	                                                shape, U(work), stream);
+	return rl_ops_cpu.lm_logprobs_forward_invariant(U(logprob), U(lse), UC(h), UC(w),
+	                                                U(targets), shape, U(work), stream);
 }
 
 static int fenced_grouped_linear_forward_invariant(float *y, const float *x, const float *w,

@@ -13,11 +13,13 @@
  * rl_lm_logprobs_forward_invariant_cpu, rl_logits_logprobs_cpu,
  * rl_lm_logprobs_forward_cuda, rl_lm_logprobs_backward_cuda,
  * rl_lm_logprobs_forward_invariant_cuda, rl_logits_logprobs_cuda,
- * rl_lm_logprobs_work_floats, rl_logits_logprobs_fn */
+ * rl_lm_logprobs_work_floats, rl_logits_logprobs_fn, rl_lm_logprobs_types_ok */
 #ifndef RL_KERNELS_LOGPROBS_H
 #define RL_KERNELS_LOGPROBS_H
 
 #include <stdint.h>
+
+#include "kernels/buf.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,19 +33,36 @@ struct rl_lm_logprobs_shape {
 	float logit_scale; /* logits are multiplied by this (1/temperature) */
 };
 
-/* Floats of scratch the ops need for a shape: n * chunk. */
-static inline long rl_lm_logprobs_work_floats(const struct rl_lm_logprobs_shape *s)
+/* Floats of scratch the ops need for a shape, with h, W (and dh) of type
+ * t: n * chunk for the chunk's fp32 logits; with bf16, room after them for
+ * the chunk's dlogits rounded to bf16 (what the tensor cores take) and the
+ * backward's fp32 sum of dh over the chunks, n * dim, which is added to
+ * and rounded into a bf16 dh once. */
+static inline long rl_lm_logprobs_work_floats(const struct rl_lm_logprobs_shape *s, enum rl_dtype t)
 {
-	return (long)s->n * (long)s->chunk;
+	long logits = (long)s->n * (long)s->chunk;
+
+	if (t == RL_F32)
+		return logits;
+	return logits + (logits + 1) / 2 + (long)s->n * (long)s->dim;
+}
+
+/* The type rule of the fused ops: h, W (and dh) of one activation type. */
+static inline bool rl_lm_logprobs_types_ok(enum rl_dtype h, enum rl_dtype w)
+{
+	return rl_act_type_ok(h) && w == h;
 }
 
 /* logits = logit_scale * h [n, dim] W^T (W is [vocab, dim]);
  * lse[t] = logsumexp(logits[t, :]); logprob[t] = logits[t, targets[t]] - lse[t].
  * A target of -1 means it is not in this W (a vocabulary split over
  * tensor-parallel ranks): logprob[t] is 0 and only lse[t] counts.
- * Returns -1 on bad arguments or a target outside [-1, vocab). */
-typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float *h, const float *w,
-                                         const int32_t *targets,
+ * h and W share one type, fp32 or bf16 (kernels/buf.h); the logits, lse
+ * and logprob are fp32 whatever it is (bf16 products are exact in fp32, so
+ * a bf16 call is the fp32 one on the same values).
+ * Returns -1 on bad arguments, types, or a target outside [-1, vocab). */
+typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, struct rl_cbuf h,
+                                         struct rl_cbuf w, const int32_t *targets,
                                          const struct rl_lm_logprobs_shape *shape, float *work,
                                          void *stream);
 /* Given dlogprob [n] (the loss's gradient with respect to each logprob),
@@ -51,10 +70,13 @@ typedef int (*rl_lm_logprobs_forward_fn)(float *logprob, float *lse, const float
  * dlogits[t, v] = logit_scale * dlogprob[t] * ([v == targets[t]] - softmax[t, v]),
  * recomputing the logits chunk by chunk from lse, which may be the whole
  * vocabulary's when W is one rank's slice of it (targets -1: no one-hot
- * term). */
-typedef int (*rl_lm_logprobs_backward_fn)(float *dh, float *dw, const float *dlogprob,
-                                          const float *h, const float *w, const int32_t *targets,
-                                          const float *lse,
+ * term). dh has h's type; dw is fp32 (main_grad). With bf16 h and W each
+ * chunk's dlogits are rounded to bf16 before the two products (the tensor
+ * cores' operand; the CPU rounds them the same), dw sums them in fp32, and
+ * dh's fp32 sum over the chunks is added to dh and rounded once. */
+typedef int (*rl_lm_logprobs_backward_fn)(struct rl_buf dh, float *dw, const float *dlogprob,
+                                          struct rl_cbuf h, struct rl_cbuf w,
+                                          const int32_t *targets, const float *lse,
                                           const struct rl_lm_logprobs_shape *shape, float *work,
                                           void *stream);
 
@@ -67,16 +89,16 @@ typedef int (*rl_logits_logprobs_fn)(float *logprob, float *lse, const float *lo
                                      const struct rl_lm_logprobs_shape *shape, float *work,
                                      void *stream);
 
-int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, const float *h, const float *w,
+int rl_lm_logprobs_forward_cpu(float *logprob, float *lse, struct rl_cbuf h, struct rl_cbuf w,
                                const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
                                float *work, void *stream);
-int rl_lm_logprobs_backward_cpu(float *dh, float *dw, const float *dlogprob, const float *h,
-                                const float *w, const int32_t *targets, const float *lse,
-                                const struct rl_lm_logprobs_shape *shape, float *work,
-                                void *stream);
+int rl_lm_logprobs_backward_cpu(struct rl_buf dh, float *dw, const float *dlogprob,
+                                struct rl_cbuf h, struct rl_cbuf w, const int32_t *targets,
+                                const float *lse, const struct rl_lm_logprobs_shape *shape,
+                                float *work, void *stream);
 
-int rl_lm_logprobs_forward_invariant_cpu(float *logprob, float *lse, const float *h, const float *w,
-                                         const int32_t *targets,
+int rl_lm_logprobs_forward_invariant_cpu(float *logprob, float *lse, struct rl_cbuf h,
+                                         struct rl_cbuf w, const int32_t *targets,
                                          const struct rl_lm_logprobs_shape *shape, float *work,
                                          void *stream);
 int rl_logits_logprobs_cpu(float *logprob, float *lse, const float *logits, int ld,
@@ -109,18 +131,18 @@ int rl_logits_logprobs_cpu(float *logprob, float *lse, const float *logits, int 
  * logits, and everything after them, are not guaranteed the same bits when
  * the other rows of the batch change, and neither is dh. dw sums over the
  * tokens and depends on all of them by definition. */
-int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const float *h, const float *w,
+int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, struct rl_cbuf h, struct rl_cbuf w,
                                 const int32_t *targets, const struct rl_lm_logprobs_shape *shape,
                                 float *work, void *stream);
-int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *dlogprob, const float *h,
-                                 const float *w, const int32_t *targets, const float *lse,
-                                 const struct rl_lm_logprobs_shape *shape, float *work,
-                                 void *stream);
+int rl_lm_logprobs_backward_cuda(struct rl_buf dh, float *dw, const float *dlogprob,
+                                 struct rl_cbuf h, struct rl_cbuf w, const int32_t *targets,
+                                 const float *lse, const struct rl_lm_logprobs_shape *shape,
+                                 float *work, void *stream);
 /* kernels/cuda/logprobs_invariant.cu. Neither checks the targets on the
  * device (no synchronisation: both run inside a captured decode step); a
  * target outside [-1, vocab) gives logprob 0. */
-int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse, const float *h,
-                                          const float *w, const int32_t *targets,
+int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse, struct rl_cbuf h,
+                                          struct rl_cbuf w, const int32_t *targets,
                                           const struct rl_lm_logprobs_shape *shape, float *work,
                                           void *stream);
 int rl_logits_logprobs_cuda(float *logprob, float *lse, const float *logits, int ld,

@@ -20,9 +20,13 @@
  *   embedding_forward          table, out (a copy)                 -
  *   embedding_backward         dout                                dtable
  *   add                        y, x                                -
- *   every other op             - (fp32 for now: attention, the     lse, logits the loss
- *                              LM-head logprobs, MoE, the paged     reads, router logits,
- *                              cache, sampling, AdamW)              the optimizer's state
+ *   lm_logprobs_forward(_inv.) h, W                                logits, lse, logprob
+ *   lm_logprobs_backward       h, W, dh (dlogits rounded to bf16    dW, the dh sum over
+ *                              for the products)                    the chunks, dlogprob
+ *   every other op             - (fp32 for now: attention, MoE,    logits the loss reads
+ *                              the paged cache, sampling, AdamW)    (logits_logprobs),
+ *                                                                   router logits, the
+ *                                                                   optimizer's state
  *
  * The last row is the rest of the bf16 path (issue 41): until its ops take
  * types the model runs its activations in fp32. Tables on both backends

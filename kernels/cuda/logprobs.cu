@@ -6,7 +6,13 @@
  * per token) computes it as its own dot product, in double. The backward
  * turns each recomputed chunk into dlogits in place and hands it to two
  * accumulating GEMMs. Reductions are block or warp trees of a fixed shape
- * and nothing uses atomics, so the bits repeat run to run. */
+ * and nothing uses atomics, so the bits repeat run to run.
+ *
+ * bf16 h and W (T = uint16_t) go through the tensor cores into the same fp32
+ * logits; the backward writes each chunk's dlogits rounded to bf16 (the
+ * tensor cores' operand) after the logits in work, sums dh over the chunks
+ * in fp32 in work's tail and adds it to dh, rounding once, at the end: the
+ * layout and the rounding points of logprobs.h, which the CPU op follows. */
 #include <math.h>
 #include <stdint.h>
 
@@ -89,9 +95,10 @@ static __global__ void __launch_bounds__(LP_THREADS)
  * outputs: lse = max + log(sum) and logprob = scale h[t] . W[target] - lse,
  * the dot product in double (each float product is exact in it) in a fixed
  * lane order; 0 where the target lives in another rank's slice. */
+template <typename T>
 static __global__ void __launch_bounds__(LP_THREADS)
-    lp_finish(float *__restrict__ logprob, float *__restrict__ lse, const float *__restrict__ h,
-              const float *__restrict__ w, const int32_t *__restrict__ targets, int n, int dim,
+    lp_finish(float *__restrict__ logprob, float *__restrict__ lse, const T *__restrict__ h,
+              const T *__restrict__ w, const int32_t *__restrict__ targets, int n, int dim,
               int vocab, float scale)
 {
 	/* whole warps leave together, so the shuffles below see full warps */
@@ -108,10 +115,10 @@ static __global__ void __launch_bounds__(LP_THREADS)
 	/* checked before the first chunk; tested again so that targets changed
 	 * since (a caller's race) cannot read outside W */
 	if (tgt >= 0 && tgt < vocab) {
-		const float *ht = h + (size_t)t * dim, *wt = w + (size_t)tgt * dim;
+		const T *ht = h + (size_t)t * dim, *wt = w + (size_t)tgt * dim;
 
 		for (int k = lane; k < dim; k += RL_WARP)
-			dot += (double)ht[k] * (double)wt[k];
+			dot += (double)rl_widen(ht[k]) * (double)rl_widen(wt[k]);
 		dot = rl_warp_sum(dot);
 	}
 	if (lane == 0) {
@@ -121,13 +128,15 @@ static __global__ void __launch_bounds__(LP_THREADS)
 }
 
 /* Block t overwrites logits[t, 0 : c] with
- * dlogits = d ([c0 + j == target] - exp(logit - lse[t])), d = scale dlogprob[t]. */
+ * dlogits = d ([c0 + j == target] - exp(logit - lse[t])), d = scale dlogprob[t],
+ * or with d16 not NULL writes them rounded to bf16 into d16[t, 0 : c]. */
 static __global__ void __launch_bounds__(LP_THREADS)
-    lp_dlogits(float *__restrict__ logits, const float *__restrict__ lse,
-               const float *__restrict__ dlogprob, const int32_t *__restrict__ targets, int c,
-               int c0, float scale)
+    lp_dlogits(float *__restrict__ logits, uint16_t *__restrict__ d16,
+               const float *__restrict__ lse, const float *__restrict__ dlogprob,
+               const int32_t *__restrict__ targets, int c, int c0, float scale)
 {
 	float *row = logits + (size_t)blockIdx.x * c;
+	uint16_t *row16 = d16 ? d16 + (size_t)blockIdx.x * c : NULL;
 	float l = lse[blockIdx.x];
 	float d = scale * dlogprob[blockIdx.x];
 	/* int64: a target near INT_MAX must not wrap into the chunk */
@@ -136,7 +145,11 @@ static __global__ void __launch_bounds__(LP_THREADS)
 	for (int j = threadIdx.x; j < c; j += LP_THREADS) {
 		float v = -d * expf(row[j] - l);
 
-		row[j] = j == tj ? v + d : v;
+		v = j == tj ? v + d : v;
+		if (row16)
+			row16[j] = rl_bf16_rne(v);
+		else
+			row[j] = v;
 	}
 }
 
@@ -150,12 +163,26 @@ static int lp_check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
 	return 0;
 }
 
-/* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T */
-static int lp_chunk_logits(float *work, const float *h, const float *w, int n, int dim, int c0,
+/* W's rows from c0 on */
+static const void *lp_rows(struct rl_cbuf w, int c0, int dim)
+{
+	return (const char *)w.p + (size_t)c0 * dim * rl_dtype_size(w.t);
+}
+
+/* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T, in fp32 */
+static int lp_chunk_logits(float *work, struct rl_cbuf h, struct rl_cbuf w, int n, int dim, int c0,
                            int c, float scale, void *stream)
 {
-	return rl_gemm_f32(n, c, dim, false, h, dim, true, w + (size_t)c0 * dim, dim, work, c,
-	                   scale, 0.0f, NULL, stream);
+	return rl_gemm_typed(n, c, dim, false, h.p, dim, true, lp_rows(w, c0, dim), dim, work, c,
+	                     scale, 0.0f, NULL, h.t, RL_F32, stream);
+}
+
+/* dh[i] = dh[i] + acc[i] rounded once to bf16 */
+static __global__ void lp_add_rounded(uint16_t *__restrict__ dh, const float *__restrict__ acc,
+                                      int64_t n)
+{
+	for (int64_t i = rl_grid_thread(); i < n; i += rl_grid_stride())
+		dh[i] = rl_bf16_rne(__fadd_rn(rl_widen(dh[i]), acc[i]));
 }
 
 /* Any target outside [-1, vocab)? Read back through work[0], which is free
@@ -177,14 +204,15 @@ static int lp_targets_ok(const int32_t *targets, int n, int vocab, float *work, 
 	return bad ? -1 : 0;
 }
 
-extern "C" int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const float *h,
-                                           const float *w, const int32_t *targets,
+extern "C" int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, struct rl_cbuf h,
+                                           struct rl_cbuf w, const int32_t *targets,
                                            const struct rl_lm_logprobs_shape *shape, float *work,
                                            void *stream)
 {
 	int chunk;
 
-	if (!logprob || !lse || !h || !w || !targets || !work || lp_check_shape(shape, &chunk))
+	if (!logprob || !lse || !h.p || !w.p || !targets || !work ||
+	    lp_check_shape(shape, &chunk) || !rl_lm_logprobs_types_ok(h.t, w.t))
 		return -1;
 
 	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
@@ -194,7 +222,6 @@ extern "C" int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const flo
 		return 0;
 	if (lp_targets_ok(targets, n, vocab, work, st))
 		return -1;
-
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
 		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
 
@@ -207,47 +234,73 @@ extern "C" int rl_lm_logprobs_forward_cuda(float *logprob, float *lse, const flo
 
 	int64_t blocks = rl_ceil_div(n, LP_THREADS / RL_WARP);
 
-	lp_finish<<<(unsigned)blocks, LP_THREADS, 0, st>>>(logprob, lse, h, w, targets, n, dim,
-	                                                   vocab, shape->logit_scale);
+	if (h.t == RL_BF16)
+		lp_finish<uint16_t><<<(unsigned)blocks, LP_THREADS, 0, st>>>(
+		    logprob, lse, (const uint16_t *)h.p, (const uint16_t *)w.p, targets, n, dim,
+		    vocab, shape->logit_scale);
+	else
+		lp_finish<float><<<(unsigned)blocks, LP_THREADS, 0, st>>>(
+		    logprob, lse, (const float *)h.p, (const float *)w.p, targets, n, dim, vocab,
+		    shape->logit_scale);
 	return rl_launched();
 }
 
-extern "C" int rl_lm_logprobs_backward_cuda(float *dh, float *dw, const float *dlogprob,
-                                            const float *h, const float *w, const int32_t *targets,
-                                            const float *lse,
+extern "C" int rl_lm_logprobs_backward_cuda(struct rl_buf dh, float *dw, const float *dlogprob,
+                                            struct rl_cbuf h, struct rl_cbuf w,
+                                            const int32_t *targets, const float *lse,
                                             const struct rl_lm_logprobs_shape *shape, float *work,
                                             void *stream)
 {
 	int chunk;
 
-	if (!dlogprob || !h || !w || !targets || !lse || !work || lp_check_shape(shape, &chunk))
+	if (!dlogprob || !h.p || !w.p || !targets || !lse || !work ||
+	    lp_check_shape(shape, &chunk) || !rl_lm_logprobs_types_ok(h.t, w.t) ||
+	    (dh.p && dh.t != h.t))
 		return -1;
 
 	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
 	float scale = shape->logit_scale;
 	cudaStream_t st = rl_stream(stream);
+	bool bf16 = h.t == RL_BF16;
+	size_t logits = (size_t)n * (size_t)chunk;
+	/* bf16 (logprobs.h): the rounded dlogits after the logits, then dh's
+	 * fp32 sum over the chunks */
+	uint16_t *d16 = bf16 ? (uint16_t *)(work + logits) : NULL;
+	float *acc = bf16 && dh.p ? work + logits + (logits + 1) / 2 : NULL;
 
-	if (n == 0 || (!dh && !dw))
+	if (n == 0 || (!dh.p && !dw))
 		return 0;
-
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
 		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
-		const float *wc = w + (size_t)c0 * dim;
+		const void *wc = lp_rows(w, c0, dim), *dl = bf16 ? (const void *)d16 : work;
 
 		if (lp_chunk_logits(work, h, w, n, dim, c0, c, scale, stream))
 			return -1;
-		lp_dlogits<<<n, LP_THREADS, 0, st>>>(work, lse, dlogprob, targets, c, c0, scale);
+		lp_dlogits<<<n, LP_THREADS, 0, st>>>(work, d16, lse, dlogprob, targets, c, c0,
+		                                     scale);
 		if (rl_launched())
 			return -1;
-
-		/* dh [n, dim] += dlogits [n, c] W_c [c, dim] */
-		if (dh && rl_gemm_f32(n, dim, c, false, work, c, false, wc, dim, dh, dim, 1.0f,
-		                      1.0f, NULL, stream))
+		/* dh [n, dim] += dlogits [n, c] W_c [c, dim] (bf16: into acc, from
+		 * nothing at the first chunk) */
+		if (acc && rl_gemm_typed(n, dim, c, false, dl, c, false, wc, dim, acc, dim, 1.0f,
+		                         c0 ? 1.0f : 0.0f, NULL, h.t, RL_F32, stream))
+			return -1;
+		if (!acc && dh.p &&
+		    rl_gemm_typed(n, dim, c, false, dl, c, false, wc, dim, dh.p, dim, 1.0f, 1.0f,
+		                  NULL, h.t, RL_F32, stream))
 			return -1;
 		/* dW_c [c, dim] += dlogits^T [c, n] h [n, dim] */
-		if (dw && rl_gemm_f32(c, dim, n, true, work, c, false, h, dim,
-		                      dw + (size_t)c0 * dim, dim, 1.0f, 1.0f, NULL, stream))
+		if (dw &&
+		    rl_gemm_typed(c, dim, n, true, dl, c, false, h.p, dim, dw + (size_t)c0 * dim,
+		                  dim, 1.0f, 1.0f, NULL, h.t, RL_F32, stream))
 			return -1;
 	}
-	return 0;
+	if (!acc)
+		return 0;
+
+	int64_t total = (int64_t)n * dim;
+
+	lp_add_rounded<<<rl_stride_blocks(total, LP_THREADS, 65536), LP_THREADS, 0, st>>>(
+	    (uint16_t *)dh.p, acc, total);
+	return rl_launched();
 }

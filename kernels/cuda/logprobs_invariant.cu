@@ -18,7 +18,9 @@
  * the next chunk; its closing kernel computes that logit again as the
  * invariant linear's chain (lpi_dot), which has the bits of the GEMM's
  * entry. rl_logits_logprobs_cuda reads it from the logits row. Neither op
- * checks targets or synchronises: one outside [0, vocab) gives logprob 0. */
+ * checks targets or synchronises: one outside [0, vocab) gives logprob 0.
+ * bf16 h and W (T = uint16_t) are widened on load, in the chunks and in
+ * lpi_dot alike, so the two still agree to the bit. */
 #include <math.h>
 #include <stdint.h>
 
@@ -96,15 +98,15 @@ static __device__ void lpi_finish(float *lse, float *logprob, float m, float s, 
  * of that product's entry. The warp loads 32 k at a time, coalesced, and
  * every lane runs the same chain on them through shuffles, so every lane
  * ends with the sum. Called by whole warps. */
-static __device__ float lpi_dot(const float *__restrict__ h, const float *__restrict__ w, int dim,
-                                int lane)
+template <typename T>
+static __device__ float lpi_dot(const T *__restrict__ h, const T *__restrict__ w, int dim, int lane)
 {
 	float acc = 0.0f;
 
 	for (int k0 = 0; k0 < dim; k0 += RL_WARP) {
 		int k = k0 + lane;
 		int kn = dim - k0 < RL_WARP ? dim - k0 : RL_WARP;
-		float hv = k < dim ? h[k] : 0.0f, wv = k < dim ? w[k] : 0.0f;
+		float hv = k < dim ? rl_widen(h[k]) : 0.0f, wv = k < dim ? rl_widen(w[k]) : 0.0f;
 
 		for (int j = 0; j < kn; j++)
 			acc = fmaf(__shfl_sync(0xffffffffu, hv, j), __shfl_sync(0xffffffffu, wv, j),
@@ -133,10 +135,11 @@ static __global__ void __launch_bounds__(LPI_THREADS)
 
 /* Warp t of the grid closes the fused op's row t: the target's logit is
  * scale * (h[t] . W[target]) in the GEMM's bits, then lpi_finish. */
+template <typename T>
 static __global__ void __launch_bounds__(LPI_THREADS)
-    lpi_fused_finish(float *__restrict__ logprob, float *__restrict__ lse,
-                     const float *__restrict__ h, const float *__restrict__ w,
-                     const int32_t *__restrict__ targets, int n, int dim, int vocab, float scale)
+    lpi_fused_finish(float *__restrict__ logprob, float *__restrict__ lse, const T *__restrict__ h,
+                     const T *__restrict__ w, const int32_t *__restrict__ targets, int n, int dim,
+                     int vocab, float scale)
 {
 	/* whole warps leave together, so lpi_dot's shuffles see full warps */
 	int64_t t = ((int64_t)blockIdx.x * LPI_THREADS + threadIdx.x) / RL_WARP;
@@ -188,15 +191,15 @@ static int lpi_check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
 	return 0;
 }
 
-extern "C" int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse, const float *h,
-                                                     const float *w, const int32_t *targets,
+extern "C" int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse, struct rl_cbuf h,
+                                                     struct rl_cbuf w, const int32_t *targets,
                                                      const struct rl_lm_logprobs_shape *shape,
                                                      float *work, void *stream)
 {
 	int chunk;
 
-	if (!logprob || !lse || !h || !w || !targets || !work || lpi_check_shape(shape, &chunk) ||
-	    shape->dim <= 0)
+	if (!logprob || !lse || !h.p || !w.p || !targets || !work ||
+	    lpi_check_shape(shape, &chunk) || shape->dim <= 0 || !rl_lm_logprobs_types_ok(h.t, w.t))
 		return -1;
 
 	int n = shape->n, dim = shape->dim, vocab = shape->vocab;
@@ -211,8 +214,8 @@ extern "C" int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse,
 
 		/* work [n, c] = h W[c0 : c0 + c]^T, unscaled: the scale is the
 		 * fold's own multiply, as it is for rl_logits_logprobs_cuda */
-		if (rl_linear_forward_invariant_cuda(rl_buf_f32(work), rl_cbuf_f32(h),
-		                                     rl_cbuf_f32(w + (size_t)c0 * dim),
+		if (rl_linear_forward_invariant_cuda(rl_buf_f32(work), h,
+		                                     rl_cbuf_at(w, (size_t)c0 * dim),
 		                                     rl_cbuf_f32(NULL), n, dim, c, stream))
 			return -1;
 		lpi_fold_chunk<<<n, LPI_THREADS, 0, st>>>(lse, logprob, work, c, c, scale, c0 == 0);
@@ -222,8 +225,14 @@ extern "C" int rl_lm_logprobs_forward_invariant_cuda(float *logprob, float *lse,
 
 	int64_t blocks = rl_ceil_div(n, LPI_THREADS / RL_WARP);
 
-	lpi_fused_finish<<<(unsigned)blocks, LPI_THREADS, 0, st>>>(logprob, lse, h, w, targets, n,
-	                                                           dim, vocab, scale);
+	if (h.t == RL_BF16)
+		lpi_fused_finish<uint16_t><<<(unsigned)blocks, LPI_THREADS, 0, st>>>(
+		    logprob, lse, (const uint16_t *)h.p, (const uint16_t *)w.p, targets, n, dim,
+		    vocab, scale);
+	else
+		lpi_fused_finish<float><<<(unsigned)blocks, LPI_THREADS, 0, st>>>(
+		    logprob, lse, (const float *)h.p, (const float *)w.p, targets, n, dim, vocab,
+		    scale);
 	return rl_launched();
 }
 

@@ -227,9 +227,9 @@ int rl_model_backward(struct rl_model *m, struct rl_acts *a, const float *dlogpr
 	RL_TRY(ops->from_host(a->lm_vec, masked, (size_t)T * sizeof(float), NULL) ||
 	           zero(ops, a->dhf, td) || zero(ops, a->dres, td),
 	       "backward: staging the loss gradient");
-	RL_TRY(ops->lm_logprobs_backward(a->dhf, m->lm_head->grad, a->lm_vec, a->hf,
-	                                 m->lm_head->data, a->targets, a->lm_lse, &shape,
-	                                 a->lm_work, NULL),
+	RL_TRY(ops->lm_logprobs_backward(rl_buf_f32(a->dhf), m->lm_head->grad, a->lm_vec,
+	                                 rl_cbuf_f32(a->hf), rl_cbuf_f32(m->lm_head->data),
+	                                 a->targets, a->lm_lse, &shape, a->lm_work, NULL),
 	       "lm_head backward");
 	float *dhf = a->rows.sp ? a->tp_local : a->dhf;
 	rl_tp_sum_rows(m, &a->rows, a->dhf, dhf, d, "vocab-parallel LM head gradient sum");

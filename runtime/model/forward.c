@@ -391,7 +391,7 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 	struct rl_lm_logprobs_shape shape = {T, m->cfg.hidden_size, V,
 	                                     vocab_chunk <= 0 || vocab_chunk > V ? V : vocab_chunk,
 	                                     logit_scale};
-	long need = rl_lm_logprobs_work_floats(&shape);
+	long need = rl_lm_logprobs_work_floats(&shape, RL_F32);
 	/* padded rows need room the caller did not give */
 	bool direct = m->base_ops == &rl_ops_cpu && T == a->n_real && m->shard.cp.size == 1;
 	float *dev = direct ? logprob_host : a->lm_vec;
@@ -406,8 +406,9 @@ int rl_model_logprobs(struct rl_model *m, struct rl_acts *a, float *logprob_host
 			return -1;
 		}
 	}
-	if (ops->lm_logprobs_forward(dev, a->lm_lse, a->hf, m->lm_head->data, a->targets, &shape,
-	                             a->lm_work, NULL)) {
+	if (ops->lm_logprobs_forward(dev, a->lm_lse, rl_cbuf_f32(a->hf),
+	                             rl_cbuf_f32(m->lm_head->data), a->targets, &shape, a->lm_work,
+	                             NULL)) {
 		snprintf(err, errlen, "lm_head log-probabilities failed");
 		return -1;
 	}

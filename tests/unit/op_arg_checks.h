@@ -63,16 +63,19 @@ static inline void expect_logprobs_arg_checks(rl_lm_logprobs_forward_fn fwd,
 {
 	float v[8] = {0}, g[8], work[8];
 	int32_t tgt[2] = {0, 1};
+	uint16_t h16[8] = {0};
 	struct rl_lm_logprobs_shape s = {
 	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
+	struct rl_cbuf V = rl_cbuf_f32(v), N = rl_cbuf_f32(NULL), H = rl_cbuf_bf16(h16);
+	struct rl_buf G = rl_buf_f32(g);
 
-	cr_expect_eq(fwd(NULL, g, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(fwd(g, NULL, v, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(fwd(g, g + 2, NULL, v, tgt, &s, work, NULL), -1);
-	cr_expect_eq(fwd(g, g + 2, v, NULL, tgt, &s, work, NULL), -1);
-	cr_expect_eq(fwd(g, g + 2, v, v, NULL, &s, work, NULL), -1);
-	cr_expect_eq(fwd(g, g + 2, v, v, tgt, NULL, work, NULL), -1);
-	cr_expect_eq(fwd(g, g + 2, v, v, tgt, &s, NULL, NULL), -1);
+	cr_expect_eq(fwd(NULL, g, V, V, tgt, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, NULL, V, V, tgt, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, N, V, tgt, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, V, N, tgt, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, V, V, NULL, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, V, V, tgt, NULL, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, V, V, tgt, &s, NULL, NULL), -1);
 
 	struct rl_lm_logprobs_shape bad[5] = {s, s, s, s, s};
 	bad[0].n = -1;
@@ -81,16 +84,23 @@ static inline void expect_logprobs_arg_checks(rl_lm_logprobs_forward_fn fwd,
 	bad[3].chunk = 0;
 	bad[4].dim = -3;
 	for (int i = 0; i < 5; i++) {
-		cr_expect_eq(fwd(g, g + 2, v, v, tgt, &bad[i], work, NULL), -1, "shape %d", i);
-		cr_expect_eq(bwd(g, g, v, v, v, tgt, v, &bad[i], work, NULL), -1, "shape %d", i);
+		cr_expect_eq(fwd(g, g + 2, V, V, tgt, &bad[i], work, NULL), -1, "shape %d", i);
+		cr_expect_eq(bwd(G, g, v, V, V, tgt, v, &bad[i], work, NULL), -1, "shape %d", i);
 	}
-	cr_expect_eq(bwd(g, g, NULL, v, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, NULL, v, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, v, NULL, tgt, v, &s, work, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, v, v, NULL, v, &s, work, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, v, v, tgt, NULL, &s, work, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, v, v, tgt, v, &s, NULL, NULL), -1);
-	cr_expect_eq(bwd(g, g, v, v, v, tgt, v, NULL, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, NULL, V, V, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, N, V, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, N, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, V, NULL, v, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, V, tgt, NULL, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, V, tgt, v, &s, NULL, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, V, tgt, v, NULL, work, NULL), -1);
+	/* the types (logprobs.h): h and W of one type, dh of theirs */
+	cr_expect_eq(fwd(g, g + 2, H, V, tgt, &s, work, NULL), -1);
+	cr_expect_eq(fwd(g, g + 2, (struct rl_cbuf){h16, RL_F16}, (struct rl_cbuf){h16, RL_F16},
+	                 tgt, &s, work, NULL),
+	             -1);
+	cr_expect_eq(bwd(G, g, v, H, H, tgt, v, &s, work, NULL), -1);
+	cr_expect_eq(bwd(G, g, v, V, H, tgt, v, &s, work, NULL), -1);
 }
 
 #endif

@@ -102,7 +102,8 @@ Test(cuda_invariant, bad_arguments)
 	 * not read dim */
 	struct rl_lm_logprobs_shape empty = s;
 	empty.n = 0;
-	cr_expect_eq(rl_lm_logprobs_forward_invariant_cuda(g, g + 2, v, v, tgt, &empty, work, NULL),
+	cr_expect_eq(rl_lm_logprobs_forward_invariant_cuda(g, g + 2, rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                                   tgt, &empty, work, NULL),
 	             0);
 	empty.dim = 0;
 	cr_expect_eq(rl_logits_logprobs_cuda(g, g + 2, v, 2, tgt, &empty, work, NULL), 0);
@@ -315,7 +316,7 @@ static void inv_lp_init(struct inv_lp *d, uint32_t *seed, struct rl_lm_logprobs_
 	d->d_lp = dev_alloc((size_t)s.n * sizeof(float));
 	d->d_lse = dev_alloc((size_t)s.n * sizeof(float));
 	/* exactly what the header asks for, so compute-sanitizer sees overruns */
-	d->d_work = dev_alloc((size_t)rl_lm_logprobs_work_floats(&s) * sizeof(float));
+	d->d_work = dev_alloc((size_t)rl_lm_logprobs_work_floats(&s, RL_F32) * sizeof(float));
 }
 
 static void inv_lp_free(struct inv_lp *d)
@@ -334,8 +335,9 @@ static void inv_lp_free(struct inv_lp *d)
 
 static void inv_lp_fused(struct inv_lp *d, float *lp, float *lse)
 {
-	cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(d->d_lp, d->d_lse, d->d_h, d->d_w,
-	                                                   d->d_tgt, &d->s, d->d_work, NULL),
+	cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(d->d_lp, d->d_lse, rl_cbuf_f32(d->d_h),
+	                                                   rl_cbuf_f32(d->d_w), d->d_tgt, &d->s,
+	                                                   d->d_work, NULL),
 	             0, "fused n %d dim %d vocab %d chunk %d", d->s.n, d->s.dim, d->s.vocab,
 	             d->s.chunk);
 	dev_download(lp, d->d_lp, (size_t)d->s.n);
@@ -459,10 +461,12 @@ Test(cuda_invariant, close_to_cpu)
 
 				float *lp = falloc((size_t)s.n), *lse = falloc((size_t)s.n);
 				float *lp_gpu = falloc((size_t)s.n), *lse_gpu = falloc((size_t)s.n);
-				float *work = falloc((size_t)rl_lm_logprobs_work_floats(&s));
+				float *work =
+				    falloc((size_t)rl_lm_logprobs_work_floats(&s, RL_F32));
 
-				cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, d.h, d.w, d.tgt,
-				                                        &s, work, NULL),
+				cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, rl_cbuf_f32(d.h),
+				                                        rl_cbuf_f32(d.w), d.tgt, &s,
+				                                        work, NULL),
 				             0);
 				inv_lp_fused(&d, lp_gpu, lse_gpu);
 				inv_lp_expect_rows("fused logprob", &d, lp_gpu, lp);
@@ -510,7 +514,8 @@ Test(cuda_invariant, fused_batch_invariant)
 		int32_t *tgt = malloc((size_t)n * sizeof(*tgt));
 		float *d_lp = dev_alloc((size_t)n * sizeof(float));
 		float *d_lse = dev_alloc((size_t)n * sizeof(float));
-		float *d_work = dev_alloc((size_t)rl_lm_logprobs_work_floats(&s) * sizeof(float));
+		float *d_work =
+		    dev_alloc((size_t)rl_lm_logprobs_work_floats(&s, RL_F32) * sizeof(float));
 
 		cr_assert_not_null(tgt);
 		for (int t = 0; t < n; t++)
@@ -525,8 +530,9 @@ Test(cuda_invariant, fused_batch_invariant)
 			float *d_h = dev_upload(h, (size_t)n * DIM);
 			int32_t *d_tgt = dev_upload_i32(tgt, (size_t)n);
 
-			cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(d_lp, d_lse, d_h, d_w,
-			                                                   d_tgt, &s, d_work, NULL),
+			cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(
+			                 d_lp, d_lse, rl_cbuf_f32(d_h), rl_cbuf_f32(d_w), d_tgt, &s,
+			                 d_work, NULL),
 			             0);
 			dev_download(lp, d_lp, (size_t)n);
 			dev_download(lse, d_lse, (size_t)n);
@@ -578,8 +584,9 @@ Test(cuda_invariant, large_logits_and_wild_targets)
 		const int32_t *d_t = i % 2 ? d_wild : d_tgt;
 
 		if (i < 2) {
-			cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(d_lp, d_lse, d_h, d_w,
-			                                                   d_t, &s, d_work, NULL),
+			cr_assert_eq(rl_lm_logprobs_forward_invariant_cuda(
+			                 d_lp, d_lse, rl_cbuf_f32(d_h), rl_cbuf_f32(d_w), d_t, &s,
+			                 d_work, NULL),
 			             0);
 		} else {
 			cr_assert_eq(rl_linear_forward_invariant_cuda(

@@ -49,9 +49,15 @@ Test(cuda_logprobs, bad_arguments)
 	/* nothing to do: 0 without touching the device */
 	struct rl_lm_logprobs_shape empty = s;
 	empty.n = 0;
-	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, v, v, tgt, &empty, work, NULL), 0);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(g, g, v, v, v, tgt, v, &empty, work, NULL), 0);
-	cr_expect_eq(rl_lm_logprobs_backward_cuda(NULL, NULL, v, v, v, tgt, v, &s, work, NULL), 0);
+	cr_expect_eq(rl_lm_logprobs_forward_cuda(g, g + 2, rl_cbuf_f32(v), rl_cbuf_f32(v), tgt,
+	                                         &empty, work, NULL),
+	             0);
+	cr_expect_eq(rl_lm_logprobs_backward_cuda(rl_buf_f32(g), g, v, rl_cbuf_f32(v),
+	                                          rl_cbuf_f32(v), tgt, v, &empty, work, NULL),
+	             0);
+	cr_expect_eq(rl_lm_logprobs_backward_cuda(rl_buf_f32(NULL), NULL, v, rl_cbuf_f32(v),
+	                                          rl_cbuf_f32(v), tgt, v, &s, work, NULL),
+	             0);
 }
 #else
 Test(cuda_logprobs, bad_arguments)
@@ -103,7 +109,7 @@ static void lp_data_init(struct lp_data *d, uint32_t *seed, struct rl_lm_logprob
 	d->d_lp = dev_alloc((size_t)s.n * sizeof(float));
 	d->d_lse = dev_alloc((size_t)s.n * sizeof(float));
 	/* exactly what the header asks for, so compute-sanitizer sees overruns */
-	d->d_work = dev_alloc((size_t)rl_lm_logprobs_work_floats(&s) * sizeof(float));
+	d->d_work = dev_alloc((size_t)rl_lm_logprobs_work_floats(&s, RL_F32) * sizeof(float));
 	d->d_dh = dev_alloc(nh * sizeof(float));
 	d->d_dw = dev_alloc(nw * sizeof(float));
 }
@@ -197,9 +203,10 @@ static void lp_gpu_backward(struct lp_data *d, const float *d_lse, int with_dh, 
 
 	cuda_ok(cudaMemcpy(d->d_dh, d->dh0, nh * sizeof(float), cudaMemcpyHostToDevice), "dh0");
 	cuda_ok(cudaMemcpy(d->d_dw, d->dw0, nw * sizeof(float), cudaMemcpyHostToDevice), "dw0");
-	cr_assert_eq(rl_lm_logprobs_backward_cuda(
-	                 with_dh ? d->d_dh : NULL, with_dw ? d->d_dw : NULL, d->d_dlp, d->d_h,
-	                 d->d_w, d->d_tgt, d_lse, &d->s, d->d_work, stream),
+	cr_assert_eq(rl_lm_logprobs_backward_cuda(rl_buf_f32(with_dh ? d->d_dh : NULL),
+	                                          with_dw ? d->d_dw : NULL, d->d_dlp,
+	                                          rl_cbuf_f32(d->d_h), rl_cbuf_f32(d->d_w),
+	                                          d->d_tgt, d_lse, &d->s, d->d_work, stream),
 	             0, "backward n %d dim %d vocab %d chunk %d", d->s.n, d->s.dim, d->s.vocab,
 	             d->s.chunk);
 	cuda_ok(cudaStreamSynchronize(stream), "backward");
@@ -216,19 +223,22 @@ static void lp_parity(uint32_t *seed, struct rl_lm_logprobs_shape s, int w_off, 
 
 	float *lp = falloc((size_t)s.n), *lse = falloc((size_t)s.n);
 	float *lp_gpu = falloc((size_t)s.n), *lse_gpu = falloc((size_t)s.n);
-	float *work = falloc((size_t)rl_lm_logprobs_work_floats(&s));
+	float *work = falloc((size_t)rl_lm_logprobs_work_floats(&s, RL_F32));
 	float *dh = fdup(d.dh0, nh), *dw = fdup(d.dw0, nw);
 	float *dh_gpu = falloc(nh), *dw_gpu = falloc(nw);
 	float *dh_gpu2 = falloc(nh), *dw_gpu2 = falloc(nw);
 	float *lp_gpu2 = falloc((size_t)s.n), *lse_gpu2 = falloc((size_t)s.n);
 	double dh_atol, dw_atol;
 
-	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, d.h, d.w, d.tgt, &s, work, NULL), 0);
-	cr_assert_eq(
-	    rl_lm_logprobs_backward_cpu(dh, dw, d.dlp, d.h, d.w, d.tgt, lse, &s, work, NULL), 0);
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, rl_cbuf_f32(d.h), rl_cbuf_f32(d.w), d.tgt,
+	                                        &s, work, NULL),
+	             0);
+	cr_assert_eq(rl_lm_logprobs_backward_cpu(rl_buf_f32(dh), dw, d.dlp, rl_cbuf_f32(d.h),
+	                                         rl_cbuf_f32(d.w), d.tgt, lse, &s, work, NULL),
+	             0);
 
-	cr_assert_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, d.d_h, d.d_w, d.d_tgt, &s,
-	                                         d.d_work, stream),
+	cr_assert_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, rl_cbuf_f32(d.d_h),
+	                                         rl_cbuf_f32(d.d_w), d.d_tgt, &s, d.d_work, stream),
 	             0, "forward n %d dim %d vocab %d chunk %d", s.n, s.dim, s.vocab, s.chunk);
 	cuda_ok(cudaStreamSynchronize(stream), "forward");
 	dev_download(lp_gpu, d.d_lp, (size_t)s.n);
@@ -256,8 +266,8 @@ static void lp_parity(uint32_t *seed, struct rl_lm_logprobs_shape s, int w_off, 
 	cr_expect(memcmp(dh_gpu2, d.dh0, nh * sizeof(float)) == 0, "dh written with dh NULL");
 
 	/* a second run, forward and backward: the same bits */
-	cr_assert_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, d.d_h, d.d_w, d.d_tgt, &s,
-	                                         d.d_work, stream),
+	cr_assert_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, rl_cbuf_f32(d.d_h),
+	                                         rl_cbuf_f32(d.d_w), d.d_tgt, &s, d.d_work, stream),
 	             0);
 	dev_download(lp_gpu2, d.d_lp, (size_t)s.n);
 	dev_download(lse_gpu2, d.d_lse, (size_t)s.n);
@@ -359,15 +369,18 @@ Test(cuda_logprobs, vocabulary_slice_with_whole_lse)
 	tgt_whole[2] = START - 1; /* just outside */
 	d.tgt[2] = -1;
 	cuda_ok(cudaMemcpy(d.d_tgt, d.tgt, N * sizeof(int32_t), cudaMemcpyHostToDevice), "tgt");
-	cr_assert_eq(
-	    rl_lm_logprobs_forward_cpu(lp, lse_whole, d.h, w_whole, tgt_whole, &whole, work, NULL),
-	    0);
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse_whole, rl_cbuf_f32(d.h),
+	                                        rl_cbuf_f32(w_whole), tgt_whole, &whole, work,
+	                                        NULL),
+	             0);
 
 	/* the forward of the slice alone */
-	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, d.h, d.w, d.tgt, &s, work, NULL), 0);
-	cr_assert_eq(
-	    rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, d.d_h, d.d_w, d.d_tgt, &s, d.d_work, NULL),
-	    0);
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, rl_cbuf_f32(d.h), rl_cbuf_f32(d.w), d.tgt,
+	                                        &s, work, NULL),
+	             0);
+	cr_assert_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, rl_cbuf_f32(d.d_h),
+	                                         rl_cbuf_f32(d.d_w), d.d_tgt, &s, d.d_work, NULL),
+	             0);
 	dev_download(lp_gpu, d.d_lp, N);
 	dev_download(lse_gpu, d.d_lse, N);
 	lp_expect_rows("slice logprob", &d, lp_gpu, lp);
@@ -379,9 +392,10 @@ Test(cuda_logprobs, vocabulary_slice_with_whole_lse)
 	float *dh_gpu = falloc(nh), *dw_gpu = falloc(nw);
 	double dh_atol, dw_atol;
 
-	cr_assert_eq(
-	    rl_lm_logprobs_backward_cpu(dh, dw, d.dlp, d.h, d.w, d.tgt, lse_whole, &s, work, NULL),
-	    0);
+	cr_assert_eq(rl_lm_logprobs_backward_cpu(rl_buf_f32(dh), dw, d.dlp, rl_cbuf_f32(d.h),
+	                                         rl_cbuf_f32(d.w), d.tgt, lse_whole, &s, work,
+	                                         NULL),
+	             0);
 	cuda_ok(cudaMemcpy(d.d_lse, lse_whole, N * sizeof(float), cudaMemcpyHostToDevice), "lse");
 	lp_gpu_backward(&d, d.d_lse, 1, 1, dh_gpu, dw_gpu, NULL);
 	lp_grad_atol(&d, &dh_atol, &dw_atol);
@@ -421,8 +435,9 @@ Test(cuda_logprobs, bad_targets_write_nothing)
 		        "lp");
 		cuda_ok(cudaMemcpy(d.d_lse, sentinel, sizeof(sentinel), cudaMemcpyHostToDevice),
 		        "lse");
-		cr_expect_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, d.d_h, d.d_w, d.d_tgt, &s,
-		                                         d.d_work, NULL),
+		cr_expect_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, rl_cbuf_f32(d.d_h),
+		                                         rl_cbuf_f32(d.d_w), d.d_tgt, &s, d.d_work,
+		                                         NULL),
 		             -1, "target %d", bad[i]);
 		dev_download(lp, d.d_lp, 3);
 		dev_download(lse, d.d_lse, 3);
@@ -431,9 +446,9 @@ Test(cuda_logprobs, bad_targets_write_nothing)
 		          "outputs written for target %d", bad[i]);
 	}
 	cuda_ok(cudaMemcpy(d.d_tgt, d.tgt, 3 * sizeof(int32_t), cudaMemcpyHostToDevice), "tgt");
-	cr_expect_eq(
-	    rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, d.d_h, d.d_w, d.d_tgt, &s, d.d_work, NULL),
-	    0);
+	cr_expect_eq(rl_lm_logprobs_forward_cuda(d.d_lp, d.d_lse, rl_cbuf_f32(d.d_h),
+	                                         rl_cbuf_f32(d.d_w), d.d_tgt, &s, d.d_work, NULL),
+	             0);
 	dev_sync();
 	lp_data_free(&d);
 #endif
@@ -459,7 +474,8 @@ Test(cuda_logprobs, large_logits_and_nan)
 	float *d_lp = dev_alloc(2 * sizeof(float)), *d_lse = dev_alloc(2 * sizeof(float));
 	float *d_work = dev_alloc(6 * sizeof(float));
 
-	cr_assert_eq(rl_lm_logprobs_forward_cuda(d_lp, d_lse, d_h, d_w, d_tgt, &s, d_work, NULL),
+	cr_assert_eq(rl_lm_logprobs_forward_cuda(d_lp, d_lse, rl_cbuf_f32(d_h), rl_cbuf_f32(d_w),
+	                                         d_tgt, &s, d_work, NULL),
 	             0);
 	dev_download(lp, d_lp, 2);
 	dev_download(lse, d_lse, 2);
@@ -469,8 +485,9 @@ Test(cuda_logprobs, large_logits_and_nan)
 	cr_expect(fabsf(lp[0]) < 1e-6f && fabsf(lp[1]) < 1e-6f, "logprob %g %g", (double)lp[0],
 	          (double)lp[1]);
 
-	cr_assert_eq(
-	    rl_lm_logprobs_forward_cuda(d_lp, d_lse, d_h2, d_w2, d_tgt2, &s2, d_work, NULL), 0);
+	cr_assert_eq(rl_lm_logprobs_forward_cuda(d_lp, d_lse, rl_cbuf_f32(d_h2), rl_cbuf_f32(d_w2),
+	                                         d_tgt2, &s2, d_work, NULL),
+	             0);
 	dev_download(lp, d_lp, 2);
 	dev_download(lse, d_lse, 2);
 	cr_expect(isnan(lse[0]) && isnan(lse[1]) && isnan(lp[0]) && isnan(lp[1]),

@@ -30,8 +30,8 @@ static double lp_loss(void *p)
 {
 	struct lp_ctx *c = p;
 
-	cr_assert_eq(rl_lm_logprobs_forward_cpu(c->logprob, c->lse, c->h, c->w, c->tgt, &c->s,
-	                                        c->work, NULL),
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(c->logprob, c->lse, rl_cbuf_f32(c->h),
+	                                        rl_cbuf_f32(c->w), c->tgt, &c->s, c->work, NULL),
 	             0);
 	return gc_dot(c->logprob, c->r, (size_t)c->s.n);
 }
@@ -83,7 +83,7 @@ static void lp_case(uint32_t *seed, int n, int dim, int vocab, int chunk, float 
 	c.logprob = falloc((size_t)n);
 	c.lse = falloc((size_t)n);
 	/* exactly what the header asks for, so ASan sees any overrun */
-	c.work = falloc((size_t)rl_lm_logprobs_work_floats(&c.s));
+	c.work = falloc((size_t)rl_lm_logprobs_work_floats(&c.s, RL_F32));
 	c.tgt = malloc((size_t)n * sizeof(*c.tgt));
 	cr_assert_not_null(c.tgt);
 	for (int t = 0; t < n; t++)
@@ -102,9 +102,10 @@ static void lp_case(uint32_t *seed, int n, int dim, int vocab, int chunk, float 
 	float *dh = frand(seed, nh, -1, 1), *dw = frand(seed, nw, -1, 1);
 	float *dh0 = fdup(dh, nh), *dw0 = fdup(dw, nw);
 
-	cr_assert_eq(
-	    rl_lm_logprobs_backward_cpu(dh, dw, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
-	    0);
+	cr_assert_eq(rl_lm_logprobs_backward_cpu(rl_buf_f32(dh), dw, c.r, rl_cbuf_f32(c.h),
+	                                         rl_cbuf_f32(c.w), c.tgt, c.lse, &c.s, c.work,
+	                                         NULL),
+	             0);
 	gc_sub(dh, dh0, nh);
 	gc_sub(dw, dw0, nw);
 	close_all("logprobs dh", dh, dh_ref, nh, 1e-4, 1e-5 * absmax(dh_ref, nh));
@@ -117,12 +118,14 @@ static void lp_case(uint32_t *seed, int n, int dim, int vocab, int chunk, float 
 	/* one gradient at a time */
 	memset(dh0, 0, nh * sizeof(float));
 	memset(dw0, 0, nw * sizeof(float));
-	cr_assert_eq(
-	    rl_lm_logprobs_backward_cpu(dh0, NULL, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
-	    0);
-	cr_assert_eq(
-	    rl_lm_logprobs_backward_cpu(NULL, dw0, c.r, c.h, c.w, c.tgt, c.lse, &c.s, c.work, NULL),
-	    0);
+	cr_assert_eq(rl_lm_logprobs_backward_cpu(rl_buf_f32(dh0), NULL, c.r, rl_cbuf_f32(c.h),
+	                                         rl_cbuf_f32(c.w), c.tgt, c.lse, &c.s, c.work,
+	                                         NULL),
+	             0);
+	cr_assert_eq(rl_lm_logprobs_backward_cpu(rl_buf_f32(NULL), dw0, c.r, rl_cbuf_f32(c.h),
+	                                         rl_cbuf_f32(c.w), c.tgt, c.lse, &c.s, c.work,
+	                                         NULL),
+	             0);
 	close_all("logprobs dh alone", dh0, dh_ref, nh, 1e-4, 1e-5 * absmax(dh_ref, nh));
 	close_all("logprobs dw alone", dw0, dw_ref, nw, 1e-4, 1e-5 * absmax(dw_ref, nw));
 
@@ -198,9 +201,9 @@ Test(logprobs, vocabulary_slices_add_up)
 			int local = c.tgt[t] - start[r];
 			tgt[r][t] = local >= 0 && local < rows[r] ? local : -1;
 		}
-		cr_assert_eq(rl_lm_logprobs_forward_cpu(lp[r], lse[r], c.h,
-		                                        c.w + (size_t)start[r] * DIM, tgt[r], &s,
-		                                        work, NULL),
+		cr_assert_eq(rl_lm_logprobs_forward_cpu(lp[r], lse[r], rl_cbuf_f32(c.h),
+		                                        rl_cbuf_f32(c.w + (size_t)start[r] * DIM),
+		                                        tgt[r], &s, work, NULL),
 		             0);
 		for (int t = 0; t < N; t++)
 			if (tgt[r][t] < 0)
@@ -222,9 +225,10 @@ Test(logprobs, vocabulary_slices_add_up)
 		struct rl_lm_logprobs_shape s = c.s;
 
 		s.vocab = rows[r];
-		cr_assert_eq(rl_lm_logprobs_backward_cpu(dh, dw + (size_t)start[r] * DIM, c.r, c.h,
-		                                         c.w + (size_t)start[r] * DIM, tgt[r],
-		                                         lse_all, &s, work, NULL),
+		cr_assert_eq(rl_lm_logprobs_backward_cpu(
+		                 rl_buf_f32(dh), dw + (size_t)start[r] * DIM, c.r, rl_cbuf_f32(c.h),
+		                 rl_cbuf_f32(c.w + (size_t)start[r] * DIM), tgt[r], lse_all, &s,
+		                 work, NULL),
 		             0);
 	}
 	close_all("sliced dh", dh, dh_want, nh, 1e-4, 1e-5 * absmax(dh_want, nh));
@@ -249,7 +253,9 @@ Test(logprobs, large_logits_do_not_overflow)
 	    .n = 2, .dim = 1, .vocab = 3, .chunk = 1, .logit_scale = 1.0f};
 	float lp[2], lse[2], work[2];
 
-	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, h, w, tgt, &s, work, NULL), 0);
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, rl_cbuf_f32(h), rl_cbuf_f32(w), tgt, &s,
+	                                        work, NULL),
+	             0);
 	/* row 0: logits 2000, 1000, -2000; row 1: -2000, -1000, 2000 */
 	cr_expect(fabsf(lse[0] - 2000.0f) < 1e-3f && fabsf(lse[1] - 2000.0f) < 1e-3f, "lse %g %g",
 	          (double)lse[0], (double)lse[1]);
@@ -267,7 +273,9 @@ Test(logprobs, nan_propagates)
 	    .n = 2, .dim = 1, .vocab = 4, .chunk = 3, .logit_scale = 1.0f};
 	float lp[2], lse[2], work[6];
 
-	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, h, w, tgt, &s, work, NULL), 0);
+	cr_assert_eq(rl_lm_logprobs_forward_cpu(lp, lse, rl_cbuf_f32(h), rl_cbuf_f32(w), tgt, &s,
+	                                        work, NULL),
+	             0);
 	cr_expect(isnan(lse[0]) && isnan(lse[1]) && isnan(lp[0]) && isnan(lp[1]),
 	          "lse %g %g, logprob %g %g", (double)lse[0], (double)lse[1], (double)lp[0],
 	          (double)lp[1]);
@@ -280,11 +288,17 @@ Test(logprobs, bad_arguments)
 	struct rl_lm_logprobs_shape s = {
 	    .n = 2, .dim = 2, .vocab = 2, .chunk = 2, .logit_scale = 1.0f};
 
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), 0);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, rl_cbuf_f32(v), rl_cbuf_f32(v), tgt, &s,
+	                                        work, NULL),
+	             0);
 	tgt[1] = 2;
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, rl_cbuf_f32(v), rl_cbuf_f32(v), tgt, &s,
+	                                        work, NULL),
+	             -1);
 	tgt[1] = -2;
-	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, v, v, tgt, &s, work, NULL), -1);
+	cr_expect_eq(rl_lm_logprobs_forward_cpu(g, g + 2, rl_cbuf_f32(v), rl_cbuf_f32(v), tgt, &s,
+	                                        work, NULL),
+	             -1);
 	tgt[1] = 1;
 	expect_logprobs_arg_checks(rl_lm_logprobs_forward_cpu, rl_lm_logprobs_backward_cpu);
 }

@@ -273,18 +273,22 @@ Test(paged, logits_logprobs_is_the_invariant_fused_op)
 		struct rl_lm_logprobs_shape s = {NT, DIM, V, chunks[c], 1.0f / 0.7f};
 
 		cr_assert_eq(rl_logits_logprobs_cpu(lp1, lse1, logits, V, tg, &s, work, NULL), 0);
-		cr_assert_eq(
-		    rl_lm_logprobs_forward_invariant_cpu(lp2, lse2, h, w, tg, &s, work, NULL), 0);
+		cr_assert_eq(rl_lm_logprobs_forward_invariant_cpu(
+		                 lp2, lse2, rl_cbuf_f32(h), rl_cbuf_f32(w), tg, &s, work, NULL),
+		             0);
 		cr_assert_eq(memcmp(lp1, lp2, sizeof lp1), 0, "chunk %d: logprobs", chunks[c]);
 		cr_assert_eq(memcmp(lse1, lse2, sizeof lse1), 0, "chunk %d: lse", chunks[c]);
-		cr_assert_eq(rl_lm_logprobs_forward_cpu(lp3, lse3, h, w, tg, &s, work, NULL), 0);
+		cr_assert_eq(rl_lm_logprobs_forward_cpu(lp3, lse3, rl_cbuf_f32(h), rl_cbuf_f32(w),
+		                                        tg, &s, work, NULL),
+		             0);
 		for (int t = 0; t < NT; t++)
 			cr_assert_leq(fabsf(lp1[t] - lp3[t]), 1e-5f);
 		/* a row alone: the same bits */
 		s.n = 1;
-		cr_assert_eq(rl_lm_logprobs_forward_invariant_cpu(lp3, lse3, h + 5 * DIM, w, tg + 5,
-		                                                  &s, work, NULL),
-		             0);
+		cr_assert_eq(
+		    rl_lm_logprobs_forward_invariant_cpu(lp3, lse3, rl_cbuf_f32(h + 5 * DIM),
+		                                         rl_cbuf_f32(w), tg + 5, &s, work, NULL),
+		    0);
 		cr_assert_eq(memcmp(&lp3[0], &lp2[5], sizeof(float)), 0);
 	}
 	free(h), free(w), free(logits), free(work);
