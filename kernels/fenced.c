@@ -580,45 +580,83 @@ static int fenced_from_bf16(float *y, const uint16_t *x, int64_t n, void *stream
 
 /* The group offsets are host memory, as the CUDA op reads them to size its
  * launch. */
-static int fenced_grouped_linear_forward(float *y, const float *x, const float *w,
+/* A grouped GEMM's buffers: n = offsets[groups] rows of x and y, groups
+ * weights, inside their allocations (checked when the groups are valid;
+ * the op refuses the rest itself). */
+static int grouped_spans(const char *op, struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
+                         const int32_t *offsets, int groups, int in_dim, int out_dim)
+{
+	if (rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+		return 0;
+
+	size_t n = (size_t)offsets[groups];
+
+	return span(op, "y", y.p, y.t, n * out_dim) || span(op, "x", x.p, x.t, n * in_dim) ||
+	       span(op, "w", w.p, w.t, (size_t)groups * out_dim * in_dim);
+}
+
+static int fenced_grouped_linear_forward(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w,
                                          const int32_t *offsets, int groups, int in_dim,
                                          int out_dim, void *stream)
 {
-	if (DEV(y) || DEV(x) || DEV(w) || host(__func__, "offsets", offsets))
+	if (DEV(y.p) || DEV(x.p) || DEV(w.p) || host(__func__, "offsets", offsets) ||
+	    grouped_spans(__func__, y, x, w, offsets, groups, in_dim, out_dim))
 		return -1;
-	return rl_ops_cpu.grouped_linear_forward(U(y), U(x), U(w), offsets, groups, in_dim, out_dim,
-	                                         stream);
+	return rl_ops_cpu.grouped_linear_forward(UB(y), UC(x), UC(w), offsets, groups, in_dim,
+	                                         out_dim, stream);
 }
 
-static int fenced_grouped_linear_backward(float *dx, float *dw, const float *dy, const float *x,
-                                          const float *w, const int32_t *offsets, int groups,
-                                          int in_dim, int out_dim, void *stream)
+static int fenced_grouped_linear_backward(struct rl_buf dx, float *dw, struct rl_cbuf dy,
+                                          struct rl_cbuf x, struct rl_cbuf w,
+                                          const int32_t *offsets, int groups, int in_dim,
+                                          int out_dim, void *stream)
 {
-	if (DEV_OR_NULL(dx) || DEV_OR_NULL(dw) || DEV(dy) || DEV_OR_NULL(x) || DEV_OR_NULL(w) ||
-	    host(__func__, "offsets", offsets))
+	if (DEV_OR_NULL(dx.p) || DEV_OR_NULL(dw) || DEV(dy.p) || DEV_OR_NULL(x.p) ||
+	    DEV_OR_NULL(w.p) || host(__func__, "offsets", offsets))
 		return -1;
-	return rl_ops_cpu.grouped_linear_backward(U(dx), U(dw), U(dy), U(x), U(w), offsets, groups,
-	                                          in_dim, out_dim, stream);
+	/* dy and dx have y's and x's shapes; dW is w's, in fp32 */
+	struct rl_buf dy_as_y = {(void *)dy.p, dy.t};
+
+	if (grouped_spans(__func__, dy_as_y, rl_cbuf_of(dx), w, offsets, groups, in_dim, out_dim) ||
+	    grouped_spans(__func__, dy_as_y, x, rl_cbuf_f32(NULL), offsets, groups, in_dim,
+	                  out_dim) ||
+	    (!rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim) &&
+	     span(__func__, "dw", dw, RL_F32, (size_t)groups * out_dim * in_dim)))
+		return -1;
+	return rl_ops_cpu.grouped_linear_backward(UB(dx), U(dw), UC(dy), UC(x), UC(w), offsets,
+	                                          groups, in_dim, out_dim, stream);
 }
 
-static int fenced_moe_combine_forward(float *out, const float *y, const int32_t *slot,
+static int fenced_moe_combine_forward(struct rl_buf out, struct rl_cbuf y, const int32_t *slot,
                                       const float *weight, int n_tokens, int k, int dim,
                                       int n_slots, void *stream)
 {
-	if (DEV(out) || DEV_OR_NULL(y) || DEV(slot) || DEV(weight))
+	if (DEV(out.p) || DEV_OR_NULL(y.p) || DEV(slot) || DEV(weight))
 		return -1;
-	return rl_ops_cpu.moe_combine_forward(U(out), U(y), U(slot), U(weight), n_tokens, k, dim,
+	if (n_tokens >= 0 && k > 0 && dim > 0 && n_slots >= 0 &&
+	    (SPAN(out, (size_t)n_tokens * dim) || SPAN(y, (size_t)n_slots * dim) ||
+	     span_i32(__func__, "slot", slot, (size_t)n_tokens * k) ||
+	     span(__func__, "weight", weight, RL_F32, (size_t)n_tokens * k)))
+		return -1;
+	return rl_ops_cpu.moe_combine_forward(UB(out), UC(y), U(slot), U(weight), n_tokens, k, dim,
 	                                      n_slots, stream);
 }
 
-static int fenced_moe_combine_backward(float *dy, float *dweight, const float *dout, const float *y,
-                                       const int32_t *slot, const float *weight, int n_tokens,
-                                       int k, int dim, void *stream)
+static int fenced_moe_combine_backward(struct rl_buf dy, float *dweight, struct rl_cbuf dout,
+                                       struct rl_cbuf y, const int32_t *slot, const float *weight,
+                                       int n_tokens, int k, int dim, void *stream)
 {
-	if (DEV_OR_NULL(dy) || DEV(dweight) || DEV(dout) || DEV(y) || DEV(slot) || DEV(weight))
+	if (DEV_OR_NULL(dy.p) || DEV(dweight) || DEV(dout.p) || DEV(y.p) || DEV(slot) ||
+	    DEV(weight))
 		return -1;
-	return rl_ops_cpu.moe_combine_backward(U(dy), U(dweight), U(dout), U(y), U(slot), U(weight),
-	                                       n_tokens, k, dim, stream);
+	if (n_tokens >= 0 && k > 0 && dim > 0 &&
+	    (SPAN(dout, (size_t)n_tokens * dim) ||
+	     span_i32(__func__, "slot", slot, (size_t)n_tokens * k) ||
+	     span(__func__, "weight", weight, RL_F32, (size_t)n_tokens * k) ||
+	     span(__func__, "dweight", dweight, RL_F32, (size_t)n_tokens * k)))
+		return -1;
+	return rl_ops_cpu.moe_combine_backward(UB(dy), U(dweight), UC(dout), UC(y), U(slot),
+	                                       U(weight), n_tokens, k, dim, stream);
 }
 
 static int fenced_kv_append(float *k_cache, float *v_cache, const float *k, const float *v,
@@ -684,13 +722,15 @@ static int fenced_lm_logprobs_forward_invariant(float *logprob, float *lse, stru
 	                                                U(targets), shape, U(work), stream);
 }
 
-static int fenced_grouped_linear_forward_invariant(float *y, const float *x, const float *w,
-                                                   const int32_t *offsets, int groups, int in_dim,
-                                                   int out_dim, void *stream)
+static int fenced_grouped_linear_forward_invariant(struct rl_buf y, struct rl_cbuf x,
+                                                   struct rl_cbuf w, const int32_t *offsets,
+                                                   int groups, int in_dim, int out_dim,
+                                                   void *stream)
 {
-	if (DEV(y) || DEV(x) || DEV(w) || host(__func__, "offsets", offsets))
+	if (DEV(y.p) || DEV(x.p) || DEV(w.p) || host(__func__, "offsets", offsets) ||
+	    grouped_spans(__func__, y, x, w, offsets, groups, in_dim, out_dim))
 		return -1;
-	return rl_ops_cpu.grouped_linear_forward_invariant(U(y), U(x), U(w), offsets, groups,
+	return rl_ops_cpu.grouped_linear_forward_invariant(UB(y), UC(x), UC(w), offsets, groups,
 	                                                   in_dim, out_dim, stream);
 }
 

@@ -23,8 +23,10 @@
  *   lm_logprobs_forward(_inv.) h, W                                logits, lse, logprob
  *   lm_logprobs_backward       h, W, dh (dlogits rounded to bf16    dW, the dh sum over
  *                              for the products)                    the chunks, dlogprob
- *   every other op             - (fp32 for now: attention, MoE,    logits the loss reads
- *                              the paged cache, sampling, AdamW)    (logits_logprobs),
+ *   grouped_linear_*           x, W, y, dy, dx (as linear)         dW
+ *   moe_combine_forward/bwd    y, out, dout, dy                    routing weights, dweight
+ *   every other op             - (fp32 for now: attention, the     logits the loss reads
+ *                              paged cache, sampling, AdamW)        (logits_logprobs),
  *                                                                   router logits, the
  *                                                                   optimizer's state
  *

@@ -255,16 +255,26 @@ static struct gl_entry *gl_upload(const struct gl_entry *host, int64_t count, vo
 	return dev;
 }
 
-extern "C" int rl_grouped_linear_forward_cuda(float *y, const float *x, const float *w,
-                                              const int32_t *offsets, int groups, int in_dim,
-                                              int out_dim, void *stream)
+extern "C" int rl_grouped_linear_forward_cuda(struct rl_buf yb, struct rl_cbuf xb,
+                                              struct rl_cbuf wb, const int32_t *offsets, int groups,
+                                              int in_dim, int out_dim, void *stream)
 {
 	int64_t n_rows, n_whole;
 	struct gl_entry *host, *dev;
 	int rc;
 
-	if (!y || !x || !w || rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+	if (!yb.p || !xb.p || !wb.p ||
+	    rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim) ||
+	    !rl_grouped_linear_types_ok(yb, xb, wb))
 		return -1;
+	/* bf16: group by group on the tensor cores (bf16 cuBLASLt) */
+	if (xb.t == RL_BF16)
+		return rl_grouped_linear_per_group(rl_linear_forward_cuda, yb, xb, wb, offsets,
+		                                   groups, in_dim, out_dim, stream);
+
+	float *y = (float *)yb.p;
+	const float *x = (const float *)xb.p, *w = (const float *)wb.p;
+
 	host = gl_table(offsets, groups, true, false, &n_rows, &n_whole);
 	if (n_rows == 0)
 		return 0; /* every group empty */
@@ -288,16 +298,17 @@ extern "C" int rl_grouped_linear_forward_cuda(float *y, const float *x, const fl
 /* One invariant linear forward per group (kernels/cuda/linear_invariant.cu):
  * a row's outputs are one fixed-order sum each, whatever its expert's row
  * count. The offsets are host memory, so the loop needs no sync. */
-extern "C" int rl_grouped_linear_forward_invariant_cuda(float *y, const float *x, const float *w,
-                                                        const int32_t *offsets, int groups,
-                                                        int in_dim, int out_dim, void *stream)
+extern "C" int rl_grouped_linear_forward_invariant_cuda(struct rl_buf y, struct rl_cbuf x,
+                                                        struct rl_cbuf w, const int32_t *offsets,
+                                                        int groups, int in_dim, int out_dim,
+                                                        void *stream)
 {
 	return rl_grouped_linear_per_group(rl_linear_forward_invariant_cuda, y, x, w, offsets,
 	                                   groups, in_dim, out_dim, stream);
 }
 
-extern "C" int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float *dy,
-                                               const float *x, const float *w,
+extern "C" int rl_grouped_linear_backward_cuda(struct rl_buf dxb, float *dw, struct rl_cbuf dyb,
+                                               struct rl_cbuf xb, struct rl_cbuf wb,
                                                const int32_t *offsets, int groups, int in_dim,
                                                int out_dim, void *stream)
 {
@@ -306,9 +317,19 @@ extern "C" int rl_grouped_linear_backward_cuda(float *dx, float *dw, const float
 	cudaStream_t st = rl_stream(stream);
 	int rc = 0;
 
-	if (!dy || (dx && !w) || (dw && !x) ||
-	    rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim))
+	if (!dyb.p || (dxb.p && !wb.p) || (dw && !xb.p) ||
+	    rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim) ||
+	    !rl_linear_backward_types_ok(dxb, dyb, xb, wb))
 		return -1;
+	/* bf16: group by group on the tensor cores (bf16 cuBLASLt) */
+	if (dyb.t == RL_BF16)
+		return rl_grouped_linear_backward_per_group(rl_linear_backward_cuda, dxb, dw, dyb,
+		                                            xb, wb, offsets, groups, in_dim,
+		                                            out_dim, stream);
+
+	float *dx = (float *)dxb.p;
+	const float *dy = (const float *)dyb.p, *x = (const float *)xb.p, *w = (const float *)wb.p;
+
 	if (!dx && !dw)
 		return 0;
 	host = gl_table(offsets, groups, dx != NULL, dw != NULL, &n_rows, &n_whole);

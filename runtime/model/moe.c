@@ -274,15 +274,17 @@ static int experts_forward(struct rl_model *m, int l, struct rl_moe_acts *s, con
 			                              (int)nr, d, (int)nr, NULL),
 			       "layer %d: ordering the received tokens by expert", l);
 	}
-	RL_TRY(
-	    ops->grouped_linear_forward(s->gate, s->xp, P(EXPERT_GATE), p->offsets, L, d, I, NULL),
-	    "layer %d: experts' gate_proj", l);
-	RL_TRY(ops->grouped_linear_forward(s->up, s->xp, P(EXPERT_UP), p->offsets, L, d, I, NULL),
+	RL_TRY(ops->grouped_linear_forward(rl_buf_f32(s->gate), rl_cbuf_f32(s->xp),
+	                                   rl_cbuf_f32(P(EXPERT_GATE)), p->offsets, L, d, I, NULL),
+	       "layer %d: experts' gate_proj", l);
+	RL_TRY(ops->grouped_linear_forward(rl_buf_f32(s->up), rl_cbuf_f32(s->xp),
+	                                   rl_cbuf_f32(P(EXPERT_UP)), p->offsets, L, d, I, NULL),
 	       "layer %d: experts' up_proj", l);
 	RL_TRY(ops->swiglu_forward(rl_buf_f32(s->h), rl_cbuf_f32(s->gate), rl_cbuf_f32(s->up),
 	                           (int64_t)nrI, NULL),
 	       "layer %d: experts' swiglu", l);
-	RL_TRY(ops->grouped_linear_forward(yp, s->h, P(EXPERT_DOWN), p->offsets, L, I, d, NULL),
+	RL_TRY(ops->grouped_linear_forward(rl_buf_f32(yp), rl_cbuf_f32(s->h),
+	                                   rl_cbuf_f32(P(EXPERT_DOWN)), p->offsets, L, I, d, NULL),
 	       "layer %d: experts' down_proj", l);
 	if (!ep)
 		return 0;
@@ -324,8 +326,9 @@ int rl_moe_forward(struct rl_model *m, int l, struct rl_moe_acts *s, const float
 		return -1;
 	if (sh->tp.size > 1)
 		RL_TRY(ops->zero(out, (size_t)T * d * sizeof(float), NULL), "layer %d: zeroing", l);
-	RL_TRY(ops->moe_combine_forward(o, s->ys, s->slot, s->weight, (int)n, s->kk, d,
-	                                s->plan.n_send + (shared ? (int)n : 0), NULL),
+	RL_TRY(ops->moe_combine_forward(rl_buf_f32(o), rl_cbuf_f32(s->ys), s->slot, s->weight,
+	                                (int)n, s->kk, d, s->plan.n_send + (shared ? (int)n : 0),
+	                                NULL),
 	       "layer %d: combining the experts' outputs", l);
 	return 0;
 }
@@ -408,17 +411,20 @@ static int experts_backward(struct rl_model *m, int l, struct rl_moe_acts *s, co
 	           ops->zero(dup, nrI * sizeof(float), NULL) ||
 	           ops->zero(dxp, nr * d * sizeof(float), NULL),
 	       "layer %d: zeroing", l);
-	RL_TRY(ops->grouped_linear_backward(dh, G(EXPERT_DOWN), dyp, s->h, P(EXPERT_DOWN),
+	RL_TRY(ops->grouped_linear_backward(rl_buf_f32(dh), G(EXPERT_DOWN), rl_cbuf_f32(dyp),
+	                                    rl_cbuf_f32(s->h), rl_cbuf_f32(P(EXPERT_DOWN)),
 	                                    p->offsets, L, I, d, NULL),
 	       "layer %d: experts' down_proj backward", l);
 	RL_TRY(ops->swiglu_backward(rl_buf_f32(dgate), rl_buf_f32(dup), rl_cbuf_f32(dh),
 	                            rl_cbuf_f32(s->gate), rl_cbuf_f32(s->up), (int64_t)nrI, NULL),
 	       "layer %d: experts' swiglu backward", l);
-	RL_TRY(ops->grouped_linear_backward(dxp, G(EXPERT_GATE), dgate, s->xp, P(EXPERT_GATE),
+	RL_TRY(ops->grouped_linear_backward(rl_buf_f32(dxp), G(EXPERT_GATE), rl_cbuf_f32(dgate),
+	                                    rl_cbuf_f32(s->xp), rl_cbuf_f32(P(EXPERT_GATE)),
 	                                    p->offsets, L, d, I, NULL),
 	       "layer %d: experts' gate_proj backward", l);
-	RL_TRY(ops->grouped_linear_backward(dxp, G(EXPERT_UP), dup, s->xp, P(EXPERT_UP), p->offsets,
-	                                    L, d, I, NULL),
+	RL_TRY(ops->grouped_linear_backward(rl_buf_f32(dxp), G(EXPERT_UP), rl_cbuf_f32(dup),
+	                                    rl_cbuf_f32(s->xp), rl_cbuf_f32(P(EXPERT_UP)),
+	                                    p->offsets, L, d, I, NULL),
 	       "layer %d: experts' up_proj backward", l);
 	if (!ep)
 		return 0;
@@ -494,8 +500,9 @@ int rl_moe_backward(struct rl_model *m, int l, struct rl_moe_acts *s, const floa
 		return -1;
 	}
 	RL_TRY(ops->zero(dys, (size_t)rows * d * sizeof(float), NULL), "layer %d: zeroing", l);
-	RL_TRY(ops->moe_combine_backward(dys, dw, dout + (size_t)s->first * d, s->ys, s->slot,
-	                                 s->weight, n, kk, d, NULL) ||
+	RL_TRY(ops->moe_combine_backward(rl_buf_f32(dys), dw,
+	                                 rl_cbuf_f32(dout + (size_t)s->first * d),
+	                                 rl_cbuf_f32(s->ys), s->slot, s->weight, n, kk, d, NULL) ||
 	           ops->to_host(dw_h, dw, nkk * sizeof(float), NULL),
 	       "layer %d: combine backward", l);
 	if (experts_backward(m, l, s, dys, dxs, err, errlen))

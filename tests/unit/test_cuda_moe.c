@@ -50,31 +50,66 @@ static void bad_grouped(rl_grouped_linear_forward_fn fwd, rl_grouped_linear_back
 	const int32_t ok[3] = {0, 1, 2}, empty[3] = {0, 0, 0};
 	const int32_t not_zero[3] = {1, 1, 2}, down[3] = {0, 2, 1};
 
-	cr_expect_eq(fwd(NULL, v, v, ok, 2, 2, 2, NULL), -1, "%s: y == NULL", name);
-	cr_expect_eq(fwd(g, NULL, v, ok, 2, 2, 2, NULL), -1, "%s: x == NULL", name);
-	cr_expect_eq(fwd(g, v, NULL, ok, 2, 2, 2, NULL), -1, "%s: w == NULL", name);
-	cr_expect_eq(fwd(g, v, v, NULL, 2, 2, 2, NULL), -1, "%s: offsets == NULL", name);
-	cr_expect_eq(fwd(g, v, v, ok, 0, 2, 2, NULL), -1, "%s: groups == 0", name);
-	cr_expect_eq(fwd(g, v, v, ok, -1, 2, 2, NULL), -1, "%s: groups < 0", name);
-	cr_expect_eq(fwd(g, v, v, ok, 2, 0, 2, NULL), -1, "%s: in_dim == 0", name);
-	cr_expect_eq(fwd(g, v, v, ok, 2, 2, -2, NULL), -1, "%s: out_dim < 0", name);
-	cr_expect_eq(fwd(g, v, v, not_zero, 2, 2, 2, NULL), -1, "%s: offsets[0] != 0", name);
-	cr_expect_eq(fwd(g, v, v, down, 2, 2, 2, NULL), -1, "%s: offsets decrease", name);
-	cr_expect_eq(fwd(g, v, v, empty, 2, 2, 2, NULL), 0, "%s: every group empty", name);
+	cr_expect_eq(fwd(rl_buf_f32(NULL), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2, 2, NULL), -1,
+	             "%s: y == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(NULL), rl_cbuf_f32(v), ok, 2, 2, 2, NULL), -1,
+	             "%s: x == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(NULL), ok, 2, 2, 2, NULL), -1,
+	             "%s: w == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), NULL, 2, 2, 2, NULL), -1,
+	             "%s: offsets == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 0, 2, 2, NULL), -1,
+	             "%s: groups == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, -1, 2, 2, NULL), -1,
+	             "%s: groups < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 0, 2, NULL), -1,
+	             "%s: in_dim == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2, -2, NULL), -1,
+	             "%s: out_dim < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), not_zero, 2, 2, 2, NULL),
+	             -1, "%s: offsets[0] != 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), down, 2, 2, 2, NULL), -1,
+	             "%s: offsets decrease", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v), empty, 2, 2, 2, NULL), 0,
+	             "%s: every group empty", name);
 
-	cr_expect_eq(bwd(g, g, NULL, v, v, ok, 2, 2, 2, NULL), -1, "%s: dy == NULL", name);
-	cr_expect_eq(bwd(g, NULL, v, v, NULL, ok, 2, 2, 2, NULL), -1, "%s: dx without w", name);
-	cr_expect_eq(bwd(NULL, g, v, NULL, v, ok, 2, 2, 2, NULL), -1, "%s: dw without x", name);
-	cr_expect_eq(bwd(g, g, v, v, v, NULL, 2, 2, 2, NULL), -1, "%s: offsets == NULL", name);
-	cr_expect_eq(bwd(g, g, v, v, v, ok, 0, 2, 2, NULL), -1, "%s: groups == 0", name);
-	cr_expect_eq(bwd(g, g, v, v, v, ok, 2, -1, 2, NULL), -1, "%s: in_dim < 0", name);
-	cr_expect_eq(bwd(g, g, v, v, v, ok, 2, 2, 0, NULL), -1, "%s: out_dim == 0", name);
-	cr_expect_eq(bwd(g, g, v, v, v, not_zero, 2, 2, 2, NULL), -1, "%s: offsets[0]", name);
-	cr_expect_eq(bwd(g, g, v, v, v, down, 2, 2, 2, NULL), -1, "%s: offsets decrease", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(NULL), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2,
+	                 2, 2, NULL),
+	             -1, "%s: dy == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), NULL, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(NULL), ok,
+	                 2, 2, 2, NULL),
+	             -1, "%s: dx without w", name);
+	cr_expect_eq(bwd(rl_buf_f32(NULL), g, rl_cbuf_f32(v), rl_cbuf_f32(NULL), rl_cbuf_f32(v), ok,
+	                 2, 2, 2, NULL),
+	             -1, "%s: dw without x", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), NULL, 2,
+	                 2, 2, NULL),
+	             -1, "%s: offsets == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 0, 2,
+	                 2, NULL),
+	             -1, "%s: groups == 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2,
+	                 -1, 2, NULL),
+	             -1, "%s: in_dim < 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2,
+	                 0, NULL),
+	             -1, "%s: out_dim == 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), not_zero,
+	                 2, 2, 2, NULL),
+	             -1, "%s: offsets[0]", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), down, 2,
+	                 2, 2, NULL),
+	             -1, "%s: offsets decrease", name);
 	/* the bad offsets are refused even with nothing to compute */
-	cr_expect_eq(bwd(NULL, NULL, v, v, v, down, 2, 2, 2, NULL), -1, "%s: no grads, bad", name);
-	cr_expect_eq(bwd(NULL, NULL, v, NULL, NULL, ok, 2, 2, 2, NULL), 0, "%s: no gradient", name);
-	cr_expect_eq(bwd(g, g, v, v, v, empty, 2, 2, 2, NULL), 0, "%s: every group empty", name);
+	cr_expect_eq(bwd(rl_buf_f32(NULL), NULL, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                 down, 2, 2, 2, NULL),
+	             -1, "%s: no grads, bad", name);
+	cr_expect_eq(bwd(rl_buf_f32(NULL), NULL, rl_cbuf_f32(v), rl_cbuf_f32(NULL),
+	                 rl_cbuf_f32(NULL), ok, 2, 2, 2, NULL),
+	             0, "%s: no gradient", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), rl_cbuf_f32(v), empty, 2,
+	                 2, 2, NULL),
+	             0, "%s: every group empty", name);
 	for (int i = 0; i < 8; i++)
 		cr_expect(g[i] == 0 && v[i] == 0, "%s: wrote to a buffer", name);
 }
@@ -85,27 +120,54 @@ static void bad_combine(rl_moe_combine_forward_fn fwd, rl_moe_combine_backward_f
 	float v[8] = {0}, g[8] = {0}, wt[2] = {1, 1};
 	int32_t slot[2] = {0, 1};
 
-	cr_expect_eq(fwd(NULL, v, slot, wt, 1, 2, 4, 2, NULL), -1, "%s: out == NULL", name);
-	cr_expect_eq(fwd(g, v, NULL, wt, 1, 2, 4, 2, NULL), -1, "%s: slot == NULL", name);
-	cr_expect_eq(fwd(g, v, slot, NULL, 1, 2, 4, 2, NULL), -1, "%s: weight == NULL", name);
-	cr_expect_eq(fwd(g, v, slot, wt, -1, 2, 4, 2, NULL), -1, "%s: n_tokens < 0", name);
-	cr_expect_eq(fwd(g, v, slot, wt, 1, 0, 4, 2, NULL), -1, "%s: k == 0", name);
-	cr_expect_eq(fwd(g, v, slot, wt, 1, 2, 0, 2, NULL), -1, "%s: dim == 0", name);
-	cr_expect_eq(fwd(g, v, slot, wt, 1, 2, 4, -1, NULL), -1, "%s: n_slots < 0", name);
-	cr_expect_eq(fwd(g, NULL, slot, wt, 1, 2, 4, 2, NULL), -1, "%s: y == NULL", name);
-	cr_expect_eq(fwd(g, v, slot, wt, 0, 2, 4, 2, NULL), 0, "%s: no tokens", name);
-	cr_expect_eq(fwd(g, NULL, slot, wt, 0, 2, 4, 0, NULL), 0, "%s: no slots, no y", name);
+	cr_expect_eq(fwd(rl_buf_f32(NULL), rl_cbuf_f32(v), slot, wt, 1, 2, 4, 2, NULL), -1,
+	             "%s: out == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), NULL, wt, 1, 2, 4, 2, NULL), -1,
+	             "%s: slot == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, NULL, 1, 2, 4, 2, NULL), -1,
+	             "%s: weight == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, wt, -1, 2, 4, 2, NULL), -1,
+	             "%s: n_tokens < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, wt, 1, 0, 4, 2, NULL), -1,
+	             "%s: k == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, wt, 1, 2, 0, 2, NULL), -1,
+	             "%s: dim == 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, wt, 1, 2, 4, -1, NULL), -1,
+	             "%s: n_slots < 0", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(NULL), slot, wt, 1, 2, 4, 2, NULL), -1,
+	             "%s: y == NULL", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(v), slot, wt, 0, 2, 4, 2, NULL), 0,
+	             "%s: no tokens", name);
+	cr_expect_eq(fwd(rl_buf_f32(g), rl_cbuf_f32(NULL), slot, wt, 0, 2, 4, 0, NULL), 0,
+	             "%s: no slots, no y", name);
 
-	cr_expect_eq(bwd(g, NULL, v, v, slot, wt, 1, 2, 4, NULL), -1, "%s: dweight NULL", name);
-	cr_expect_eq(bwd(g, g, NULL, v, slot, wt, 1, 2, 4, NULL), -1, "%s: dout == NULL", name);
-	cr_expect_eq(bwd(g, g, v, NULL, slot, wt, 1, 2, 4, NULL), -1, "%s: y == NULL", name);
-	cr_expect_eq(bwd(g, g, v, v, NULL, wt, 1, 2, 4, NULL), -1, "%s: slot == NULL", name);
-	cr_expect_eq(bwd(g, g, v, v, slot, NULL, 1, 2, 4, NULL), -1, "%s: weight == NULL", name);
-	cr_expect_eq(bwd(g, g, v, v, slot, wt, -1, 2, 4, NULL), -1, "%s: n_tokens < 0", name);
-	cr_expect_eq(bwd(g, g, v, v, slot, wt, 1, 0, 4, NULL), -1, "%s: k == 0", name);
-	cr_expect_eq(bwd(g, g, v, v, slot, wt, 1, 2, -4, NULL), -1, "%s: dim < 0", name);
-	cr_expect_eq(bwd(g, g, v, v, slot, wt, 0, 2, 4, NULL), 0, "%s: no tokens", name);
-	cr_expect_eq(bwd(NULL, g, v, v, slot, wt, 0, 2, 4, NULL), 0, "%s: no tokens, no dy", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), NULL, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, 1, 2, 4, NULL), -1,
+	    "%s: dweight NULL", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), g, rl_cbuf_f32(NULL), rl_cbuf_f32(v), slot, wt, 1, 2, 4, NULL), -1,
+	    "%s: dout == NULL", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(NULL), slot, wt, 1, 2, 4, NULL), -1,
+	    "%s: y == NULL", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), NULL, wt, 1, 2, 4, NULL),
+	             -1, "%s: slot == NULL", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, NULL, 1, 2, 4, NULL), -1,
+	    "%s: weight == NULL", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, -1, 2, 4, NULL), -1,
+	    "%s: n_tokens < 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, 1, 0, 4, NULL),
+	             -1, "%s: k == 0", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, 1, 2, -4, NULL), -1,
+	    "%s: dim < 0", name);
+	cr_expect_eq(bwd(rl_buf_f32(g), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, 0, 2, 4, NULL),
+	             0, "%s: no tokens", name);
+	cr_expect_eq(
+	    bwd(rl_buf_f32(NULL), g, rl_cbuf_f32(v), rl_cbuf_f32(v), slot, wt, 0, 2, 4, NULL), 0,
+	    "%s: no tokens, no dy", name);
 	for (int i = 0; i < 8; i++)
 		cr_expect(g[i] == 0 && v[i] == 0, "%s: wrote to a buffer", name);
 }
@@ -127,9 +189,15 @@ Test(cuda_moe, cpu_combine_checks_slots)
 	float y[8] = {0}, out[4], wt[2] = {1, 1};
 	const int32_t high[2] = {0, 2}, low[2] = {-2, 0}, fine[2] = {-1, 1};
 
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, high, wt, 1, 2, 4, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, low, wt, 1, 2, 4, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, fine, wt, 1, 2, 4, 2, NULL), 0);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), high, wt, 1, 2, 4, 2, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), low, wt, 1, 2, 4, 2, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), fine, wt, 1, 2, 4, 2, NULL),
+	    0);
 }
 
 #ifdef RL_HAVE_CUDA
@@ -257,8 +325,12 @@ static void grouped_case(uint32_t *seed, int groups, int in, int out, int max_ro
 	for (size_t i = 0; i < nw; i++)
 		dwmag[i] += fabs(dw0[i]);
 
-	cr_assert_eq(rl_grouped_linear_forward_cpu(y, x, w, off, groups, in, out, NULL), 0);
-	cr_assert_eq(rl_grouped_linear_backward_cpu(cdx, cdw, dy, x, w, off, groups, in, out, NULL),
+	cr_assert_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(y), rl_cbuf_f32(x), rl_cbuf_f32(w),
+	                                           off, groups, in, out, NULL),
+	             0);
+	cr_assert_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(cdx), cdw, rl_cbuf_f32(dy),
+	                                            rl_cbuf_f32(x), rl_cbuf_f32(w), off, groups, in,
+	                                            out, NULL),
 	             0);
 
 	float *d_x = put(x, nx, NAN), *d_w = put(w, nw, NAN), *d_dy = put(dy, ny, NAN);
@@ -267,19 +339,23 @@ static void grouped_case(uint32_t *seed, int groups, int in, int out, int max_ro
 
 	/* forward, twice: the same bits */
 	snprintf(what, sizeof(what), "groups %d n %d in %d out %d: y", groups, n, in, out);
-	cr_assert_eq(rl_grouped_linear_forward_cuda(d_y, d_x, d_w, off, groups, in, out, NULL), 0,
-	             "%s", what);
+	cr_assert_eq(rl_grouped_linear_forward_cuda(rl_buf_f32(d_y), rl_cbuf_f32(d_x),
+	                                            rl_cbuf_f32(d_w), off, groups, in, out, NULL),
+	             0, "%s", what);
 	float *gy = get(d_y, ny);
 	near(what, gy, y, ymag, ny, 4e-6 * sqrt((double)in));
 	guard_intact(what, d_y, ny);
-	cr_assert_eq(rl_grouped_linear_forward_cuda(d_y, d_x, d_w, off, groups, in, out, NULL), 0);
+	cr_assert_eq(rl_grouped_linear_forward_cuda(rl_buf_f32(d_y), rl_cbuf_f32(d_x),
+	                                            rl_cbuf_f32(d_w), off, groups, in, out, NULL),
+	             0);
 	float *gy2 = get(d_y, ny);
 	same_bits(what, gy, gy2, ny);
 
 	/* backward, both gradients, added to non-zero ones */
-	cr_assert_eq(
-	    rl_grouped_linear_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, off, groups, in, out, NULL),
-	    0);
+	cr_assert_eq(rl_grouped_linear_backward_cuda(rl_buf_f32(d_dx), d_dw, rl_cbuf_f32(d_dy),
+	                                             rl_cbuf_f32(d_x), rl_cbuf_f32(d_w), off,
+	                                             groups, in, out, NULL),
+	             0);
 	float *gdx = get(d_dx, nx), *gdw = get(d_dw, nw);
 	snprintf(what, sizeof(what), "groups %d n %d in %d out %d: dx", groups, n, in, out);
 	near(what, gdx, cdx, dxmag, nx, 4e-6 * sqrt((double)out));
@@ -298,9 +374,10 @@ static void grouped_case(uint32_t *seed, int groups, int in, int out, int max_ro
 	cuda_ok(cudaStreamCreate(&st), "cudaStreamCreate");
 	reput(d_dx, dx0, nx);
 	reput(d_dw, dw0, nw);
-	cr_assert_eq(
-	    rl_grouped_linear_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, off, groups, in, out, st),
-	    0);
+	cr_assert_eq(rl_grouped_linear_backward_cuda(rl_buf_f32(d_dx), d_dw, rl_cbuf_f32(d_dy),
+	                                             rl_cbuf_f32(d_x), rl_cbuf_f32(d_w), off,
+	                                             groups, in, out, st),
+	             0);
 	cuda_ok(cudaStreamSynchronize(st), "backward on a stream");
 	cuda_ok(cudaStreamDestroy(st), "cudaStreamDestroy");
 	float *gdx2 = get(d_dx, nx), *gdw2 = get(d_dw, nw);
@@ -312,8 +389,9 @@ static void grouped_case(uint32_t *seed, int groups, int in, int out, int max_ro
 	/* each gradient alone (the other's input may be NULL): what both gave */
 	reput(d_dx, dx0, nx);
 	reput(d_dw, dw0, nw);
-	cr_assert_eq(rl_grouped_linear_backward_cuda(d_dx, NULL, d_dy, NULL, d_w, off, groups, in,
-	                                             out, NULL),
+	cr_assert_eq(rl_grouped_linear_backward_cuda(rl_buf_f32(d_dx), NULL, rl_cbuf_f32(d_dy),
+	                                             rl_cbuf_f32(NULL), rl_cbuf_f32(d_w), off,
+	                                             groups, in, out, NULL),
 	             0);
 	gdx2 = get(d_dx, nx);
 	same_bits("dx alone", gdx, gdx2, nx);
@@ -322,8 +400,9 @@ static void grouped_case(uint32_t *seed, int groups, int in, int out, int max_ro
 	free(gdx2);
 	free(gdw2);
 	reput(d_dx, dx0, nx);
-	cr_assert_eq(rl_grouped_linear_backward_cuda(NULL, d_dw, d_dy, d_x, NULL, off, groups, in,
-	                                             out, NULL),
+	cr_assert_eq(rl_grouped_linear_backward_cuda(rl_buf_f32(NULL), d_dw, rl_cbuf_f32(d_dy),
+	                                             rl_cbuf_f32(d_x), rl_cbuf_f32(NULL), off,
+	                                             groups, in, out, NULL),
 	             0);
 	gdw2 = get(d_dw, nw);
 	same_bits("dw alone", gdw, gdw2, nw);
@@ -416,11 +495,12 @@ static void combine_case(uint32_t *seed, int n_tokens, int k, int dim, int spare
 			for (int c = 0; c < dim; c++)
 				y[(size_t)s * dim + c] = NAN;
 
-	cr_assert_eq(rl_moe_combine_forward_cpu(out, n_slots ? y : NULL, slot, wt, n_tokens, k, dim,
-	                                        n_slots, NULL),
+	cr_assert_eq(rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(n_slots ? y : NULL),
+	                                        slot, wt, n_tokens, k, dim, n_slots, NULL),
 	             0);
-	cr_assert_eq(
-	    rl_moe_combine_backward_cpu(cdy, cdw, dout, y, slot, wt, n_tokens, k, dim, NULL), 0);
+	cr_assert_eq(rl_moe_combine_backward_cpu(rl_buf_f32(cdy), cdw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), slot, wt, n_tokens, k, dim, NULL),
+	             0);
 	for (int t = 0; t < n_tokens; t++)
 		for (int j = 0; j < k; j++) {
 			size_t i = (size_t)t * k + j;
@@ -449,21 +529,24 @@ static void combine_case(uint32_t *seed, int n_tokens, int k, int dim, int spare
 	/* forward, twice: the same bits */
 	snprintf(what, sizeof(what), "tokens %d k %d dim %d slots %d: out", n_tokens, k, dim,
 	         n_slots);
-	cr_assert_eq(rl_moe_combine_forward_cuda(d_out, n_slots ? d_y : NULL, d_slot, d_wt,
+	cr_assert_eq(rl_moe_combine_forward_cuda(rl_buf_f32(d_out),
+	                                         rl_cbuf_f32(n_slots ? d_y : NULL), d_slot, d_wt,
 	                                         n_tokens, k, dim, n_slots, NULL),
 	             0, "%s", what);
 	float *gout = get(d_out, nout);
 	near(what, gout, out, omag, nout, (k + 1) * 0x1p-23);
 	guard_intact(what, d_out, nout);
-	cr_assert_eq(rl_moe_combine_forward_cuda(d_out, n_slots ? d_y : NULL, d_slot, d_wt,
+	cr_assert_eq(rl_moe_combine_forward_cuda(rl_buf_f32(d_out),
+	                                         rl_cbuf_f32(n_slots ? d_y : NULL), d_slot, d_wt,
 	                                         n_tokens, k, dim, n_slots, NULL),
 	             0);
 	float *gout2 = get(d_out, nout);
 	same_bits(what, gout, gout2, nout);
 
 	/* backward into a non-zero dy */
-	cr_assert_eq(rl_moe_combine_backward_cuda(d_dy, d_dw, d_dout, d_y, d_slot, d_wt, n_tokens,
-	                                          k, dim, NULL),
+	cr_assert_eq(rl_moe_combine_backward_cuda(rl_buf_f32(d_dy), d_dw, rl_cbuf_f32(d_dout),
+	                                          rl_cbuf_f32(d_y), d_slot, d_wt, n_tokens, k, dim,
+	                                          NULL),
 	             0);
 	float *gdy = get(d_dy, ny), *gdw = get(d_dw, pairs);
 	snprintf(what, sizeof(what), "tokens %d k %d dim %d: dy", n_tokens, k, dim);
@@ -489,8 +572,9 @@ static void combine_case(uint32_t *seed, int n_tokens, int k, int dim, int spare
 	cudaStream_t st;
 	cuda_ok(cudaStreamCreate(&st), "cudaStreamCreate");
 	cuda_ok(cudaMemset(d_dw, 0xff, pairs * sizeof(float)), "NaN dweight");
-	cr_assert_eq(rl_moe_combine_backward_cuda(NULL, d_dw, d_dout, d_y, d_slot, d_wt, n_tokens,
-	                                          k, dim, st),
+	cr_assert_eq(rl_moe_combine_backward_cuda(rl_buf_f32(NULL), d_dw, rl_cbuf_f32(d_dout),
+	                                          rl_cbuf_f32(d_y), d_slot, d_wt, n_tokens, k, dim,
+	                                          st),
 	             0);
 	cuda_ok(cudaStreamSynchronize(st), "backward on a stream");
 	cuda_ok(cudaStreamDestroy(st), "cudaStreamDestroy");

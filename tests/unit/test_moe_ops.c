@@ -72,9 +72,10 @@ static double gl_loss(void *p)
 {
 	struct gl_ctx *c = p;
 
-	cr_assert_eq(
-	    rl_grouped_linear_forward_cpu(c->y, c->x, c->w, c->off, c->groups, c->in, c->out, NULL),
-	    0);
+	cr_assert_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(c->y), rl_cbuf_f32(c->x),
+	                                           rl_cbuf_f32(c->w), c->off, c->groups, c->in,
+	                                           c->out, NULL),
+	             0);
 	return gc_dot(c->y, c->r, (size_t)c->n * c->out);
 }
 
@@ -133,8 +134,9 @@ static void gl_forward_check(const struct gl_ctx *c)
 	for (int g = 0; g < c->groups; g++)
 		if (c->off[g] == c->off[g + 1])
 			fill_nan(w + (size_t)g * c->out * c->in, (size_t)c->out * c->in);
-	cr_assert_eq(
-	    rl_grouped_linear_forward_cpu(y, c->x, w, c->off, c->groups, c->in, c->out, NULL), 0);
+	cr_assert_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(y), rl_cbuf_f32(c->x), rl_cbuf_f32(w),
+	                                           c->off, c->groups, c->in, c->out, NULL),
+	             0);
 	gl_ref_forward(want, mag, c, w);
 	/* in <= 130 products summed in fp32: well under 16 ulp of sum |x w| */
 	close_mag("grouped y", y, want, mag, ny, 1e-6);
@@ -156,8 +158,9 @@ static void gl_backward_check(uint32_t *seed, struct gl_ctx *c, int fd)
 	double *rx = dalloc(nx), *rxm = dalloc(nx), *rw = dalloc(nw), *rwm = dalloc(nw);
 	double *ax = dalloc(nx), *axm = dalloc(nx), *aw = dalloc(nw), *awm = dalloc(nw);
 
-	cr_assert_eq(rl_grouped_linear_backward_cpu(dx, dw, c->r, c->x, c->w, c->off, c->groups,
-	                                            c->in, c->out, NULL),
+	cr_assert_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(dx), dw, rl_cbuf_f32(c->r),
+	                                            rl_cbuf_f32(c->x), rl_cbuf_f32(c->w), c->off,
+	                                            c->groups, c->in, c->out, NULL),
 	             0);
 	gl_ref_backward(rx, rxm, rw, rwm, c);
 	for (size_t i = 0; i < nx; i++) {
@@ -182,11 +185,13 @@ static void gl_backward_check(uint32_t *seed, struct gl_ctx *c, int fd)
 	}
 
 	/* one gradient at a time, the input it does not need NULL */
-	cr_assert_eq(rl_grouped_linear_backward_cpu(gx, NULL, c->r, NULL, c->w, c->off, c->groups,
-	                                            c->in, c->out, NULL),
+	cr_assert_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(gx), NULL, rl_cbuf_f32(c->r),
+	                                            rl_cbuf_f32(NULL), rl_cbuf_f32(c->w), c->off,
+	                                            c->groups, c->in, c->out, NULL),
 	             0);
-	cr_assert_eq(rl_grouped_linear_backward_cpu(NULL, gw, c->r, c->x, NULL, c->off, c->groups,
-	                                            c->in, c->out, NULL),
+	cr_assert_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(NULL), gw, rl_cbuf_f32(c->r),
+	                                            rl_cbuf_f32(c->x), rl_cbuf_f32(NULL), c->off,
+	                                            c->groups, c->in, c->out, NULL),
 	             0);
 	close_mag("grouped dx alone", gx, rx, rxm, nx, 2e-6);
 	close_mag("grouped dw alone", gw, rw, rwm, nw, 2e-6);
@@ -282,8 +287,8 @@ static double cb_loss(void *p)
 {
 	struct cb_ctx *c = p;
 
-	cr_assert_eq(rl_moe_combine_forward_cpu(c->out, c->y, c->slot, c->w, c->nt, c->k, c->dim,
-	                                        c->ns, NULL),
+	cr_assert_eq(rl_moe_combine_forward_cpu(rl_buf_f32(c->out), rl_cbuf_f32(c->y), c->slot,
+	                                        c->w, c->nt, c->k, c->dim, c->ns, NULL),
 	             0);
 	return gc_dot(c->out, c->r, (size_t)c->nt * c->dim);
 }
@@ -331,9 +336,9 @@ static void cb_forward_check(const struct cb_ctx *c)
 	for (size_t i = 0; i < no + c->dim; i++)
 		out[i] = out2[i] = i % 2 ? NAN : 1e30f;
 	guard = fdup(out + no, c->dim);
-	cr_assert_eq(
-	    rl_moe_combine_forward_cpu(out, c->y, c->slot, c->w, c->nt, c->k, c->dim, c->ns, NULL),
-	    0);
+	cr_assert_eq(rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(c->y), c->slot, c->w,
+	                                        c->nt, c->k, c->dim, c->ns, NULL),
+	             0);
 	for (int t = 0; t < c->nt; t++)
 		for (int j = 0; j < c->k; j++) {
 			int i = t * c->k + j, s = c->slot[i];
@@ -359,8 +364,9 @@ static void cb_forward_check(const struct cb_ctx *c)
 	for (int i = 0; i < c->nt * c->k; i++)
 		if (c->slot[i] < 0)
 			w[i] = NAN;
-	cr_assert_eq(
-	    rl_moe_combine_forward_cpu(out2, y, c->slot, w, c->nt, c->k, c->dim, c->ns, NULL), 0);
+	cr_assert_eq(rl_moe_combine_forward_cpu(rl_buf_f32(out2), rl_cbuf_f32(y), c->slot, w, c->nt,
+	                                        c->k, c->dim, c->ns, NULL),
+	             0);
 	cr_expect(!memcmp(out2, out, no * sizeof(float)),
 	          "combine out: NaN from an unnamed row of y or a -1 slot's weight leaked (k %d)",
 	          c->k);
@@ -382,7 +388,8 @@ static void cb_backward_check(uint32_t *seed, struct cb_ctx *c)
 
 	fill_nan(dwt, ni);
 	fill_nan(dwt2, ni);
-	cr_assert_eq(rl_moe_combine_backward_cpu(dy, dwt, c->r, c->y, c->slot, c->w, c->nt, c->k,
+	cr_assert_eq(rl_moe_combine_backward_cpu(rl_buf_f32(dy), dwt, rl_cbuf_f32(c->r),
+	                                         rl_cbuf_f32(c->y), c->slot, c->w, c->nt, c->k,
 	                                         c->dim, NULL),
 	             0);
 	for (size_t i = 0; i < nyv; i++) {
@@ -419,11 +426,13 @@ static void cb_backward_check(uint32_t *seed, struct cb_ctx *c)
 			          "combine dy: unnamed row %d changed", row);
 
 	/* dy NULL: the same dweight; then dy alone from zero for the check */
-	cr_assert_eq(rl_moe_combine_backward_cpu(NULL, dwt2, c->r, c->y, c->slot, c->w, c->nt, c->k,
+	cr_assert_eq(rl_moe_combine_backward_cpu(rl_buf_f32(NULL), dwt2, rl_cbuf_f32(c->r),
+	                                         rl_cbuf_f32(c->y), c->slot, c->w, c->nt, c->k,
 	                                         c->dim, NULL),
 	             0);
 	cr_expect(!memcmp(dwt2, dwt, ni * sizeof(float)), "combine dweight differs with dy NULL");
-	cr_assert_eq(rl_moe_combine_backward_cpu(gy, dwt2, c->r, c->y, c->slot, c->w, c->nt, c->k,
+	cr_assert_eq(rl_moe_combine_backward_cpu(rl_buf_f32(gy), dwt2, rl_cbuf_f32(c->r),
+	                                         rl_cbuf_f32(c->y), c->slot, c->w, c->nt, c->k,
 	                                         c->dim, NULL),
 	             0);
 
@@ -479,14 +488,22 @@ Test(moe, combine_no_tokens_and_no_slots)
 	int32_t none[2] = {-1, -1};
 
 	/* no tokens: nothing written */
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, none, w, 0, 2, 3, 1, NULL), 0);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), none, w, 0, 2, 3, 1, NULL),
+	    0);
 	cr_expect(out[0] == 7 && out[1] == 7 && out[2] == 7);
-	cr_expect_eq(rl_moe_combine_backward_cpu(out, dw, y, y, none, w, 0, 2, 3, NULL), 0);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(out), dw, rl_cbuf_f32(y),
+	                                         rl_cbuf_f32(y), none, w, 0, 2, 3, NULL),
+	             0);
 	cr_expect(isnan(dw[0]) && isnan(dw[1]));
 	/* a rank whose experts got no rows: every slot -1, out all zero */
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, NULL, none, w, 1, 2, 3, 0, NULL), 0);
+	cr_expect_eq(rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(NULL), none, w, 1, 2,
+	                                        3, 0, NULL),
+	             0);
 	cr_expect(out[0] == 0 && out[1] == 0 && out[2] == 0);
-	cr_expect_eq(rl_moe_combine_backward_cpu(NULL, dw, y, y, none, w, 1, 2, 3, NULL), 0);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(NULL), dw, rl_cbuf_f32(y),
+	                                         rl_cbuf_f32(y), none, w, 1, 2, 3, NULL),
+	             0);
 	cr_expect(dw[0] == 0 && dw[1] == 0);
 }
 
@@ -497,32 +514,94 @@ Test(moe, grouped_bad_arguments)
 	float v[8] = {0}, g[8] = {0};
 	int32_t ok[3] = {0, 1, 2}, first[3] = {1, 1, 2}, down[3] = {0, 2, 1}, neg[3] = {0, -1, 2};
 
-	cr_expect_eq(rl_grouped_linear_forward_cpu(NULL, v, v, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, NULL, v, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, NULL, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, NULL, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, ok, 0, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, ok, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, ok, 2, 0, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, ok, 2, 2, -2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, first, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, down, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, neg, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_forward_cpu(g, v, v, ok, 2, 2, 2, NULL), 0);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(NULL), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(NULL), rl_cbuf_f32(v),
+	                                           ok, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(NULL),
+	                                           ok, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           NULL, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, 0, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, -1, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, 2, 0, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, 2, 2, -2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           first, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           down, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           neg, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_forward_cpu(rl_buf_f32(g), rl_cbuf_f32(v), rl_cbuf_f32(v),
+	                                           ok, 2, 2, 2, NULL),
+	             0);
 
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, NULL, v, v, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, NULL, v, v, NULL, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(NULL, g, v, NULL, v, ok, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, NULL, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, ok, 0, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, ok, -3, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, ok, 2, 0, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, ok, 2, 2, 0, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, first, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, down, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, neg, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(g, g, v, v, v, ok, 2, 2, 2, NULL), 0);
-	cr_expect_eq(rl_grouped_linear_backward_cpu(NULL, NULL, v, NULL, NULL, ok, 2, 2, 2, NULL),
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(NULL),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), NULL, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(NULL), ok, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(NULL), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(NULL), rl_cbuf_f32(v), ok, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), NULL, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 0, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, -3, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 0, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2, 0,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), first, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), down, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), neg, 2, 2, 2,
+	                                            NULL),
+	             -1);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(g), g, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(v), rl_cbuf_f32(v), ok, 2, 2, 2,
+	                                            NULL),
+	             0);
+	cr_expect_eq(rl_grouped_linear_backward_cpu(rl_buf_f32(NULL), NULL, rl_cbuf_f32(v),
+	                                            rl_cbuf_f32(NULL), rl_cbuf_f32(NULL), ok, 2, 2,
+	                                            2, NULL),
 	             0);
 }
 
@@ -532,32 +611,82 @@ Test(moe, combine_bad_arguments)
 	int32_t ok[4] = {0, 1, -1, 2}, low[4] = {0, -2, 1, 2}, high[4] = {0, 1, 3, -1};
 	int32_t huge[4] = {0, INT32_MAX, 1, 2}, lowest[4] = {INT32_MIN, 0, 1, 2};
 
-	cr_expect_eq(rl_moe_combine_forward_cpu(NULL, y, ok, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, NULL, ok, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, NULL, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, NULL, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, -1, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, 2, 0, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, 2, -2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, 2, 2, 0, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, low, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, lowest, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, high, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, huge, w, 2, 2, 2, 3, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, 2, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_forward_cpu(out, y, ok, w, 2, 2, 2, 3, NULL), 0);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(NULL), rl_cbuf_f32(y), ok, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(NULL), ok, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), NULL, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, NULL, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, -1, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, 2, 0, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, 2, -2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, 2, 2, 0, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), low, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), lowest, w, 2, 2, 2,
+	                                        3, NULL),
+	             -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), high, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), huge, w, 2, 2, 2, 3, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, 2, 2, 2, 2, NULL),
+	    -1);
+	cr_expect_eq(
+	    rl_moe_combine_forward_cpu(rl_buf_f32(out), rl_cbuf_f32(y), ok, w, 2, 2, 2, 3, NULL),
+	    0);
 
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, NULL, dout, y, ok, w, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, NULL, y, ok, w, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, NULL, ok, w, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, NULL, w, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, NULL, 2, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, w, -1, 2, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, w, 2, 0, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, w, 2, -1, 2, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, w, 2, 2, 0, NULL), -1);
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, ok, w, 2, 2, 2, NULL), 0);
-	cr_expect_eq(rl_moe_combine_backward_cpu(NULL, dw, dout, y, ok, w, 2, 2, 2, NULL), 0);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), NULL, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(NULL),
+	                                         rl_cbuf_f32(y), ok, w, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(NULL), ok, w, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), NULL, w, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, NULL, 2, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, -1, 2, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, 0, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, -1, 2, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, 2, 0, NULL),
+	             -1);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, 2, 2, NULL),
+	             0);
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(NULL), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), ok, w, 2, 2, 2, NULL),
+	             0);
 }
 
 /* The backward has no n_slots to check against, but "the cpu ops check
@@ -568,8 +697,9 @@ Test(moe, combine_backward_refuses_slot_below_minus_one)
 	float y[6] = {0}, w[4] = {1, 1, 1, 1}, dw[4], dout[4] = {0};
 	int32_t low[4] = {0, -2, 1, 2};
 
-	cr_expect_eq(rl_moe_combine_backward_cpu(y, dw, dout, y, low, w, 2, 2, 2, NULL), -1,
-	             "slot -2 taken by the combine backward");
+	cr_expect_eq(rl_moe_combine_backward_cpu(rl_buf_f32(y), dw, rl_cbuf_f32(dout),
+	                                         rl_cbuf_f32(y), low, w, 2, 2, 2, NULL),
+	             -1, "slot -2 taken by the combine backward");
 }
 
 /* ---- the fenced table ---- */
@@ -616,30 +746,53 @@ Test(moe, fenced_grouped_matches_cpu_bits)
 	int32_t *off_d = dev_put(off, sizeof(off));
 
 	cr_assert_not_null(y_d);
-	cr_assert_eq(rl_ops_cpu.grouped_linear_forward(y, x, w, off, groups, in, out, NULL), 0);
-	cr_assert_eq(
-	    rl_ops_cpu.grouped_linear_backward(dx, dw, r, x, w, off, groups, in, out, NULL), 0);
-	cr_assert_eq(F->grouped_linear_forward(y_d, x_d, w_d, off, groups, in, out, NULL), 0);
-	cr_assert_eq(
-	    F->grouped_linear_backward(dx_d, dw_d, r_d, x_d, w_d, off, groups, in, out, NULL), 0);
+	cr_assert_eq(rl_ops_cpu.grouped_linear_forward(rl_buf_f32(y), rl_cbuf_f32(x),
+	                                               rl_cbuf_f32(w), off, groups, in, out, NULL),
+	             0);
+	cr_assert_eq(rl_ops_cpu.grouped_linear_backward(rl_buf_f32(dx), dw, rl_cbuf_f32(r),
+	                                                rl_cbuf_f32(x), rl_cbuf_f32(w), off, groups,
+	                                                in, out, NULL),
+	             0);
+	cr_assert_eq(F->grouped_linear_forward(rl_buf_f32(y_d), rl_cbuf_f32(x_d), rl_cbuf_f32(w_d),
+	                                       off, groups, in, out, NULL),
+	             0);
+	cr_assert_eq(F->grouped_linear_backward(rl_buf_f32(dx_d), dw_d, rl_cbuf_f32(r_d),
+	                                        rl_cbuf_f32(x_d), rl_cbuf_f32(w_d), off, groups, in,
+	                                        out, NULL),
+	             0);
 	dev_get_cmp("grouped y", y_d, y, fbytes(ny));
 	dev_get_cmp("grouped dx", dx_d, dx, fbytes(nx));
 	dev_get_cmp("grouped dw", dw_d, dw, fbytes(nw));
 
 	/* host memory where the backend's is needed, and offsets the wrong way */
-	cr_expect_eq(F->grouped_linear_forward(y, x_d, w_d, off, groups, in, out, NULL), -1);
-	cr_expect_eq(F->grouped_linear_forward(y_d, x, w_d, off, groups, in, out, NULL), -1);
-	cr_expect_eq(F->grouped_linear_forward(y_d, x_d, w, off, groups, in, out, NULL), -1);
-	cr_expect_eq(F->grouped_linear_forward(y_d, x_d, w_d, off_d, groups, in, out, NULL), -1);
-	cr_expect_eq(
-	    F->grouped_linear_backward(dx, dw_d, r_d, x_d, w_d, off, groups, in, out, NULL), -1);
-	cr_expect_eq(
-	    F->grouped_linear_backward(dx_d, dw, r_d, x_d, w_d, off, groups, in, out, NULL), -1);
-	cr_expect_eq(
-	    F->grouped_linear_backward(dx_d, dw_d, r, x_d, w_d, off, groups, in, out, NULL), -1);
-	cr_expect_eq(
-	    F->grouped_linear_backward(dx_d, dw_d, r_d, x_d, w_d, off_d, groups, in, out, NULL),
-	    -1);
+	cr_expect_eq(F->grouped_linear_forward(rl_buf_f32(y), rl_cbuf_f32(x_d), rl_cbuf_f32(w_d),
+	                                       off, groups, in, out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_forward(rl_buf_f32(y_d), rl_cbuf_f32(x), rl_cbuf_f32(w_d),
+	                                       off, groups, in, out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_forward(rl_buf_f32(y_d), rl_cbuf_f32(x_d), rl_cbuf_f32(w),
+	                                       off, groups, in, out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_forward(rl_buf_f32(y_d), rl_cbuf_f32(x_d), rl_cbuf_f32(w_d),
+	                                       off_d, groups, in, out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_backward(rl_buf_f32(dx), dw_d, rl_cbuf_f32(r_d),
+	                                        rl_cbuf_f32(x_d), rl_cbuf_f32(w_d), off, groups, in,
+	                                        out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_backward(rl_buf_f32(dx_d), dw, rl_cbuf_f32(r_d),
+	                                        rl_cbuf_f32(x_d), rl_cbuf_f32(w_d), off, groups, in,
+	                                        out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_backward(rl_buf_f32(dx_d), dw_d, rl_cbuf_f32(r),
+	                                        rl_cbuf_f32(x_d), rl_cbuf_f32(w_d), off, groups, in,
+	                                        out, NULL),
+	             -1);
+	cr_expect_eq(F->grouped_linear_backward(rl_buf_f32(dx_d), dw_d, rl_cbuf_f32(r_d),
+	                                        rl_cbuf_f32(x_d), rl_cbuf_f32(w_d), off_d, groups,
+	                                        in, out, NULL),
+	             -1);
 	/* the refusals wrote nothing */
 	dev_get_cmp("grouped dx after refusals", dx_d, dx, fbytes(nx));
 	dev_get_cmp("grouped dw after refusals", dw_d, dw, fbytes(nw));
@@ -680,30 +833,51 @@ Test(moe, fenced_combine_matches_cpu_bits)
 	int32_t *slot_d = dev_put(slot, sizeof(slot));
 
 	cr_assert(out_d && dwt_d);
-	cr_assert_eq(rl_ops_cpu.moe_combine_forward(out, y, slot, w, nt, k, dim, ns, NULL), 0);
-	cr_assert_eq(rl_ops_cpu.moe_combine_backward(dy, dwt, r, y, slot, w, nt, k, dim, NULL), 0);
-	cr_assert_eq(F->moe_combine_forward(out_d, y_d, slot_d, w_d, nt, k, dim, ns, NULL), 0);
-	cr_assert_eq(F->moe_combine_backward(dy_d, dwt_d, r_d, y_d, slot_d, w_d, nt, k, dim, NULL),
+	cr_assert_eq(rl_ops_cpu.moe_combine_forward(rl_buf_f32(out), rl_cbuf_f32(y), slot, w, nt, k,
+	                                            dim, ns, NULL),
+	             0);
+	cr_assert_eq(rl_ops_cpu.moe_combine_backward(rl_buf_f32(dy), dwt, rl_cbuf_f32(r),
+	                                             rl_cbuf_f32(y), slot, w, nt, k, dim, NULL),
+	             0);
+	cr_assert_eq(F->moe_combine_forward(rl_buf_f32(out_d), rl_cbuf_f32(y_d), slot_d, w_d, nt, k,
+	                                    dim, ns, NULL),
+	             0);
+	cr_assert_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt_d, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y_d), slot_d, w_d, nt, k, dim, NULL),
 	             0);
 	dev_get_cmp("combine out", out_d, out, fbytes(no));
 	dev_get_cmp("combine dy", dy_d, dy, fbytes(nyv));
 	dev_get_cmp("combine dweight", dwt_d, dwt, fbytes(ni));
 
-	cr_expect_eq(F->moe_combine_forward(out, y_d, slot_d, w_d, nt, k, dim, ns, NULL), -1);
-	cr_expect_eq(F->moe_combine_forward(out_d, y, slot_d, w_d, nt, k, dim, ns, NULL), -1);
-	cr_expect_eq(F->moe_combine_forward(out_d, y_d, slot, w_d, nt, k, dim, ns, NULL), -1);
-	cr_expect_eq(F->moe_combine_forward(out_d, y_d, slot_d, w, nt, k, dim, ns, NULL), -1);
-	cr_expect_eq(F->moe_combine_backward(dy, dwt_d, r_d, y_d, slot_d, w_d, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_forward(rl_buf_f32(out), rl_cbuf_f32(y_d), slot_d, w_d, nt, k,
+	                                    dim, ns, NULL),
 	             -1);
-	cr_expect_eq(F->moe_combine_backward(dy_d, dwt, r_d, y_d, slot_d, w_d, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_forward(rl_buf_f32(out_d), rl_cbuf_f32(y), slot_d, w_d, nt, k,
+	                                    dim, ns, NULL),
 	             -1);
-	cr_expect_eq(F->moe_combine_backward(dy_d, dwt_d, r, y_d, slot_d, w_d, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_forward(rl_buf_f32(out_d), rl_cbuf_f32(y_d), slot, w_d, nt, k,
+	                                    dim, ns, NULL),
 	             -1);
-	cr_expect_eq(F->moe_combine_backward(dy_d, dwt_d, r_d, y, slot_d, w_d, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_forward(rl_buf_f32(out_d), rl_cbuf_f32(y_d), slot_d, w, nt, k,
+	                                    dim, ns, NULL),
 	             -1);
-	cr_expect_eq(F->moe_combine_backward(dy_d, dwt_d, r_d, y_d, slot, w_d, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy), dwt_d, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y_d), slot_d, w_d, nt, k, dim, NULL),
 	             -1);
-	cr_expect_eq(F->moe_combine_backward(dy_d, dwt_d, r_d, y_d, slot_d, w, nt, k, dim, NULL),
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y_d), slot_d, w_d, nt, k, dim, NULL),
+	             -1);
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt_d, rl_cbuf_f32(r),
+	                                     rl_cbuf_f32(y_d), slot_d, w_d, nt, k, dim, NULL),
+	             -1);
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt_d, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y), slot_d, w_d, nt, k, dim, NULL),
+	             -1);
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt_d, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y_d), slot, w_d, nt, k, dim, NULL),
+	             -1);
+	cr_expect_eq(F->moe_combine_backward(rl_buf_f32(dy_d), dwt_d, rl_cbuf_f32(r_d),
+	                                     rl_cbuf_f32(y_d), slot_d, w, nt, k, dim, NULL),
 	             -1);
 	dev_get_cmp("combine dy after refusals", dy_d, dy, fbytes(nyv));
 
