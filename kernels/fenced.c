@@ -615,14 +615,13 @@ static int fenced_grouped_linear_backward(struct rl_buf dx, float *dw, struct rl
 	    DEV_OR_NULL(w.p) || host(__func__, "offsets", offsets))
 		return -1;
 	/* dy and dx have y's and x's shapes; dW is w's, in fp32 */
-	struct rl_buf dy_as_y = {(void *)dy.p, dy.t};
+	if (!rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim)) {
+		size_t n = (size_t)offsets[groups], nw = (size_t)groups * out_dim * in_dim;
 
-	if (grouped_spans(__func__, dy_as_y, rl_cbuf_of(dx), w, offsets, groups, in_dim, out_dim) ||
-	    grouped_spans(__func__, dy_as_y, x, rl_cbuf_f32(NULL), offsets, groups, in_dim,
-	                  out_dim) ||
-	    (!rl_grouped_linear_bad_groups(offsets, groups, in_dim, out_dim) &&
-	     span(__func__, "dw", dw, RL_F32, (size_t)groups * out_dim * in_dim)))
-		return -1;
+		if (SPAN(dx, n * in_dim) || SPAN(dy, n * out_dim) || SPAN(x, n * in_dim) ||
+		    SPAN(w, nw) || span(__func__, "dw", dw, RL_F32, nw))
+			return -1;
+	}
 	return rl_ops_cpu.grouped_linear_backward(UB(dx), U(dw), UC(dy), UC(x), UC(w), offsets,
 	                                          groups, in_dim, out_dim, stream);
 }

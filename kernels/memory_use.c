@@ -68,11 +68,8 @@ static int insert(uintptr_t a, size_t bytes, int kind)
 	slots[j] = (struct slot){a, bytes, kind};
 	used++;
 	use.live[kind] += bytes;
-	use.live_total += bytes;
 	if (use.live[kind] > use.peak[kind])
 		use.peak[kind] = use.live[kind];
-	if (use.live_total > use.peak_total)
-		use.peak_total = use.live_total;
 	return 0;
 }
 
@@ -89,7 +86,6 @@ static void erase(uintptr_t a)
 	if (!slots[j].addr)
 		return;
 	use.live[slots[j].kind] -= slots[j].bytes;
-	use.live_total -= slots[j].bytes;
 	used--;
 
 	size_t hole = j;

@@ -39,11 +39,10 @@ void *rl_ops_alloc(const struct rl_ops *ops, enum rl_mem_kind kind, size_t bytes
 void rl_ops_release(const struct rl_ops *ops, void *p);
 
 /* Bytes by kind, as the caller asked for them (the backend may round up):
- * live now, and the most ever live at once, by kind and in all. */
+ * live now, and the most ever live at once. */
 struct rl_mem_use {
 	size_t live[RL_MEM_KINDS];
 	size_t peak[RL_MEM_KINDS];
-	size_t live_total, peak_total;
 };
 
 void rl_mem_use_read(struct rl_mem_use *out);

@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 
+#include "kernels/cpu/typed.h"
 #include "kernels/linear.h"
 #include "kernels/vector.h"
 
@@ -24,20 +25,6 @@
 static int bad_shape(int n, int in_dim, int out_dim)
 {
 	return n < 0 || in_dim <= 0 || out_dim <= 0;
-}
-
-/* The fp32 values of the n elements of b: b itself when it is fp32, else a
- * copy widened exactly into *scratch, which the caller frees. NULL when out
- * of memory. */
-static const float *widen(struct rl_cbuf b, size_t n, float **scratch)
-{
-	*scratch = NULL;
-	if (b.t == RL_F32)
-		return b.p;
-	*scratch = malloc(n ? n * sizeof(float) : 1);
-	if (*scratch)
-		rl_from_bf16_cpu(*scratch, b.p, (int64_t)n, NULL);
-	return *scratch;
 }
 
 /* Rows of W widened at a time: whole panels of at most W_PANEL elements. */
@@ -73,7 +60,7 @@ static int forward_bf16(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w, str
 	float *xs = NULL, *ws = malloc((size_t)rows * in_dim * sizeof(float));
 	float *bs = malloc((size_t)rows * sizeof(float));
 	float *tmp = y.t == RL_F32 ? NULL : malloc((size_t)n * rows * sizeof(float));
-	const float *xf = widen(x, (size_t)n * in_dim, &xs);
+	const float *xf = rl_widened(x, (size_t)n * in_dim, &xs);
 	int rc = -1;
 
 	if (!xf || !ws || !bs || (y.t != RL_F32 && !tmp))
@@ -184,8 +171,8 @@ int rl_linear_backward_cpu(struct rl_buf dx, float *dw, float *dbias, struct rl_
 		return 0;
 
 	float *dys = NULL, *xs = NULL;
-	const float *dyf = widen(dy, (size_t)n * out_dim, &dys);
-	const float *xf = dw ? widen(x, (size_t)n * in_dim, &xs) : NULL;
+	const float *dyf = rl_widened(dy, (size_t)n * out_dim, &dys);
+	const float *xf = dw ? rl_widened(x, (size_t)n * in_dim, &xs) : NULL;
 	int rc = -1;
 
 	if (!dyf || (dw && !xf))

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cpu/lanes.h"
+#include "kernels/cpu/typed.h"
 #include "kernels/linear.h"
 #include "kernels/vector.h"
 
@@ -136,13 +137,12 @@ static int forward_bf16(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w, str
                         int n, int in_dim, int out_dim)
 {
 	const int panels = (out_dim + PANEL - 1) / PANEL;
-	size_t nx = (size_t)n * in_dim;
-	float *xf = malloc(nx * sizeof(float));
+	float *xs;
+	const float *xf = rl_widened(x, (size_t)n * in_dim, &xs);
 	int failed = 0;
 
 	if (!xf)
 		return -1;
-	rl_from_bf16_cpu(xf, x.p, (int64_t)nx, NULL);
 #pragma omp parallel if ((long)n * out_dim * in_dim >= (1L << 18))
 	{
 		float *ws = malloc((size_t)PANEL * in_dim * sizeof(float));
@@ -162,7 +162,7 @@ static int forward_bf16(struct rl_buf y, struct rl_cbuf x, struct rl_cbuf w, str
 		free(ws);
 		free(tmp);
 	}
-	free(xf);
+	free(xs);
 	return failed ? -1 : 0;
 }
 

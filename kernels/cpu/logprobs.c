@@ -18,6 +18,7 @@
 #include <cblas.h>
 
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/typed.h"
 #include "kernels/linear.h"
 #include "kernels/logprobs.h"
 #include "kernels/vector.h"
@@ -72,7 +73,7 @@ static void fold_row(const float *restrict row, int c, int c0, int32_t target, f
 struct chunk_src {
 	const float *h;      /* the fused ops: h [n, dim] (fp32, widened from bf16) */
 	struct rl_cbuf w;    /* and W [vocab, dim], fp32 or bf16 */
-	float *wbuf;         /* bf16 W: room for a chunk of its rows widened */
+	float *hbuf, *wbuf;  /* bf16: h widened, room for a chunk of W's rows */
 	const float *logits; /* rl_logits_logprobs: [n, ld] */
 	int ld, dim;
 	float scale;
@@ -90,33 +91,22 @@ static const float *chunk_w(const struct chunk_src *src, int c0, int c)
 	return src->wbuf;
 }
 
-/* A fused op's source over typed h and W: bf16 h widened into *hbuf, room
- * for a chunk of W's rows in src->wbuf; both freed with free_src. */
+/* A fused op's source over typed h and W: bf16 h widened into src->hbuf,
+ * room for a chunk of W's rows in src->wbuf; both freed with free_src. */
 static int typed_src(struct chunk_src *src, struct rl_cbuf h, struct rl_cbuf w,
                      const struct rl_lm_logprobs_shape *s, int chunk, int invariant)
 {
-	size_t nh = (size_t)s->n * (size_t)s->dim;
-
 	*src = (struct chunk_src){
 	    .w = w, .dim = s->dim, .scale = s->logit_scale, .invariant = invariant};
-	if (h.t == RL_F32) {
-		src->h = h.p;
-		return 0;
-	}
-	float *hf = malloc(nh ? nh * sizeof *hf : 1);
-
-	src->wbuf = malloc((size_t)chunk * (size_t)s->dim * sizeof(float));
-	src->h = hf;
-	if (!hf || !src->wbuf)
-		return -1;
-	rl_from_bf16_cpu(hf, h.p, (int64_t)nh, NULL);
-	return 0;
+	src->h = rl_widened(h, (size_t)s->n * (size_t)s->dim, &src->hbuf);
+	if (w.t != RL_F32)
+		src->wbuf = malloc((size_t)chunk * (size_t)s->dim * sizeof(float));
+	return src->h && (w.t == RL_F32 || src->wbuf) ? 0 : -1;
 }
 
-static void free_src(struct chunk_src *src, struct rl_cbuf h)
+static void free_src(struct chunk_src *src)
 {
-	if (h.t != RL_F32)
-		free((void *)src->h);
+	free(src->hbuf);
 	free(src->wbuf);
 }
 
@@ -202,7 +192,7 @@ static int fused_forward(float *logprob, float *lse, struct rl_cbuf h, struct rl
 		return -1;
 	if (typed_src(&src, h, w, shape, chunk, invariant) == 0)
 		rc = forward(logprob, lse, &src, targets, shape, work);
-	free_src(&src, h);
+	free_src(&src);
 	return rc;
 }
 
@@ -269,7 +259,7 @@ int rl_lm_logprobs_backward_cpu(struct rl_buf dh, float *dw, const float *dlogpr
 	if (n == 0 || (!dh.p && !dw))
 		return 0;
 	if (typed_src(&src, h, w, shape, chunk, 0)) {
-		free_src(&src, h);
+		free_src(&src);
 		return -1;
 	}
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
@@ -300,6 +290,6 @@ int rl_lm_logprobs_backward_cpu(struct rl_buf dh, float *dw, const float *dlogpr
 		for (size_t i = 0; i < nh; i++)
 			((uint16_t *)dh.p)[i] =
 			    rl_f32_to_bf16(rl_bf16_to_f32(((uint16_t *)dh.p)[i]) + acc[i]);
-	free_src(&src, h);
+	free_src(&src);
 	return 0;
 }

@@ -163,18 +163,12 @@ static int lp_check_shape(const struct rl_lm_logprobs_shape *s, int *chunk)
 	return 0;
 }
 
-/* W's rows from c0 on */
-static const void *lp_rows(struct rl_cbuf w, int c0, int dim)
-{
-	return (const char *)w.p + (size_t)c0 * dim * rl_dtype_size(w.t);
-}
-
 /* work [n, c] = scale * h [n, dim] W[c0 : c0 + c]^T, in fp32 */
 static int lp_chunk_logits(float *work, struct rl_cbuf h, struct rl_cbuf w, int n, int dim, int c0,
                            int c, float scale, void *stream)
 {
-	return rl_gemm_typed(n, c, dim, false, h.p, dim, true, lp_rows(w, c0, dim), dim, work, c,
-	                     scale, 0.0f, NULL, h.t, RL_F32, stream);
+	return rl_gemm_typed(n, c, dim, false, h.p, dim, true, rl_cbuf_at(w, (size_t)c0 * dim).p,
+	                     dim, work, c, scale, 0.0f, NULL, h.t, RL_F32, stream);
 }
 
 /* dh[i] = dh[i] + acc[i] rounded once to bf16 */
@@ -272,7 +266,8 @@ extern "C" int rl_lm_logprobs_backward_cuda(struct rl_buf dh, float *dw, const f
 		return 0;
 	for (int c0 = 0; c0 < vocab; c0 += chunk) {
 		int c = vocab - c0 < chunk ? vocab - c0 : chunk;
-		const void *wc = lp_rows(w, c0, dim), *dl = bf16 ? (const void *)d16 : work;
+		const void *wc = rl_cbuf_at(w, (size_t)c0 * dim).p,
+		           *dl = bf16 ? (const void *)d16 : work;
 
 		if (lp_chunk_logits(work, h, w, n, dim, c0, c, scale, stream))
 			return -1;

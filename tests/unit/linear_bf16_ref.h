@@ -16,7 +16,7 @@
  * an fp32 output keeps the second term alone. A wrong index, transpose,
  * type or rounding point costs of the order of |r| or mag itself.
  * defines: struct lin16_case, lin16_make, lin16_free, lin16_forward_bad,
- * lin16_backward_bad, lin16_bits */
+ * lin16_backward_bad, lin16_bits, lin16_copy */
 #ifndef RL_TESTS_LINEAR_BF16_REF_H
 #define RL_TESTS_LINEAR_BF16_REF_H
 
@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -51,6 +52,16 @@ static inline uint16_t *lin16_bits(uint32_t *seed, size_t n, float lo, float hi,
 	}
 	*values = f;
 	return h;
+}
+
+/* a malloc'd copy of n bf16 values */
+static inline uint16_t *lin16_copy(const uint16_t *h, size_t n)
+{
+	uint16_t *c = (uint16_t *)malloc(n ? n * sizeof *c : 1);
+
+	cr_assert_not_null(c);
+	memcpy(c, h, n * sizeof *c);
+	return c;
 }
 
 static inline double lin16_value(struct rl_cbuf b, size_t i)

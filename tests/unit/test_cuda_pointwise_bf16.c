@@ -51,15 +51,6 @@ Test(cuda_pointwise_bf16, types_refused_before_any_work)
 }
 
 #ifdef RL_HAVE_CUDA
-static uint16_t *copy16(const uint16_t *h, size_t n)
-{
-	uint16_t *c = malloc(n ? n * 2 : 1);
-
-	cr_assert_not_null(c);
-	memcpy(c, h, n * 2);
-	return c;
-}
-
 /* |g - c| <= rtol |c| + atol + 2^-8 (|g| + |c|) for the bf16 values */
 static void near16(const char *what, const uint16_t *gpu, const uint16_t *cpu, size_t n,
                    double rtol, double atol)
@@ -123,7 +114,7 @@ Test(cuda_pointwise_bf16, matches_cpu)
 	near16("rmsnorm y", gy, y, n, 1e-5, 1e-6);
 	free(gy);
 
-	uint16_t *dx = copy16(v, n), *d_dx = dev_upload_bytes(v, n * 2);
+	uint16_t *dx = lin16_copy(v, n), *d_dx = dev_upload_bytes(v, n * 2);
 
 	cr_assert_eq(rl_rmsnorm_backward_cpu(rl_buf_bf16(dx), dw, rl_cbuf_bf16(g), rl_cbuf_bf16(x),
 	                                     rl_cbuf_bf16(w), rstd, rows, dim, NULL),
@@ -152,7 +143,7 @@ Test(cuda_pointwise_bf16, matches_cpu)
 
 	/* RoPE, both directions, in place on copies of g */
 	for (int back = 0; back <= 1; back++) {
-		uint16_t *q = copy16(g, n), *d_q = dev_upload_bytes(g, n * 2);
+		uint16_t *q = lin16_copy(g, n), *d_q = dev_upload_bytes(g, n * 2);
 		rl_rope_forward_fn cf = back ? rl_rope_backward_cpu : rl_rope_forward_cpu;
 		rl_rope_forward_fn gf_ = back ? rl_rope_backward_cuda : rl_rope_forward_cuda;
 
@@ -167,7 +158,7 @@ Test(cuda_pointwise_bf16, matches_cpu)
 	}
 
 	/* SwiGLU: h = silu(g) v; then dgate, dup from dh = x */
-	uint16_t *h = malloc(n * 2), *dg = copy16(x, n), *du = copy16(v, n);
+	uint16_t *h = malloc(n * 2), *dg = lin16_copy(x, n), *du = lin16_copy(v, n);
 	uint16_t *d_dg = dev_upload_bytes(x, n * 2), *d_du = dev_upload_bytes(v, n * 2);
 
 	cr_assert_eq(rl_swiglu_forward_cpu(rl_buf_bf16(h), rl_cbuf_bf16(g), rl_cbuf_bf16(v),
@@ -194,7 +185,7 @@ Test(cuda_pointwise_bf16, matches_cpu)
 	free(gy);
 
 	/* the residual add and the embedding: the CPU's bits */
-	uint16_t *sum = copy16(x, n), *d_sum = dev_upload_bytes(x, n * 2);
+	uint16_t *sum = lin16_copy(x, n), *d_sum = dev_upload_bytes(x, n * 2);
 
 	cr_assert_eq(rl_add_cpu(rl_buf_bf16(sum), rl_cbuf_bf16(g), (int64_t)n, NULL), 0);
 	cr_assert_eq(rl_add_cuda(rl_buf_bf16(d_sum), rl_cbuf_bf16(d_g), (int64_t)n, NULL), 0);

@@ -41,15 +41,6 @@ static int rounded_bad(const char *what, const uint16_t *got, const float *want,
 	return bad;
 }
 
-static uint16_t *hcopy(const uint16_t *h, size_t n)
-{
-	uint16_t *c = malloc(n ? n * sizeof *c : 1);
-
-	cr_assert_not_null(c);
-	memcpy(c, h, n * sizeof *c);
-	return c;
-}
-
 Test(pointwise_bf16, add_and_swiglu_round_the_fp32_op)
 {
 	uint32_t seed = 21;
@@ -57,11 +48,11 @@ Test(pointwise_bf16, add_and_swiglu_round_the_fp32_op)
 	float *af, *bf, *cf;
 	uint16_t *a = lin16_bits(&seed, n, -4, 4, &af), *b = lin16_bits(&seed, n, -4, 4, &bf);
 	uint16_t *c = lin16_bits(&seed, n, -4, 4, &cf);
-	uint16_t *h = malloc(n * 2), *dg = hcopy(a, n), *du = hcopy(b, n);
+	uint16_t *h = malloc(n * 2), *dg = lin16_copy(a, n), *du = lin16_copy(b, n);
 	float *hf = falloc(n), *dgf = fdup(af, n), *duf = fdup(bf, n), *sumf = fdup(af, n);
 
 	/* add: a += b */
-	uint16_t *sum = hcopy(a, n);
+	uint16_t *sum = lin16_copy(a, n);
 	cr_assert_eq(rl_add_cpu(rl_buf_bf16(sum), rl_cbuf_bf16(b), (int64_t)n, NULL), 0);
 	cr_assert_eq(rl_add_cpu(rl_buf_f32(sumf), rl_cbuf_f32(bf), (int64_t)n, NULL), 0);
 	rounded_bad("add", sum, sumf, n);
@@ -106,7 +97,7 @@ Test(pointwise_bf16, rmsnorm_rounds_the_fp32_op_and_is_near_double)
 	uint16_t *x = lin16_bits(&seed, n, -3, 3, &xf),
 	         *w = lin16_bits(&seed, dim, 0.5f, 1.5f, &wf);
 	uint16_t *dy = lin16_bits(&seed, n, -1, 1, &dyf), *dx0 = lin16_bits(&seed, n, -1, 1, &dxf0);
-	uint16_t *y = malloc(n * 2), *dx = hcopy(dx0, n);
+	uint16_t *y = malloc(n * 2), *dx = lin16_copy(dx0, n);
 	float *yf = falloc(n), *rstd = falloc(rows), *rstdf = falloc(rows), *dxf = fdup(dxf0, n);
 	float *dw = calloc(dim, 4), *dwf = calloc(dim, 4);
 	const float eps = 1e-6f;
@@ -179,7 +170,7 @@ Test(pointwise_bf16, rope_and_embedding)
 
 	rl_rope_inv_freq(inv_freq, hd, 10000.0, NULL);
 	for (int back = 0; back <= 1; back++) {
-		uint16_t *qb = hcopy(q, nq);
+		uint16_t *qb = lin16_copy(q, nq);
 		float *qbf = fdup(qf, nq);
 		rl_rope_forward_fn f = back ? rl_rope_backward_cpu : rl_rope_forward_cpu;
 
@@ -258,7 +249,7 @@ static void run_ops(const struct rl_ops *T, int fenced, struct run16 *o)
 
 	rl_rope_inv_freq(inv_freq, 16, 10000.0, NULL);
 
-#define UP(p, b) (fenced ? fup(p, b) : hcopy((const void *)(p), (b) / 2))
+#define UP(p, b) (fenced ? fup(p, b) : lin16_copy((const void *)(p), (b) / 2))
 	uint16_t *dx_ = UP(x, n * 2), *w_ = UP(w, dim * 2), *g_ = UP(g, n * 2), *v_ = UP(v, n * 2);
 	uint16_t *tab_ = UP(tab, (size_t)vocab * dim * 2), *y_ = UP(zero16, n * 2);
 	uint16_t *h_ = UP(zero16, n * 2), *dg_ = UP(g, n * 2), *du_ = UP(v, n * 2);
@@ -311,7 +302,7 @@ static void run_ops(const struct rl_ops *T, int fenced, struct run16 *o)
 		             -1);
 	}
 
-#define DOWN(p, b) (fenced ? fdown(p, b) : hcopy((const void *)(p), (b) / 2))
+#define DOWN(p, b) (fenced ? fdown(p, b) : lin16_copy((const void *)(p), (b) / 2))
 	o->y = DOWN(y_, n * 2);
 	o->h = DOWN(h_, n * 2);
 	o->dx = DOWN(dx_, n * 2);
